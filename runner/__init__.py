@@ -1,0 +1,73 @@
+"""runner: drive a language model's tool-calling loop as an explicit, persisted state machine."""
+
+from .budget import Bound, Limits
+from .clock import Clock, FakeClock, SystemClock
+from .contracts import CompiledContract, Contract, ContractSet, load_contracts
+from .engine import Engine, RunResult, RunSpec
+from .errors import (
+    BudgetExceeded,
+    ConfigError,
+    ContractError,
+    FixtureError,
+    IllegalTransition,
+    LoadError,
+    LogFormatError,
+    RunFailure,
+    RunnerError,
+    StoreError,
+)
+from .machine import Decision, Trigger
+from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolCall, ToolSpec
+from .models.scripted import ScriptedModel
+from .policy import Backoff, Policy
+from .states import TERMINAL, State
+from .store import FanoutStore, JsonlStore, MemoryStore, Store
+from .tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from .trace import TransitionRecord, read_log
+
+__all__ = [
+    "TERMINAL",
+    "Backoff",
+    "Bound",
+    "BudgetExceeded",
+    "Clock",
+    "CompiledContract",
+    "ConfigError",
+    "Contract",
+    "ContractError",
+    "ContractSet",
+    "Decision",
+    "Engine",
+    "FakeClock",
+    "FanoutStore",
+    "FixtureError",
+    "IllegalTransition",
+    "JsonlStore",
+    "Limits",
+    "LoadError",
+    "LogFormatError",
+    "MemoryStore",
+    "ModelAdapter",
+    "ModelReply",
+    "Policy",
+    "Principal",
+    "RunFailure",
+    "RunResult",
+    "RunSpec",
+    "RunnerError",
+    "ScriptedModel",
+    "State",
+    "Store",
+    "StoreError",
+    "SystemClock",
+    "TokenUsage",
+    "ToolCall",
+    "ToolInvocation",
+    "ToolRegistry",
+    "ToolResponse",
+    "ToolSpec",
+    "TransitionRecord",
+    "Trigger",
+    "load_contracts",
+    "read_log",
+]

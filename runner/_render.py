@@ -1,0 +1,64 @@
+"""How an observation is shown to the model: a deterministic JSON body, never a bare string."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .observations import (
+    AccessDenied,
+    ArgumentsRejected,
+    BudgetExhausted,
+    OutcomeUnknown,
+    RepeatRefused,
+    ResultMalformed,
+    ToolFailedPermanently,
+    ToolFailedTransiently,
+    ToolFoundNothing,
+    ToolObservation,
+    ToolRateLimited,
+    ToolSucceeded,
+    ToolUnknown,
+)
+
+
+def error_detail(observation: ToolObservation) -> dict[str, Any]:
+    """The typed error the model reads for a failed call."""
+    match observation:
+        case ArgumentsRejected(field=field, reason=reason, correctable=correctable):
+            return {"field": field, "reason": reason, "correctable": correctable}
+        case ToolRateLimited():
+            return {"reason": "rate limited; the runner decides any retry"}
+        case ToolFailedTransiently(reason=reason, detail=detail):
+            return {"reason": reason, "detail": detail}
+        case AccessDenied(source=source, detail=detail):
+            return {"reason": "access denied", "source": source, "detail": detail}
+        case ToolFailedPermanently(reason=reason, detail=detail):
+            return {"reason": reason, "detail": detail, "retry_same_call": False}
+        case ResultMalformed(errors=errors):
+            return {"reason": "the tool's output failed its result schema", "errors": list(errors)}
+        case ToolUnknown(tool=tool):
+            return {"reason": f"no tool named {tool!r} is available"}
+        case OutcomeUnknown(reason=reason):
+            return {"reason": "the write's outcome is unknown", "detail": reason}
+        case RepeatRefused(first_call_id=first, first_kind=kind):
+            return {"reason": "same call already answered; not repeated", "see_call_id": first,
+                    "earlier_result_class": kind}
+        case BudgetExhausted(bound=bound, detail=detail):
+            return {"reason": f"budget spent: {bound}", "detail": detail}
+        case _:
+            return {"reason": observation.kind}
+
+
+def model_view(observation: ToolObservation, attempts_left: int) -> tuple[dict[str, Any], bool]:
+    """The body of the tool-result message and whether it is an error."""
+    body: dict[str, Any] = {
+        "call_id": observation.call_id,
+        "tool": observation.tool,
+        "result_class": observation.kind,
+        "attempts_left": attempts_left,
+    }
+    if isinstance(observation, ToolSucceeded | ToolFoundNothing):
+        body["result"] = observation.result
+        return body, False
+    body["error"] = error_detail(observation)
+    return body, True

@@ -1,0 +1,88 @@
+"""Hard bounds on a run: limits apart from usage, and pure checks.
+
+The engine calls `spent()` at the top of every iteration and again before every sleep and every
+dispatch. Attempts are counted when a call is admitted, before its arguments are validated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Bound(StrEnum):
+    """The four independent bounds."""
+
+    ATTEMPTS = "attempts"
+    MODEL_STEPS = "model_steps"
+    TOKENS = "tokens"
+    DEADLINE = "deadline"
+
+
+class Limits(BaseModel):
+    """A run's budget. Every field is a hard cap the model cannot talk its way past."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_attempts: int = Field(default=8, ge=1)
+    """Admitted tool attempts, counted on admission (retries and refused calls included)."""
+    max_model_steps: int = Field(default=16, ge=1)
+    """Model requests that may propose tools; the final tool-free request is outside this cap."""
+    max_tokens: int = Field(default=50_000, ge=1)
+    """Cumulative input plus output tokens reported (or estimated) for model requests."""
+    max_seconds: float = Field(default=30.0, gt=0)
+    """Wall-clock deadline from the run's start, covering model calls, waits and tools."""
+
+
+@dataclass(slots=True)
+class Usage:
+    """What a run has spent so far. Mutated only by the engine."""
+
+    started_at: float
+    """The clock's monotonic reading when the run started."""
+    attempts: int = 0
+    model_steps: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+def deadline(limits: Limits, usage: Usage) -> float:
+    """The monotonic reading at which the run's time is up."""
+    return usage.started_at + limits.max_seconds
+
+
+def time_left(limits: Limits, usage: Usage, now: float) -> float:
+    return max(0.0, deadline(limits, usage) - now)
+
+
+def spent(limits: Limits, usage: Usage, now: float) -> Bound | None:
+    """The first bound that leaves no room for another model step, or None."""
+    if usage.attempts >= limits.max_attempts:
+        return Bound.ATTEMPTS
+    if usage.model_steps >= limits.max_model_steps:
+        return Bound.MODEL_STEPS
+    if usage.tokens >= limits.max_tokens:
+        return Bound.TOKENS
+    if now >= deadline(limits, usage):
+        return Bound.DEADLINE
+    return None
+
+
+def blocks_dispatch(limits: Limits, usage: Usage, now: float) -> Bound | None:
+    """The bound that forbids admitting one more tool attempt now, or None.
+
+    Model steps do not block a call the model already proposed; the other three do.
+    """
+    if usage.attempts >= limits.max_attempts:
+        return Bound.ATTEMPTS
+    if usage.tokens >= limits.max_tokens:
+        return Bound.TOKENS
+    if now >= deadline(limits, usage):
+        return Bound.DEADLINE
+    return None

@@ -1,0 +1,93 @@
+"""One classifier: every raw tool outcome becomes exactly one typed observation.
+
+Raw outcomes are a `ToolResponse` (whatever payload the tool returned) or the exception the call
+ended with. Nothing reaches the model as an empty string or a traceback: a payload that fails its
+result schema is `malformed_result`, an exception is named by its type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .contracts import CompiledContract
+from .observations import (
+    AccessDenied,
+    ArgumentsRejected,
+    OutcomeUnknown,
+    ResultMalformed,
+    ToolFailedPermanently,
+    ToolFailedTransiently,
+    ToolFoundNothing,
+    ToolObservation,
+    ToolRateLimited,
+    ToolSucceeded,
+)
+from .tools import ToolResponse
+
+
+def classify(
+    contract: CompiledContract, call_id: str, outcome: ToolResponse | BaseException
+) -> ToolObservation:
+    """Map one raw outcome of a dispatched call to its observation."""
+    tool = contract.name
+    is_write = contract.contract.side_effect == "write"
+    if isinstance(outcome, BaseException):
+        return _classify_exception(tool, call_id, outcome, is_write=is_write)
+    errors = contract.check_result(outcome.payload)
+    if errors:
+        return ResultMalformed(call_id=call_id, tool=tool, errors=errors)
+    payload: dict[str, Any] = outcome.payload  # type: ignore[assignment]  # schema-checked object
+    if payload.get("status") == "ok":
+        field = contract.contract.results_field
+        if field is not None and not payload.get(field):
+            return ToolFoundNothing(call_id=call_id, tool=tool, result=payload)
+        return ToolSucceeded(call_id=call_id, tool=tool, result=payload)
+    return _classify_error(tool, call_id, payload, outcome.retry_after)
+
+
+def _classify_exception(
+    tool: str, call_id: str, exc: BaseException, *, is_write: bool
+) -> ToolObservation:
+    detail = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    if isinstance(exc, TimeoutError | ConnectionError):
+        if is_write:  # the write may have happened: only a lookup by key can tell
+            return OutcomeUnknown(call_id=call_id, tool=tool, reason=detail)
+        reason = "timeout" if isinstance(exc, TimeoutError) else "connection"
+        return ToolFailedTransiently(call_id=call_id, tool=tool, reason=reason, detail=detail)
+    return ToolFailedPermanently(call_id=call_id, tool=tool, reason="tool_error", detail=detail)
+
+
+def _classify_error(
+    tool: str, call_id: str, payload: dict[str, Any], retry_after: str | None
+) -> ToolObservation:
+    code = str(payload.get("error_code"))
+    hint = payload.get("retryable")
+    hint = hint if isinstance(hint, bool) else None
+    message = str(payload.get("message", ""))
+    match code:
+        case "invalid_arguments":
+            field = payload.get("field")
+            return ArgumentsRejected(
+                call_id=call_id,
+                tool=tool,
+                field=field if isinstance(field, str) else None,
+                reason=message or "the tool rejected the arguments",
+            )
+        case "access_denied":
+            return AccessDenied(call_id=call_id, tool=tool, source="tool", detail=message)
+        case "rate_limited":
+            return ToolRateLimited(
+                call_id=call_id, tool=tool, retry_after=retry_after, retryable_hint=hint
+            )
+        case "service_unavailable":
+            return ToolFailedTransiently(
+                call_id=call_id,
+                tool=tool,
+                reason="service_unavailable",
+                detail=message,
+                retryable_hint=hint,
+            )
+        case _:
+            return ToolFailedPermanently(
+                call_id=call_id, tool=tool, reason=code, detail=message, retryable_hint=hint
+            )

@@ -1,0 +1,131 @@
+"""Time for the runner: the `Clock` protocol, the system clock, and `FakeClock`.
+
+This is the only module that reads time or sleeps. `FakeClock` runs its runs on an event loop whose
+time is virtual: whenever every task is waiting on a timer, the loop jumps straight to the next
+timer instead of blocking. `asyncio.sleep`, `asyncio.timeout` and concurrent waits therefore keep
+their real semantics (two concurrent 3 s calls take 3 s, not 6) while taking no real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from .errors import ConfigError
+
+LoopFactory = Callable[[], asyncio.AbstractEventLoop]
+T = TypeVar("T")
+
+
+class Clock(Protocol):
+    """Where a run reads time and waits."""
+
+    def now(self) -> datetime:
+        """The current UTC wall-clock time (aware)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back; only differences mean anything."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds`."""
+        ...
+
+    @property
+    def loop_factory(self) -> LoopFactory | None:
+        """The event loop runs on this clock must use (None: the default loop)."""
+        ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    @property
+    def loop_factory(self) -> LoopFactory | None:
+        return None
+
+
+class _JumpingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """A selector that advances virtual time instead of blocking until the next timer."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self._clock = clock
+
+    def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
+        ready: list[tuple[Any, int]] = super().select(0)
+        if ready or timeout is not None and timeout <= 0:
+            return ready
+        if timeout is None:
+            # No timer is pending: only real I/O (a thread finishing, a signal) can wake us.
+            blocked: list[tuple[Any, int]] = super().select(None)
+            return blocked
+        self._clock.advance(timeout)
+        return []
+
+
+class _VirtualTimeLoop(asyncio.SelectorEventLoop):
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(_JumpingSelector(clock))
+        self._virtual_clock = clock
+
+    def time(self) -> float:
+        return self._virtual_clock.monotonic()
+
+
+class FakeClock:
+    """A clock that moves only when a run waits (or a test calls `advance`).
+
+    It records every `sleep` it is asked for, in order, in `sleeps`.
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        start = start or datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
+        if start.tzinfo is None:
+            raise ConfigError(f"FakeClock start must be timezone-aware, got {start.isoformat()}")
+        self._start = start.astimezone(UTC)
+        self._elapsed = 0.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> datetime:
+        return self._start + timedelta(seconds=self._elapsed)
+
+    def monotonic(self) -> float:
+        return self._elapsed
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward by `seconds` (never back)."""
+        if seconds < 0:
+            raise ConfigError(f"a clock cannot go back: advance({seconds})")
+        self._elapsed += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        if not isinstance(loop, _VirtualTimeLoop) or loop._virtual_clock is not self:
+            raise ConfigError("FakeClock.sleep must run on the clock's own loop (clock.loop_factory)")
+        self.sleeps.append(seconds)
+        await asyncio.sleep(seconds)
+
+    @property
+    def loop_factory(self) -> LoopFactory:
+        return lambda: _VirtualTimeLoop(self)
+
+
+async def within(seconds: float, awaitable: Awaitable[T]) -> T:
+    """Await `awaitable` for at most `seconds` on the running loop's clock; `TimeoutError` after."""
+    async with asyncio.timeout(seconds):
+        return await awaitable

@@ -1,0 +1,244 @@
+"""Tool contracts: load `contracts/*.json`, compile their schemas once, validate calls and results.
+
+Schemas are Draft 2020-12 with format assertions really enabled (jsonschema skips formats unless a
+format checker is passed, and skips `date-time` unless rfc3339-validator is installed; both are
+checked here at import). Arguments pass the schema first, then the tool's semantic rules (a pydantic
+model validated with the run's context). A contract that does not compile is one `ContractError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import ValidationError as SchemaViolation
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from referencing.exceptions import Unresolvable
+
+from .errors import ConfigError, ContractError
+
+FORMAT_CHECKER: Final = Draft202012Validator.FORMAT_CHECKER
+
+if not {"date", "date-time"} <= set(FORMAT_CHECKER.checkers):
+    raise ConfigError(
+        "jsonschema cannot assert format date-time: install rfc3339-validator "
+        "(a declared dependency of runner)"
+    )
+
+RESERVED_ARGUMENTS: Final[frozenset[str]] = frozenset(
+    {
+        "tenant",
+        "tenant_id",
+        "principal",
+        "scopes",
+        "credentials",
+        "credential",
+        "api_key",
+        "token",
+        "authorization",
+        "operation_key",
+        "idempotency_key",
+    }
+)
+"""Names only the runtime may supply; a contract may not declare them and a model may not send them."""
+
+
+class Contract(BaseModel):
+    """A tool contract as written in `contracts/<name>.json`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
+    description: str = Field(min_length=20)
+    """When to use the tool and when not; shown to the model."""
+    input_schema: dict[str, Any]
+    result_schema: dict[str, Any]
+    side_effect: Literal["read", "write"]
+    scope: str = Field(min_length=1)
+    """The principal scope required to see and call the tool."""
+    timeout_s: float = Field(gt=0, le=600)
+    reconcile_with: str | None = None
+    """For writes: the read tool that looks an operation up by its key."""
+    suppresses_duplicates: bool = False
+    """For writes: the destination returns the existing record for a repeated key."""
+    results_field: str | None = None
+    """The result array whose emptiness means a valid query found nothing (a domain result)."""
+    audience: Literal["model", "runtime"] = "model"
+    """`runtime`: called by the runner itself (reconciliation lookups), never offered to the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentProblem:
+    """Why arguments were rejected, naming the field where one can be named."""
+
+    field: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledContract:
+    """A contract with its validators built once per process."""
+
+    contract: Contract
+    input_validator: Draft202012Validator
+    result_validator: Draft202012Validator
+    rules: type[BaseModel] | None
+
+    @property
+    def name(self) -> str:
+        return self.contract.name
+
+    def check_arguments(
+        self, arguments: Mapping[str, Any], context: Mapping[str, Any]
+    ) -> ArgumentProblem | None:
+        """Schema first, then semantic rules; None when the arguments are valid."""
+        for key in arguments:
+            if key in RESERVED_ARGUMENTS:
+                return ArgumentProblem(key, "supplied by the runtime, never by the model")
+        error = _first_error(self.input_validator, arguments)
+        if error is not None:
+            return _describe_argument_error(error, arguments)
+        if self.rules is not None:
+            try:
+                self.rules.model_validate(dict(arguments), context=dict(context))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                loc = ".".join(str(part) for part in first["loc"]) or None
+                return ArgumentProblem(loc, str(first["msg"]).removeprefix("Value error, "))
+        return None
+
+    def check_result(self, payload: object) -> tuple[str, ...]:
+        """Every way `payload` breaks the result schema, most relevant first (empty: valid)."""
+        errors = sorted(self.result_validator.iter_errors(payload), key=_error_rank)
+        return tuple(_describe(error) for error in errors[:5])
+
+
+def _error_rank(error: SchemaViolation) -> tuple[int, str]:
+    return (-len(error.absolute_path), error.message)
+
+
+def _first_error(validator: Draft202012Validator, instance: object) -> SchemaViolation | None:
+    return next(iter(validator.iter_errors(instance)), None)
+
+
+def _describe(error: SchemaViolation) -> str:
+    where = "/".join(str(part) for part in error.absolute_path) or "(root)"
+    if error.context:  # oneOf/anyOf: the branch errors say what is really wrong
+        inner = sorted(error.context, key=_error_rank)[0]
+        inner_where = "/".join(str(part) for part in inner.absolute_path) or "(root)"
+        return f"{inner_where}: {inner.message}"
+    return f"{where}: {error.message}"
+
+
+def _describe_argument_error(error: SchemaViolation, arguments: Mapping[str, Any]) -> ArgumentProblem:
+    if error.validator == "additionalProperties":
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(set(arguments) - allowed)
+        return ArgumentProblem(extra[0] if extra else None, "unexpected argument")
+    if error.validator == "required":
+        missing = [name for name in error.validator_value if name not in arguments]
+        return ArgumentProblem(missing[0] if missing else None, "required argument missing")
+    path = ".".join(str(part) for part in error.absolute_path) or None
+    return ArgumentProblem(path, error.message)
+
+
+def compile_contract(
+    contract: Contract, source: str | Path, rules: type[BaseModel] | None = None
+) -> CompiledContract:
+    """Check both schemas against the 2020-12 meta-schema and build their validators."""
+    for label, schema in (("input_schema", contract.input_schema), ("result_schema", contract.result_schema)):
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+            raise ContractError(source, f"{label} at {where}: {exc.message}") from exc
+    if contract.input_schema.get("type") != "object":
+        raise ContractError(source, "input_schema must have type object")
+    if contract.input_schema.get("additionalProperties") is not False:
+        raise ContractError(source, "input_schema must set additionalProperties to false")
+    reserved = sorted(set(contract.input_schema.get("properties", {})) & RESERVED_ARGUMENTS)
+    if reserved:
+        raise ContractError(
+            source, f"input_schema declares {', '.join(reserved)}, which only the runtime supplies"
+        )
+    if contract.side_effect == "write" and contract.reconcile_with is None:
+        raise ContractError(source, "a write tool must name its reconcile_with lookup tool")
+    input_validator = Draft202012Validator(contract.input_schema, format_checker=FORMAT_CHECKER)
+    result_validator = Draft202012Validator(contract.result_schema, format_checker=FORMAT_CHECKER)
+    for label, validator in (("input_schema", input_validator), ("result_schema", result_validator)):
+        try:  # $refs resolve lazily; probe once so a dangling one fails now, not mid-run
+            for _ in validator.iter_errors({}):
+                pass
+        except Unresolvable as exc:
+            raise ContractError(source, f"{label}: unresolvable reference {exc}") from exc
+    return CompiledContract(contract, input_validator, result_validator, rules)
+
+
+class ContractSet(Mapping[str, CompiledContract]):
+    """Compiled contracts by tool name."""
+
+    def __init__(self, contracts: Iterable[CompiledContract]) -> None:
+        self._by_name = {compiled.name: compiled for compiled in contracts}
+
+    def __getitem__(self, name: str) -> CompiledContract:
+        return self._by_name[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+
+def load_contract_file(path: Path, rules: Mapping[str, type[BaseModel]]) -> CompiledContract:
+    """Read, check and compile one contract file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ContractError(path, f"cannot read: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise ContractError(path, f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    try:
+        contract = Contract.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(root)"
+        raise ContractError(path, f"{where}: {first['msg']}") from exc
+    if contract.name != path.stem:
+        raise ContractError(path, f"name {contract.name!r} must match the file name {path.stem!r}")
+    return compile_contract(contract, path, rules.get(contract.name))
+
+
+def load_contracts(directory: Path, rules: Mapping[str, type[BaseModel]] | None = None) -> ContractSet:
+    """Load every `*.json` contract in `directory`; the first bad one raises `ContractError`."""
+    if not directory.is_dir():
+        raise ContractError(directory, "contracts directory not found")
+    rules = rules or {}
+    compiled = [load_contract_file(path, rules) for path in sorted(directory.glob("*.json"))]
+    if not compiled:
+        raise ContractError(directory, "no *.json contracts found")
+    contracts = ContractSet(compiled)
+    for item in compiled:
+        target = item.contract.reconcile_with
+        if target is not None and target not in contracts:
+            raise ContractError(item.name, f"reconcile_with names {target!r}, which is not a loaded contract")
+    return contracts
+
+
+@functools.cache
+def load_default_contracts() -> ContractSet:
+    """The repository's travel contracts with their semantic rules, compiled once per process."""
+    from .travel import SEMANTIC_RULES
+
+    return load_contracts(default_contracts_dir(), SEMANTIC_RULES)
+
+
+def default_contracts_dir() -> Path:
+    """`contracts/` beside the `runner` package (the checkout this package is installed from)."""
+    return Path(__file__).resolve().parent.parent / "contracts"

@@ -1,0 +1,159 @@
+"""Scenario fixtures: YAML or JSON files that script the model and the tools for one task.
+
+A fixture is validated against its own schema (the pydantic models below) and against the loaded
+contracts; a bad file is one `FixtureError` naming the file and every problem found.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .budget import Limits
+from .contracts import ContractSet
+from .errors import FixtureError
+from .models.scripted import ScriptedTurn
+from .observations import RESULT_CLASSES
+from .states import State
+from .travel import TaskConstraints
+
+FIXTURE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class PrincipalSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    scopes: list[str]
+
+
+class ClockSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start: AwareDatetime = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
+
+
+class ToolOutcome(BaseModel):
+    """One scripted outcome of one call: respond (verbatim), time out, or fail."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    respond: Any = None
+    """Returned verbatim, so malformed outputs are plain data."""
+    retry_after: str | None = None
+    timeout: bool = False
+    """No response before the call's timeout."""
+    fail: Literal["connection", "crash"] | None = None
+    """Raise instead of answering: a dropped connection or a crash inside the tool."""
+    latency_s: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_outcome(self) -> ToolOutcome:
+        forms = ("respond" in self.model_fields_set) + self.timeout + (self.fail is not None)
+        if forms != 1:
+            raise ValueError("an outcome has exactly one of respond, timeout: true, or fail")
+        return self
+
+
+class Expect(BaseModel):
+    """What the run must come to; every field given is checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    terminal: State
+    reason: str | None = None
+    attempts: int | None = None
+    model_steps: int | None = None
+    waits_s: list[float] | None = None
+    transitions: list[State] | None = None
+    """The states visited, starting with plan."""
+    answer_contains: list[str] | None = None
+
+
+class Fixture(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9_]+$")
+    description: str = Field(min_length=1)
+    task: str = Field(min_length=1)
+    tenant: str = Field(min_length=1)
+    principal: PrincipalSpec
+    budget: Limits = Field(default_factory=Limits)
+    clock: ClockSpec = Field(default_factory=ClockSpec)
+    constraints: TaskConstraints = Field(default_factory=TaskConstraints)
+    tools: list[str] = Field(min_length=1)
+    environment: dict[str, list[ToolOutcome]] = Field(default_factory=dict)
+    model: list[ScriptedTurn] = Field(min_length=1)
+    expect: Expect | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Fixture:
+        unknown = sorted(set(self.environment) - set(self.tools))
+        if unknown:
+            raise ValueError(f"environment scripts tools not in tools: {', '.join(unknown)}")
+        for turn in self.model:
+            for cls in turn.when or ():
+                if cls not in RESULT_CLASSES:
+                    raise ValueError(f"when: {cls!r} is not a result class")
+        return self
+
+
+def _format_errors(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "(root)"
+        parts.append(f"{where}: {str(error['msg']).removeprefix('Value error, ')}")
+    return "; ".join(parts)
+
+
+def parse_fixture(path: Path) -> Fixture:
+    """Read and validate one fixture file (schema only)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FixtureError(path, f"cannot read: {exc.strerror}") from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise FixtureError(path, f"not valid JSON at line {exc.lineno}: {exc.msg}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise FixtureError(path, f"not valid YAML{where}: {problem}") from exc
+    if not isinstance(data, dict):
+        raise FixtureError(path, "must be a mapping of fixture fields")
+    try:
+        return Fixture.model_validate(data)
+    except ValidationError as exc:
+        raise FixtureError(path, _format_errors(exc)) from exc
+
+
+def load_fixture(path: Path, contracts: ContractSet) -> Fixture:
+    """Parse a fixture and check it against the loaded contracts."""
+    fixture = parse_fixture(path)
+    missing = [tool for tool in fixture.tools if tool not in contracts]
+    if missing:
+        raise FixtureError(path, f"tools without a contract: {', '.join(missing)}")
+    return fixture
+
+
+def collect_fixture_paths(paths: Iterable[Path]) -> list[Path]:
+    """Expand folders into their fixture files (sorted); a missing path is a `FixtureError`."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.iterdir() if p.suffix in FIXTURE_SUFFIXES))
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise FixtureError(path, "no such file or folder")
+    if not found:
+        raise FixtureError(", ".join(str(p) for p in paths), "no fixture files found")
+    return found

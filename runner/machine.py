@@ -1,0 +1,206 @@
+"""The transition table as data, the one shared `transitions.Machine`, and the pure `decide()`.
+
+This is the only module that imports `transitions`. The table is validated when the module loads
+(every problem reported at once) and the machine re-checks every move at run time: a trigger that
+has no edge from the current state raises `IllegalTransition`, which is a bug, never a run outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from transitions import Machine, MachineError
+
+from .errors import ConfigError, IllegalTransition
+from .states import TERMINAL, State
+
+
+class Trigger(StrEnum):
+    """Names of the machine's events."""
+
+    PROPOSE = "propose"
+    """plan -> call: the model proposed tool calls and budget is left."""
+    ANSWER = "answer"
+    """plan -> complete: the model answered."""
+    GIVE_UP = "give_up"
+    """plan -> abstain: a bound is spent; the final tool-free request has been made."""
+    CLASSIFY = "classify"
+    """call -> observe: one call's outcome has been classified."""
+    RESUME = "resume"
+    """observe -> plan: continue, or hand the outcome back to the model."""
+    NEXT_CALL = "next_call"
+    """observe -> call: the batch has another outstanding call to classify."""
+    RETRY = "retry"
+    """observe -> call: the policy retries the same call."""
+    RECONCILE = "reconcile"
+    """observe -> call: look an unknown write outcome up by its operation key."""
+    ESCALATE = "escalate"
+    """observe -> escalate."""
+    ABSTAIN = "abstain"
+    """observe -> abstain."""
+    MARK_UNKNOWN = "mark_unknown"
+    """observe -> unknown."""
+
+
+class Decision(StrEnum):
+    """What the policy makes of an observation."""
+
+    CONTINUE = "continue"
+    RETRY = "retry"
+    RECONCILE = "reconcile"
+    BACK_TO_MODEL = "back_to_model"
+    FINAL_ANSWER = "final_answer"
+    """A bound is spent: back to `plan` for the one tool-free request, then `abstain`."""
+    ESCALATE = "escalate"
+    ABSTAIN = "abstain"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    trigger: Trigger
+    source: State
+    dest: State
+
+
+TABLE: Final[tuple[Edge, ...]] = (
+    Edge(Trigger.PROPOSE, State.PLAN, State.CALL),
+    Edge(Trigger.ANSWER, State.PLAN, State.COMPLETE),
+    Edge(Trigger.GIVE_UP, State.PLAN, State.ABSTAIN),
+    Edge(Trigger.CLASSIFY, State.CALL, State.OBSERVE),
+    Edge(Trigger.RESUME, State.OBSERVE, State.PLAN),
+    Edge(Trigger.NEXT_CALL, State.OBSERVE, State.CALL),
+    Edge(Trigger.RETRY, State.OBSERVE, State.CALL),
+    Edge(Trigger.RECONCILE, State.OBSERVE, State.CALL),
+    Edge(Trigger.ESCALATE, State.OBSERVE, State.ESCALATE),
+    Edge(Trigger.ABSTAIN, State.OBSERVE, State.ABSTAIN),
+    Edge(Trigger.MARK_UNKNOWN, State.OBSERVE, State.UNKNOWN),
+)
+
+# Which trigger carries each decision out of `observe` once a batch of calls is settled.
+_DECISION_TRIGGER: Final[dict[Decision, Trigger]] = {
+    Decision.CONTINUE: Trigger.RESUME,
+    Decision.BACK_TO_MODEL: Trigger.RESUME,
+    Decision.FINAL_ANSWER: Trigger.RESUME,
+    Decision.RETRY: Trigger.RETRY,
+    Decision.RECONCILE: Trigger.RECONCILE,
+    Decision.ESCALATE: Trigger.ESCALATE,
+    Decision.ABSTAIN: Trigger.ABSTAIN,
+    Decision.UNKNOWN: Trigger.MARK_UNKNOWN,
+}
+
+
+def validate_table(table: tuple[Edge, ...]) -> list[str]:
+    """Return every problem with a transition table (empty when it is sound)."""
+    problems: list[str] = []
+    seen: dict[tuple[State, Trigger], State] = {}
+    for edge in table:
+        key = (edge.source, edge.trigger)
+        if key in seen:
+            problems.append(f"{edge.source}.{edge.trigger} is defined twice")
+        seen[key] = edge.dest
+        if edge.source in TERMINAL:
+            problems.append(f"terminal state {edge.source} has an outgoing edge {edge.trigger}")
+    sources = {edge.source for edge in table}
+    reached = {edge.dest for edge in table} | {State.PLAN}
+    for state in State:
+        if state not in TERMINAL and state not in sources:
+            problems.append(f"non-terminal state {state} has no way out")
+        if state not in reached:
+            problems.append(f"state {state} cannot be reached")
+    for trigger in Trigger:
+        if not any(edge.trigger is trigger for edge in table):
+            problems.append(f"trigger {trigger} has no edge")
+    for decision in Decision:
+        trigger = _DECISION_TRIGGER.get(decision)
+        if trigger is None:
+            problems.append(f"decision {decision} has no trigger")
+        elif (State.OBSERVE, trigger) not in seen:
+            problems.append(f"decision {decision} maps to {trigger}, which has no edge from observe")
+    return problems
+
+
+_PROBLEMS = validate_table(TABLE)
+if _PROBLEMS:
+    raise ConfigError("transition table is unsound: " + "; ".join(_PROBLEMS))
+
+
+def decide(decision: Decision) -> Trigger:
+    """The trigger that carries a settled decision out of `observe`."""
+    return _DECISION_TRIGGER[decision]
+
+
+class Lifecycle:
+    """The object a run hands to the shared machine; `state` is kept by `transitions`.
+
+    With `model_override=True` the machine binds only the triggers declared here, so each one is a
+    typed stub (which is also how mypy sees them).
+    """
+
+    state: str
+
+    def propose(self) -> bool: raise NotImplementedError  # noqa: E704
+    def answer(self) -> bool: raise NotImplementedError  # noqa: E704
+    def give_up(self) -> bool: raise NotImplementedError  # noqa: E704
+    def classify(self) -> bool: raise NotImplementedError  # noqa: E704
+    def resume(self) -> bool: raise NotImplementedError  # noqa: E704
+    def next_call(self) -> bool: raise NotImplementedError  # noqa: E704
+    def retry(self) -> bool: raise NotImplementedError  # noqa: E704
+    def reconcile(self) -> bool: raise NotImplementedError  # noqa: E704
+    def escalate(self) -> bool: raise NotImplementedError  # noqa: E704
+    def abstain(self) -> bool: raise NotImplementedError  # noqa: E704
+    def mark_unknown(self) -> bool: raise NotImplementedError  # noqa: E704
+
+    @property
+    def current(self) -> State:
+        return State(self.state)
+
+
+# `model_override` logs a warning for every convenience method (is_<state>, may_<trigger>) it
+# declines to bind; the stubs above are the only methods we want, so those warnings are noise.
+logging.getLogger("transitions.core").setLevel(logging.ERROR)
+
+# Built once per process: constructing a Machine costs about 40 triggers' worth of time.
+_MACHINE: Final = Machine(
+    model=None,
+    states=[state.value for state in State],
+    transitions=[
+        {"trigger": e.trigger.value, "source": e.source.value, "dest": e.dest.value} for e in TABLE
+    ],
+    initial=State.PLAN.value,
+    auto_transitions=False,
+    ignore_invalid_triggers=False,
+    send_event=True,
+    model_override=True,
+)
+
+
+def attach(initial: State = State.PLAN) -> Lifecycle:
+    """Register a new run with the shared machine."""
+    lifecycle = Lifecycle()
+    _MACHINE.add_model(lifecycle, initial=initial.value)
+    return lifecycle
+
+
+def detach(lifecycle: Lifecycle) -> None:
+    """Release a run: the machine otherwise keeps every model it was given."""
+    if lifecycle in _MACHINE.models:
+        _MACHINE.remove_model(lifecycle)
+
+
+def fire(lifecycle: Lifecycle, trigger: Trigger) -> State:
+    """Move `lifecycle` along `trigger`, or raise `IllegalTransition`."""
+    source = lifecycle.state
+    try:
+        getattr(lifecycle, trigger.value)()
+    except MachineError as exc:
+        raise IllegalTransition(source, trigger.value) from exc
+    return lifecycle.current
+
+
+def attached_count() -> int:
+    """How many runs the shared machine currently holds (for leak checks)."""
+    return len(_MACHINE.models)

@@ -1,0 +1,117 @@
+"""`ScriptedModel`: plays a fixture's turns, so runs are reproducible without a live model."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..transcript import Transcript, render_json
+from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+
+
+class ScriptedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class ScriptedUsage(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: int = Field(ge=0)
+    output: int = Field(ge=0)
+
+
+class ScriptedTurn(BaseModel):
+    """One model reply: tool calls or a final answer, optionally only `when` the last step saw a class."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_calls: list[ScriptedCall] | None = None
+    final: str | None = None
+    when: list[str] | None = None
+    """Play this turn only if the previous step's results include one of these classes."""
+    usage: ScriptedUsage | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _when_as_list(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("when"), str):
+            return {**data, "when": [data["when"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ScriptedTurn:
+        if (self.tool_calls is None) == (self.final is None):
+            raise ValueError("a turn has exactly one of tool_calls or final")
+        if self.tool_calls is not None and not self.tool_calls:
+            raise ValueError("tool_calls must not be empty")
+        return self
+
+
+def estimate_tokens(chars: int) -> int:
+    """About four characters a token: the estimate used when a turn states no usage."""
+    return max(1, math.ceil(chars / 4))
+
+
+class ScriptedModel:
+    """Replies with the script's turns in order.
+
+    A turn with `when` is skipped unless the previous step's results include one of its classes.
+    Asked with tools disabled, it answers with the next `final` turn, skipping tool-call turns.
+    """
+
+    def __init__(self, turns: Sequence[ScriptedTurn]) -> None:
+        self._turns = tuple(turns)
+        self._cursor = 0
+        self._step = 0
+
+    async def generate(
+        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+    ) -> ModelReply:
+        self._step += 1
+        last = transcript.last_result_classes()
+        turn = self._next_turn(last, final_only=tool_choice == "none")
+        if turn is None:
+            text = "No scripted answer is left; nothing further can be determined."
+            return self._reply(transcript, text, (), None, "script_exhausted")
+        if turn.final is not None:
+            return self._reply(transcript, turn.final, (), turn.usage, "end_turn")
+        calls = tuple(
+            ToolCall(id=call.id or f"call_{self._step}_{index}", name=call.name, arguments=call.args)
+            for index, call in enumerate(turn.tool_calls or ())
+        )
+        return self._reply(transcript, "", calls, turn.usage, "tool_use")
+
+    def _next_turn(self, last: frozenset[str], *, final_only: bool) -> ScriptedTurn | None:
+        while self._cursor < len(self._turns):
+            turn = self._turns[self._cursor]
+            self._cursor += 1
+            if final_only and turn.final is None:
+                continue
+            if turn.when is None or last.intersection(turn.when):
+                return turn
+        return None
+
+    @staticmethod
+    def _reply(
+        transcript: Transcript,
+        text: str,
+        calls: tuple[ToolCall, ...],
+        usage: ScriptedUsage | None,
+        stop_reason: str,
+    ) -> ModelReply:
+        if usage is None:
+            out_chars = len(text) + sum(len(c.name) + len(render_json(c.arguments)) for c in calls)
+            tokens = TokenUsage(
+                input_tokens=estimate_tokens(transcript.chars),
+                output_tokens=estimate_tokens(out_chars),
+            )
+        else:
+            tokens = TokenUsage(input_tokens=usage.input, output_tokens=usage.output)
+        return ModelReply(text=text, tool_calls=calls, usage=tokens, stop_reason=stop_reason)
