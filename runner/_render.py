@@ -41,8 +41,11 @@ def error_detail(observation: ToolObservation) -> dict[str, Any]:
         case OutcomeUnknown(reason=reason):
             return {"reason": "the write's outcome is unknown", "detail": reason}
         case RepeatRefused(first_call_id=first, first_kind=kind):
-            return {"reason": "same call already answered; not repeated", "see_call_id": first,
-                    "earlier_result_class": kind}
+            return {
+                "reason": "same call already answered; not repeated",
+                "see_call_id": first,
+                "earlier_result_class": kind,
+            }
         case BudgetExhausted(bound=bound, detail=detail):
             return {"reason": f"budget spent: {bound}", "detail": detail}
         case _:

@@ -52,8 +52,11 @@ def _classify_exception(
     if isinstance(exc, TimeoutError | ConnectionError):
         if is_write:  # the write may have happened: only a lookup by key can tell
             return OutcomeUnknown(call_id=call_id, tool=tool, reason=detail)
-        reason = "timeout" if isinstance(exc, TimeoutError) else "connection"
-        return ToolFailedTransiently(call_id=call_id, tool=tool, reason=reason, detail=detail)
+        if isinstance(exc, TimeoutError):
+            return ToolFailedTransiently(
+                call_id=call_id, tool=tool, reason="timeout", detail=detail
+            )
+        return ToolFailedTransiently(call_id=call_id, tool=tool, reason="connection", detail=detail)
     return ToolFailedPermanently(call_id=call_id, tool=tool, reason="tool_error", detail=detail)
 
 

@@ -31,14 +31,20 @@ def _contracts(directory: Path | None) -> ContractSet:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="runner", description=__doc__)
-    parser.add_argument("--contracts", type=Path, default=None, help="contracts folder (default: the repository's)")
+    parser.add_argument(
+        "--contracts", type=Path, default=None, help="contracts folder (default: the repository's)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
     run.add_argument("paths", nargs="+", type=Path, help="fixture files or folders")
-    run.add_argument("--repeat", type=int, default=1, help="run each fixture N times from a clean state")
+    run.add_argument(
+        "--repeat", type=int, default=1, help="run each fixture N times from a clean state"
+    )
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
-    run.add_argument("--log", type=Path, default=None, help="append the transition log (JSONL) to FILE")
+    run.add_argument(
+        "--log", type=Path, default=None, help="append the transition log (JSONL) to FILE"
+    )
     run.add_argument("--seed", type=int, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", type=Path, default=None, help="policy file (YAML or JSON)")
     run.add_argument("--verbose", action="store_true", help="log every transition to stderr")
@@ -72,7 +78,10 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if not args.json:
-        print(f"{len(fixtures)} fixtures x {args.repeat}: {passed} runs met expectations, {failed} did not")
+        print(
+            f"{len(fixtures)} fixtures x {args.repeat}: "
+            f"{passed} runs met expectations, {failed} did not"
+        )
     return EXIT_EXPECTATION_FAILED if failed else 0
 
 

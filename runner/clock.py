@@ -59,7 +59,7 @@ class SystemClock:
         return None
 
 
-class _JumpingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+class _JumpingSelector(selectors.DefaultSelector):
     """A selector that advances virtual time instead of blocking until the next timer."""
 
     def __init__(self, clock: FakeClock) -> None:
@@ -68,7 +68,7 @@ class _JumpingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-ty
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         ready: list[tuple[Any, int]] = super().select(0)
-        if ready or timeout is not None and timeout <= 0:
+        if ready or (timeout is not None and timeout <= 0):
             return ready
         if timeout is None:
             # No timer is pending: only real I/O (a thread finishing, a signal) can wake us.
@@ -116,7 +116,9 @@ class FakeClock:
     async def sleep(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
         if not isinstance(loop, _VirtualTimeLoop) or loop._virtual_clock is not self:
-            raise ConfigError("FakeClock.sleep must run on the clock's own loop (clock.loop_factory)")
+            raise ConfigError(
+                "FakeClock.sleep must run on the clock's own loop (clock.loop_factory)"
+            )
         self.sleeps.append(seconds)
         await asyncio.sleep(seconds)
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from referencing.exceptions import Unresolvable
 
 from .errors import ConfigError, ContractError
+from .travel import SEMANTIC_RULES
 
 FORMAT_CHECKER: Final = Draft202012Validator.FORMAT_CHECKER
 
@@ -46,7 +47,7 @@ RESERVED_ARGUMENTS: Final[frozenset[str]] = frozenset(
         "idempotency_key",
     }
 )
-"""Names only the runtime may supply; a contract may not declare them and a model may not send them."""
+"""Names only the runtime supplies: no contract may declare them, no model may send them."""
 
 
 class Contract(BaseModel):
@@ -70,7 +71,7 @@ class Contract(BaseModel):
     results_field: str | None = None
     """The result array whose emptiness means a valid query found nothing (a domain result)."""
     audience: Literal["model", "runtime"] = "model"
-    """`runtime`: called by the runner itself (reconciliation lookups), never offered to the model."""
+    """`runtime`: called by the runner itself (reconciliation lookups), never offered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +116,7 @@ class CompiledContract:
 
     def check_result(self, payload: object) -> tuple[str, ...]:
         """Every way `payload` breaks the result schema, most relevant first (empty: valid)."""
-        errors = sorted(self.result_validator.iter_errors(payload), key=_error_rank)
-        return tuple(_describe(error) for error in errors[:5])
+        return tuple(_describe_all(self.result_validator.iter_errors(payload))[:5])
 
 
 def _error_rank(error: SchemaViolation) -> tuple[int, str]:
@@ -127,22 +127,46 @@ def _first_error(validator: Draft202012Validator, instance: object) -> SchemaVio
     return next(iter(validator.iter_errors(instance)), None)
 
 
-def _describe(error: SchemaViolation) -> str:
-    where = "/".join(str(part) for part in error.absolute_path) or "(root)"
-    if error.context:  # oneOf/anyOf: the branch errors say what is really wrong
-        inner = sorted(error.context, key=_error_rank)[0]
-        inner_where = "/".join(str(part) for part in inner.absolute_path) or "(root)"
-        return f"{inner_where}: {inner.message}"
-    return f"{where}: {error.message}"
+def _branch_errors(error: SchemaViolation) -> list[SchemaViolation]:
+    """For a failed oneOf/anyOf, the errors of the branch the instance meant to match.
+
+    A branch whose discriminator (`const`) matched is the intended one (status ok vs error);
+    without one, the branch with the fewest errors.
+    """
+    branches: dict[object, list[SchemaViolation]] = {}
+    for inner in error.context or ():
+        branches.setdefault(inner.relative_schema_path[0], []).append(inner)
+    if not branches:
+        return [error]
+    intended = [errs for errs in branches.values() if not any(e.validator == "const" for e in errs)]
+    return min(intended or list(branches.values()), key=len)
 
 
-def _describe_argument_error(error: SchemaViolation, arguments: Mapping[str, Any]) -> ArgumentProblem:
+def _where(error: SchemaViolation) -> str:
+    return "/".join(str(part) for part in error.absolute_path) or "(root)"
+
+
+def _describe_all(errors: Iterable[SchemaViolation]) -> list[str]:
+    described: list[str] = []
+    for error in sorted(errors, key=_error_rank):
+        if error.context:
+            described.extend(_describe_all(_branch_errors(error)))
+        else:
+            described.append(f"{_where(error)}: {error.message}")
+    return described
+
+
+def _describe_argument_error(
+    error: SchemaViolation, arguments: Mapping[str, Any]
+) -> ArgumentProblem:
     if error.validator == "additionalProperties":
-        allowed = set(error.schema.get("properties", {}))
+        schema = error.schema if isinstance(error.schema, Mapping) else {}
+        allowed = set(schema.get("properties", {}))
         extra = sorted(set(arguments) - allowed)
         return ArgumentProblem(extra[0] if extra else None, "unexpected argument")
     if error.validator == "required":
-        missing = [name for name in error.validator_value if name not in arguments]
+        required: list[str] = list(error.validator_value)  # type: ignore[arg-type]
+        missing = [name for name in required if name not in arguments]
         return ArgumentProblem(missing[0] if missing else None, "required argument missing")
     path = ".".join(str(part) for part in error.absolute_path) or None
     return ArgumentProblem(path, error.message)
@@ -152,7 +176,10 @@ def compile_contract(
     contract: Contract, source: str | Path, rules: type[BaseModel] | None = None
 ) -> CompiledContract:
     """Check both schemas against the 2020-12 meta-schema and build their validators."""
-    for label, schema in (("input_schema", contract.input_schema), ("result_schema", contract.result_schema)):
+    for label, schema in (
+        ("input_schema", contract.input_schema),
+        ("result_schema", contract.result_schema),
+    ):
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
@@ -171,7 +198,10 @@ def compile_contract(
         raise ContractError(source, "a write tool must name its reconcile_with lookup tool")
     input_validator = Draft202012Validator(contract.input_schema, format_checker=FORMAT_CHECKER)
     result_validator = Draft202012Validator(contract.result_schema, format_checker=FORMAT_CHECKER)
-    for label, validator in (("input_schema", input_validator), ("result_schema", result_validator)):
+    for label, validator in (
+        ("input_schema", input_validator),
+        ("result_schema", result_validator),
+    ):
         try:  # $refs resolve lazily; probe once so a dangling one fails now, not mid-run
             for _ in validator.iter_errors({}):
                 pass
@@ -203,7 +233,9 @@ def load_contract_file(path: Path, rules: Mapping[str, type[BaseModel]]) -> Comp
     except OSError as exc:
         raise ContractError(path, f"cannot read: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
-        raise ContractError(path, f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+        raise ContractError(
+            path, f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from exc
     try:
         contract = Contract.model_validate(data)
     except ValidationError as exc:
@@ -215,7 +247,9 @@ def load_contract_file(path: Path, rules: Mapping[str, type[BaseModel]]) -> Comp
     return compile_contract(contract, path, rules.get(contract.name))
 
 
-def load_contracts(directory: Path, rules: Mapping[str, type[BaseModel]] | None = None) -> ContractSet:
+def load_contracts(
+    directory: Path, rules: Mapping[str, type[BaseModel]] | None = None
+) -> ContractSet:
     """Load every `*.json` contract in `directory`; the first bad one raises `ContractError`."""
     if not directory.is_dir():
         raise ContractError(directory, "contracts directory not found")
@@ -227,15 +261,15 @@ def load_contracts(directory: Path, rules: Mapping[str, type[BaseModel]] | None 
     for item in compiled:
         target = item.contract.reconcile_with
         if target is not None and target not in contracts:
-            raise ContractError(item.name, f"reconcile_with names {target!r}, which is not a loaded contract")
+            raise ContractError(
+                item.name, f"reconcile_with names {target!r}, which is not a loaded contract"
+            )
     return contracts
 
 
 @functools.cache
 def load_default_contracts() -> ContractSet:
     """The repository's travel contracts with their semantic rules, compiled once per process."""
-    from .travel import SEMANTIC_RULES
-
     return load_contracts(default_contracts_dir(), SEMANTIC_RULES)
 
 

@@ -35,6 +35,8 @@ from .observations import (
     ArgumentsRejected,
     BudgetExhausted,
     RepeatRefused,
+    ToolFailedPermanently,
+    ToolFailedTransiently,
     ToolFoundNothing,
     ToolObservation,
     ToolSucceeded,
@@ -159,6 +161,21 @@ class _Run:
     reason: str = ""
 
 
+def _why(observation: ToolObservation) -> str | None:
+    """A short, secret-free reason for the log where the class alone does not say enough."""
+    match observation:
+        case ArgumentsRejected(field=field, reason=reason):
+            return f"{field}: {reason}" if field else reason
+        case AccessDenied(source=source):
+            return f"denied by {source}"
+        case BudgetExhausted(bound=bound):
+            return bound.value
+        case ToolFailedPermanently(reason=reason) | ToolFailedTransiently(reason=reason):
+            return reason
+        case _:
+            return None
+
+
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     """Hash of a tool name and its canonical arguments."""
     return hashlib.sha256(render_json({"tool": tool, "args": arguments}).encode()).hexdigest()
@@ -240,7 +257,9 @@ class Engine:
             usage=Usage(started_at=self.clock.monotonic()),
             offered=offered,
             offered_names=frozenset(tool.name for tool in offered),
-            log=structlog.get_logger("runner").bind(run_id=run_id, tenant=spec.tenant, fixture=spec.name),
+            log=structlog.get_logger("runner").bind(
+                run_id=run_id, tenant=spec.tenant, fixture=spec.name
+            ),
         )
         run.transcript.append(SystemMessage(text=SYSTEM_PROMPT))
         run.transcript.append(UserMessage(text=spec.task))
@@ -375,7 +394,11 @@ class Engine:
         run.answer = reply.text
         run.reason = "model_final"
         self._move(
-            run, Trigger.ANSWER, result_class="model_final", latency_ms=latency, reason=run.reason,
+            run,
+            Trigger.ANSWER,
+            result_class="model_final",
+            latency_ms=latency,
+            reason=run.reason,
             **tokens,
         )
 
@@ -435,7 +458,9 @@ class Engine:
             observation = classify(slot.contract, slot.call.id, outcome)
         slot.observation = None
         decision = self._decide(run, slot, observation)
-        run.current = _Current(slot=slot, observation=observation, decision=decision, latency_ms=latency)
+        run.current = _Current(
+            slot=slot, observation=observation, decision=decision, latency_ms=latency
+        )
         self._move(
             run,
             Trigger.CLASSIFY,
@@ -446,6 +471,7 @@ class Engine:
             decision=decision.value,
             latency_ms=latency,
             operation_key=slot.operation_key,
+            reason=_why(observation),
         )
 
     def _admit(self, run: _Run, slot: _Slot) -> None:
@@ -465,7 +491,9 @@ class Engine:
             return
         if contract.contract.scope not in spec.principal.scopes:
             slot.observation = AccessDenied(
-                call_id=call.id, tool=call.name, source="runner",
+                call_id=call.id,
+                tool=call.name,
+                source="runner",
                 detail=f"scope {contract.contract.scope} is not granted to {spec.principal.id}",
             )
             return
@@ -501,10 +529,14 @@ class Engine:
             principal=spec.principal,
             credentials=spec.credentials,
             operation_key=slot.operation_key,
-            timeout_s=min(contract.contract.timeout_s, bounds.time_left(spec.limits, run.usage, now)),
+            timeout_s=min(
+                contract.contract.timeout_s, bounds.time_left(spec.limits, run.usage, now)
+            ),
         )
         slot.started = now
-        slot.task = asyncio.ensure_future(self._dispatch(implementation(invocation), invocation.timeout_s))
+        slot.task = asyncio.ensure_future(
+            self._dispatch(implementation(invocation), invocation.timeout_s)
+        )
 
     async def _dispatch(
         self, call: Any, timeout: float
@@ -532,7 +564,11 @@ class Engine:
             contract = slot.contract
             if slot.retries >= self.policy.max_retries or run.pending in _ENDING:
                 return Decision.BACK_TO_MODEL
-            if contract is not None and contract.contract.side_effect == "write" and not contract.contract.suppresses_duplicates:
+            if (
+                contract is not None
+                and contract.contract.side_effect == "write"
+                and not contract.contract.suppresses_duplicates
+            ):
                 return Decision.BACK_TO_MODEL  # never re-send a write the destination may duplicate
         return decision
 
@@ -544,7 +580,9 @@ class Engine:
         slot, observation, decision = current.slot, current.observation, current.decision
         spec = run.spec
         if decision is Decision.RETRY:
-            wait = retry_delay(self.policy, observation, slot.retries + 1, self.rng, self.clock.now())
+            wait = retry_delay(
+                self.policy, observation, slot.retries + 1, self.rng, self.clock.now()
+            )
             now = self.clock.monotonic()
             blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
             if blocked is None and now + wait >= bounds.deadline(spec.limits, run.usage):
@@ -556,14 +594,21 @@ class Engine:
             if blocked is None:
                 run.retry_slot = slot
                 self._move(
-                    run, Trigger.RETRY, tool=slot.call.name, call_id=slot.call.id,
-                    decision=decision.value, wait_s=round(wait, 6), operation_key=slot.operation_key,
+                    run,
+                    Trigger.RETRY,
+                    tool=slot.call.name,
+                    call_id=slot.call.id,
+                    decision=decision.value,
+                    wait_s=round(wait, 6),
+                    operation_key=slot.operation_key,
                 )
                 return
             run.tripped = blocked
             decision = Decision.FINAL_ANSWER
             observation = BudgetExhausted(
-                bound=blocked, call_id=slot.call.id, tool=slot.call.name,
+                bound=blocked,
+                call_id=slot.call.id,
+                tool=slot.call.name,
                 detail=f"retry needed a wait of {wait:.3f} s; {observation.kind} not retried",
             )
         if isinstance(observation, BudgetExhausted):
@@ -576,26 +621,44 @@ class Engine:
         run.queue.popleft()
         if run.queue:
             following = run.queue[0].call
-            self._move(run, Trigger.NEXT_CALL, tool=following.name, call_id=following.id,
-                       decision=decision.value)
+            self._move(
+                run,
+                Trigger.NEXT_CALL,
+                tool=following.name,
+                call_id=following.id,
+                decision=decision.value,
+            )
             return
         final = run.pending
         if final in _ENDING:
             run.reason = run.pending_reason or final.value
-        self._move(run, decide(final), decision=final.value,
-                   reason=run.reason if final in _ENDING else None)
+        self._move(
+            run,
+            decide(final),
+            decision=final.value,
+            reason=run.reason if final in _ENDING else None,
+        )
 
     def _answer_call(self, run: _Run, slot: _Slot, observation: ToolObservation) -> None:
         """Give the call its one result in the transcript, and remember what it settled."""
         attempts_left = max(0, run.spec.limits.max_attempts - run.usage.attempts)
         body, is_error = model_view(observation, attempts_left)
         run.transcript.tool_result(
-            call_id=slot.call.id, tool=slot.call.name, result_class=observation.kind,
-            body=body, is_error=is_error,
+            call_id=slot.call.id,
+            tool=slot.call.name,
+            result_class=observation.kind,
+            body=body,
+            is_error=is_error,
         )
         if isinstance(observation, ToolSucceeded | ToolFoundNothing):
-            run.evidence.append({"call_id": slot.call.id, "tool": slot.call.name,
-                                 "result_class": observation.kind, "result": observation.result})
+            run.evidence.append(
+                {
+                    "call_id": slot.call.id,
+                    "tool": slot.call.name,
+                    "result_class": observation.kind,
+                    "result": observation.result,
+                }
+            )
         if observation.kind in _SETTLING and slot.validated:
             fingerprint = call_fingerprint(slot.call.name, slot.call.arguments)
             run.settled.setdefault(fingerprint, (slot.call.id, observation.kind))

@@ -25,7 +25,9 @@ class ScriptedTool:
     async def __call__(self, invocation: ToolInvocation) -> ToolResponse:
         self.invocations.append(invocation)
         if not self._outcomes:
-            raise ScriptExhausted(f"no scripted outcome left for {self.name} call {len(self.invocations)}")
+            raise ScriptExhausted(
+                f"no scripted outcome left for {self.name} call {len(self.invocations)}"
+            )
         outcome = self._outcomes.popleft()
         if outcome.latency_s:
             await self._clock.sleep(outcome.latency_s)
@@ -43,7 +45,9 @@ class ScriptedTool:
 class ScriptedEnvironment:
     """A `ToolBox` whose tools play a fixture's scripted outcomes. Build a fresh one per run."""
 
-    def __init__(self, script: Mapping[str, Sequence[ToolOutcome]], tools: Sequence[str], clock: Clock) -> None:
+    def __init__(
+        self, script: Mapping[str, Sequence[ToolOutcome]], tools: Sequence[str], clock: Clock
+    ) -> None:
         self.tools = {name: ScriptedTool(name, script.get(name, ()), clock) for name in tools}
 
     def implementation(self, tool: str) -> ToolImplementation | None:

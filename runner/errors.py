@@ -12,7 +12,7 @@ infrastructure during one::
     │   └── LogFormatError        a persisted transition log cannot be read
     └── RunFailure                the run itself cannot go on
         ├── IllegalTransition     the engine asked the machine for a move the table forbids (a bug)
-        ├── BudgetExceeded        a bound was found exceeded where it must already have been enforced
+        ├── BudgetExceeded        a bound found exceeded where it must have been enforced
         └── StoreError            the store refused or failed a write
 """
 

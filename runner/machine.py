@@ -115,11 +115,11 @@ def validate_table(table: tuple[Edge, ...]) -> list[str]:
         if not any(edge.trigger is trigger for edge in table):
             problems.append(f"trigger {trigger} has no edge")
     for decision in Decision:
-        trigger = _DECISION_TRIGGER.get(decision)
-        if trigger is None:
+        mapped = _DECISION_TRIGGER.get(decision)
+        if mapped is None:
             problems.append(f"decision {decision} has no trigger")
-        elif (State.OBSERVE, trigger) not in seen:
-            problems.append(f"decision {decision} maps to {trigger}, which has no edge from observe")
+        elif (State.OBSERVE, mapped) not in seen:
+            problems.append(f"decision {decision} maps to {mapped}, which has no edge from observe")
     return problems
 
 
@@ -142,17 +142,38 @@ class Lifecycle:
 
     state: str
 
-    def propose(self) -> bool: raise NotImplementedError  # noqa: E704
-    def answer(self) -> bool: raise NotImplementedError  # noqa: E704
-    def give_up(self) -> bool: raise NotImplementedError  # noqa: E704
-    def classify(self) -> bool: raise NotImplementedError  # noqa: E704
-    def resume(self) -> bool: raise NotImplementedError  # noqa: E704
-    def next_call(self) -> bool: raise NotImplementedError  # noqa: E704
-    def retry(self) -> bool: raise NotImplementedError  # noqa: E704
-    def reconcile(self) -> bool: raise NotImplementedError  # noqa: E704
-    def escalate(self) -> bool: raise NotImplementedError  # noqa: E704
-    def abstain(self) -> bool: raise NotImplementedError  # noqa: E704
-    def mark_unknown(self) -> bool: raise NotImplementedError  # noqa: E704
+    def propose(self) -> bool:
+        raise NotImplementedError
+
+    def answer(self) -> bool:
+        raise NotImplementedError
+
+    def give_up(self) -> bool:
+        raise NotImplementedError
+
+    def classify(self) -> bool:
+        raise NotImplementedError
+
+    def resume(self) -> bool:
+        raise NotImplementedError
+
+    def next_call(self) -> bool:
+        raise NotImplementedError
+
+    def retry(self) -> bool:
+        raise NotImplementedError
+
+    def reconcile(self) -> bool:
+        raise NotImplementedError
+
+    def escalate(self) -> bool:
+        raise NotImplementedError
+
+    def abstain(self) -> bool:
+        raise NotImplementedError
+
+    def mark_unknown(self) -> bool:
+        raise NotImplementedError
 
     @property
     def current(self) -> State:

@@ -192,4 +192,3 @@ ResultClass = Literal[
 ]
 
 RESULT_CLASSES: frozenset[str] = frozenset(ResultClass.__args__)  # type: ignore[attr-defined]
-

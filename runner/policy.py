@@ -36,7 +36,7 @@ DEFAULT_DECISIONS: Final[dict[ResultClass, Decision]] = {
 
 
 class Backoff(BaseModel):
-    """Exponential backoff with full jitter: wait uniform(0, min(max_s, initial_s * multiplier**n))."""
+    """Exponential backoff, full jitter: uniform(0, min(max_s, initial_s * multiplier**n))."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -53,7 +53,7 @@ class Policy(BaseModel):
     name: str = "default"
     decisions: dict[ResultClass, Decision] = Field(default_factory=lambda: dict(DEFAULT_DECISIONS))
     max_retries: int = Field(default=2, ge=0)
-    """Retries of one call after rate limiting or a transient failure (the first try not counted)."""
+    """Retries of one call after rate limiting or a transient failure (first try not counted)."""
     corrections_per_tool: int = Field(default=1, ge=0)
     """Invalid-argument calls to one tool handed back for correction before the run abstains."""
     backoff: Backoff = Field(default_factory=Backoff)

@@ -11,8 +11,23 @@ from .scenario import ScenarioRun, visited_states
 from .trace import TransitionRecord
 
 _TRANSITION_KEYS = (
-    "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
-    "decision", "latency_ms", "operation_key", "tokens_in", "tokens_out", "wait_s", "reason", "time",
+    "seq",
+    "from",
+    "to",
+    "trigger",
+    "tool",
+    "call_id",
+    "args",
+    "result_class",
+    "attempt",
+    "decision",
+    "latency_ms",
+    "operation_key",
+    "tokens_in",
+    "tokens_out",
+    "wait_s",
+    "reason",
+    "time",
 )
 
 
@@ -53,7 +68,7 @@ def transition_line(record: TransitionRecord) -> str:
         extra += f"  ({record.reason})"
     return (
         f"  {record.seq:>3}  {record.from_state + ' -> ' + record.to_state:<20} "
-        f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.result_class):<17} "
+        f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.result_class):<18} "
         f"attempt {record.attempt:<3} {_dash(record.decision):<14} {latency:>8}{extra}"
     )
 
@@ -65,10 +80,13 @@ def run_text(run: ScenarioRun, index: int, repeat: int) -> str:
     waits = ", ".join(f"{w:g}" for w in result.waits_s)
     lines.append(
         f"  => {result.terminal.value} ({result.reason})  attempts {result.attempts}  "
-        f"steps {result.model_steps}  tokens {result.tokens}  {result.elapsed_s:g} s  waits [{waits}]"
+        f"steps {result.model_steps}  tokens {result.tokens}  {result.elapsed_s:g} s  "
+        f"waits [{waits}]"
     )
     if result.answer:
         lines.append(f"  answer: {result.answer}")
     if run.fixture.expect is not None:
-        lines.append("  expect: met" if run.passed else "  expect: FAILED: " + "; ".join(run.failures))
+        lines.append(
+            "  expect: met" if run.passed else "  expect: FAILED: " + "; ".join(run.failures)
+        )
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Run a fixture: its fake clock, its scripted tools and model, the shared contracts; check `expect`."""
+"""Run a fixture on its fake clock with its scripted tools and model; check its `expect`."""
 
 from __future__ import annotations
 
@@ -87,7 +87,9 @@ def check_expectations(expect: Expect, result: RunResult) -> list[str]:
     compare("attempts", expect.attempts, result.attempts)
     compare("model_steps", expect.model_steps, result.model_steps)
     if expect.waits_s is not None:
-        compare("waits_s", [round(w, 3) for w in expect.waits_s], [round(w, 3) for w in result.waits_s])
+        compare(
+            "waits_s", [round(w, 3) for w in expect.waits_s], [round(w, 3) for w in result.waits_s]
+        )
     if expect.transitions is not None:
         compare("transitions", [s.value for s in expect.transitions], visited_states(result))
     for fragment in expect.answer_contains or ():

@@ -28,7 +28,7 @@ class ScriptedUsage(BaseModel):
 
 
 class ScriptedTurn(BaseModel):
-    """One model reply: tool calls or a final answer, optionally only `when` the last step saw a class."""
+    """One model reply: tool calls or a final answer; with `when`, only after those classes."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -83,7 +83,9 @@ class ScriptedModel:
         if turn.final is not None:
             return self._reply(transcript, turn.final, (), turn.usage, "end_turn")
         calls = tuple(
-            ToolCall(id=call.id or f"call_{self._step}_{index}", name=call.name, arguments=call.args)
+            ToolCall(
+                id=call.id or f"call_{self._step}_{index}", name=call.name, arguments=call.args
+            )
             for index, call in enumerate(turn.tool_calls or ())
         )
         return self._reply(transcript, "", calls, turn.usage, "tool_use")

@@ -53,4 +53,3 @@ class JsonlStore:
 
     def close(self) -> None:
         self._file.close()
-

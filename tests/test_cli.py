@@ -1,0 +1,147 @@
+"""The `runner` command, in-process and as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.cli import main
+from runner.trace import read_log
+
+from .conftest import FIXTURES, ROOT
+
+TRANSITION_KEYS = {
+    "seq",
+    "from",
+    "to",
+    "trigger",
+    "tool",
+    "call_id",
+    "args",
+    "result_class",
+    "attempt",
+    "decision",
+    "latency_ms",
+    "operation_key",
+    "tokens_in",
+    "tokens_out",
+    "wait_s",
+    "reason",
+    "time",
+}
+RUN_KEYS = {
+    "run_id",
+    "fixture",
+    "terminal",
+    "reason",
+    "answer",
+    "attempts",
+    "model_steps",
+    "tokens",
+    "elapsed_s",
+    "waits_s",
+    "states",
+    "transitions",
+    "expect",
+}
+
+
+def test_run_all_fixtures_three_times_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(FIXTURES), "--repeat", "3", "--json"]) == 0
+    runs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    fixtures = {path.stem for path in FIXTURES.iterdir()}
+    assert len(runs) == 3 * len(fixtures)
+    for run in runs:
+        assert set(run) == RUN_KEYS
+        assert run["expect"] == {"passed": True, "failures": []}
+        assert run["attempts"] <= 8 and run["elapsed_s"] <= 30
+        for transition in run["transitions"]:
+            assert set(transition) == TRANSITION_KEYS
+
+
+def test_human_output_has_one_line_per_transition(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(FIXTURES / "rate_limited.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "call -> observe" in out and "rate_limited" in out and "wait 2 s" in out
+    assert "=> complete (model_final)" in out and "expect: met" in out
+    assert "1 fixtures x 1: 1 runs met expectations, 0 did not" in out
+
+
+def test_failed_expectation_exits_non_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (
+        (FIXTURES / "read_only_success.yaml")
+        .read_text()
+        .replace("terminal: complete", "terminal: escalate")
+    )
+    path = tmp_path / "wrong.yaml"
+    path.write_text(text)
+    assert main(["run", str(path)]) == 1
+    assert (
+        "expect: FAILED: terminal: expected 'escalate', got 'complete'" in capsys.readouterr().out
+    )
+
+
+def test_log_file_is_written_and_reads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "runs.jsonl"
+    assert (
+        main(["run", str(FIXTURES / "parallel_calls.yaml"), "--repeat", "2", "--log", str(log)])
+        == 0
+    )
+    runs = read_log(log)
+    assert len(runs) == 2
+    assert all(run.summary is not None and run.summary.terminal == "complete" for run in runs)
+    assert [r.seq for r in runs[0].transitions] == list(range(1, len(runs[0].transitions) + 1))
+
+
+def test_bad_fixture_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: [\n")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: fixture ") and err.count("\n") == 1
+
+
+def test_contracts_check(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["contracts", "check"]) == 0
+    assert "ok: 5 contracts compiled" in capsys.readouterr().out
+
+
+def test_contracts_check_reports_a_broken_contract(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken.json").write_text('{"name": "broken"}')
+    assert main(["--contracts", str(tmp_path), "contracts", "check"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: contract ") and err.count("\n") == 1
+
+
+def test_seed_changes_jitter_but_not_outcomes(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(FIXTURES / "transient_timeout_retry.yaml")
+    waits = []
+    for seed in ("1", "2"):
+        assert main(["run", path, "--json", "--seed", seed]) == 0
+        waits.append(json.loads(capsys.readouterr().out)["waits_s"])
+    assert waits[0] != waits[1]
+
+
+def test_module_entry_point_runs_as_a_subprocess() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(FIXTURES / "access_denied.yaml"), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["terminal"] == "escalate"

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.contracts import ContractSet
+from runner.errors import LogFormatError
+from runner.scenario import run_fixture
+from runner.store import FanoutStore, JsonlStore, MemoryStore
+from runner.trace import read_log
+
+from .conftest import make_fixture
+
+
+def write_log(tmp_path: Path, contracts: ContractSet) -> Path:
+    path = tmp_path / "log.jsonl"
+    store = FanoutStore(MemoryStore(), JsonlStore(path))
+    run_fixture(make_fixture(), contracts, store)
+    store.close()
+    return path
+
+
+def test_log_round_trips(tmp_path: Path, contracts: ContractSet) -> None:
+    path = tmp_path / "log.jsonl"
+    memory = MemoryStore()
+    store = FanoutStore(memory, JsonlStore(path))
+    outcome = run_fixture(make_fixture(), contracts, store)
+    store.close()
+    [logged] = read_log(path)
+    assert logged.transitions == memory.transitions(outcome.result.run_id)
+    assert logged.summary is not None and logged.summary.terminal == "complete"
+    assert logged.header.tenant == "optiverse"
+
+
+def test_truncated_log_names_the_line(tmp_path: Path, contracts: ContractSet) -> None:
+    path = write_log(tmp_path, contracts)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:2], lines[2][: len(lines[2]) // 2]]) + "\n")
+    with pytest.raises(LogFormatError, match=r"line 3: not JSON"):
+        read_log(path)
+
+
+def test_edited_log_is_refused(tmp_path: Path, contracts: ContractSet) -> None:
+    path = write_log(tmp_path, contracts)
+    lines = path.read_text().splitlines()
+    del lines[2]  # drop one transition: a gap in seq
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(LogFormatError, match=r"line 3: transition seq 3, expected 2"):
+        read_log(path)
+
+
+def test_unknown_version_is_refused(tmp_path: Path, contracts: ContractSet) -> None:
+    path = write_log(tmp_path, contracts)
+    text = path.read_text().replace("runner-log/1", "runner-log/9", 1)
+    path.write_text(text)
+    with pytest.raises(LogFormatError, match="line 1: format"):
+        read_log(path)
