@@ -1,0 +1,38 @@
+import json
+import logging
+
+import pytest
+import structlog
+from freezegun import freeze_time
+
+from runner import log
+from runner.contracts import ContractSet
+from runner.scenario import run_fixture
+from runner.store import MemoryStore
+
+from .conftest import make_fixture
+
+
+def test_json_transition_events_carry_run_fields_and_a_pinned_stamp(
+    contracts: ContractSet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log.configure(json=True, level=logging.INFO)
+    with freeze_time("2026-11-30T12:00:00Z", real_asyncio=True):
+        outcome = run_fixture(make_fixture(), contracts, MemoryStore())
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    transitions = [e for e in events if e["event"] == "transition"]
+    assert len(transitions) == len(outcome.result.transitions)
+    first = transitions[0]
+    assert first["run_id"] == outcome.result.run_id
+    assert first["tenant"] == "optiverse" and first["fixture"] == "inline"
+    assert first["timestamp"] == "2026-11-30T12:00:00Z"
+    assert first["level"] == "info"
+
+
+def test_warning_level_keeps_transitions_quiet(
+    contracts: ContractSet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log.configure(json=True, level=logging.WARNING)
+    run_fixture(make_fixture(), contracts, MemoryStore())
+    assert capsys.readouterr().err == ""
+    structlog.reset_defaults()
