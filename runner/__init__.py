@@ -3,7 +3,7 @@
 from .budget import Bound, Limits
 from .clock import Clock, FakeClock, SystemClock
 from .contracts import CompiledContract, Contract, ContractSet, load_contracts
-from .engine import Engine, RunResult, RunSpec
+from .engine import Engine
 from .errors import (
     BudgetExceeded,
     ConfigError,
@@ -20,8 +20,9 @@ from .machine import Decision, Trigger
 from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolCall, ToolSpec
 from .models.scripted import ScriptedModel
 from .policy import Backoff, Policy
+from .spec import RunResult, RunSpec
 from .states import TERMINAL, State
-from .store import FanoutStore, JsonlStore, MemoryStore, Store
+from .store import FanoutStore, JsonlLog, MemoryStore, SqliteStore, Store
 from .tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
 from .trace import TransitionRecord, read_log
 
@@ -42,7 +43,7 @@ __all__ = [
     "FanoutStore",
     "FixtureError",
     "IllegalTransition",
-    "JsonlStore",
+    "JsonlLog",
     "Limits",
     "LoadError",
     "LogFormatError",
@@ -56,6 +57,7 @@ __all__ = [
     "RunSpec",
     "RunnerError",
     "ScriptedModel",
+    "SqliteStore",
     "State",
     "Store",
     "StoreError",

@@ -18,6 +18,7 @@ from .observations import (
     ToolRateLimited,
     ToolSucceeded,
     ToolUnknown,
+    WriteNotApplied,
 )
 
 
@@ -40,6 +41,8 @@ def error_detail(observation: ToolObservation) -> dict[str, Any]:
             return {"reason": f"no tool named {tool!r} is available"}
         case OutcomeUnknown(reason=reason):
             return {"reason": "the write's outcome is unknown", "detail": reason}
+        case WriteNotApplied():
+            return {"reason": "the write did not happen (checked by its operation key)"}
         case RepeatRefused(first_call_id=first, first_kind=kind):
             return {
                 "reason": "same call already answered; not repeated",

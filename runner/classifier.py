@@ -22,6 +22,7 @@ from .observations import (
     ToolRateLimited,
     ToolSucceeded,
 )
+from .recording import describe_exception
 from .tools import ToolResponse
 
 
@@ -35,6 +36,10 @@ def classify(
         return _classify_exception(tool, call_id, outcome, is_write=is_write)
     errors = contract.check_result(outcome.payload)
     if errors:
+        if is_write:  # a garbled answer from a write does not say whether it happened
+            return OutcomeUnknown(
+                call_id=call_id, tool=tool, reason=f"malformed result: {errors[0]}"
+            )
         return ResultMalformed(call_id=call_id, tool=tool, errors=errors)
     payload: dict[str, Any] = outcome.payload  # type: ignore[assignment]  # schema-checked object
     if payload.get("status") == "ok":
@@ -48,7 +53,7 @@ def classify(
 def _classify_exception(
     tool: str, call_id: str, exc: BaseException, *, is_write: bool
 ) -> ToolObservation:
-    detail = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    detail = describe_exception(exc)
     if isinstance(exc, TimeoutError | ConnectionError):
         if is_write:  # the write may have happened: only a lookup by key can tell
             return OutcomeUnknown(call_id=call_id, tool=tool, reason=detail)

@@ -1,9 +1,10 @@
-"""The `runner` command: `run` fixture scenarios, `contracts check`."""
+"""The `runner` command: run fixtures; resume, show and list stored runs; check contracts."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,14 +14,15 @@ from .contracts import ContractSet, default_contracts_dir, load_contracts, load_
 from .errors import LoadError, RunFailure
 from .fixtures import collect_fixture_paths, load_fixture
 from .policy import Policy
-from .report import run_json, run_text
-from .scenario import run_fixture
-from .store import FanoutStore, JsonlStore, MemoryStore
+from .report import RunView, run_json, run_text
+from .scenario import ScenarioRun, resume_fixture, run_fixture
+from .store import FanoutStore, JsonlLog, SqliteStore
 from .store.base import Store
 from .travel import SEMANTIC_RULES
 
 EXIT_EXPECTATION_FAILED = 1
 EXIT_BAD_INPUT = 2
+DEFAULT_DB = Path("runs.sqlite")
 
 
 def _contracts(directory: Path | None) -> ContractSet:
@@ -29,25 +31,50 @@ def _contracts(directory: Path | None) -> ContractSet:
     return load_contracts(directory, SEMANTIC_RULES)
 
 
+def _policy(value: str | None) -> Policy | None:
+    if value is None:
+        return None
+    if value in {"default", "naive"}:
+        return Policy.named(value)
+    return Policy.load(Path(value))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="runner", description=__doc__)
     parser.add_argument(
         "--contracts", type=Path, default=None, help="contracts folder (default: the repository's)"
     )
+    parser.add_argument(
+        "--verbose", action="store_true", help="log every transition to stderr (structlog)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
+
+    def with_db(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--db", type=Path, default=DEFAULT_DB, help="SQLite store (default: runs.sqlite)"
+        )
 
     run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
     run.add_argument("paths", nargs="+", type=Path, help="fixture files or folders")
-    run.add_argument(
-        "--repeat", type=int, default=1, help="run each fixture N times from a clean state"
-    )
+    run.add_argument("--repeat", type=int, default=1, help="run each fixture N times, each clean")
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
-    run.add_argument(
-        "--log", type=Path, default=None, help="append the transition log (JSONL) to FILE"
-    )
+    run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
     run.add_argument("--seed", type=int, default=0, help="seed for backoff jitter (default 0)")
-    run.add_argument("--policy", type=Path, default=None, help="policy file (YAML or JSON)")
-    run.add_argument("--verbose", action="store_true", help="log every transition to stderr")
+    run.add_argument("--policy", default=None, help="default, naive, or a policy file")
+    with_db(run)
+
+    resume = commands.add_parser("resume", help="continue a run that was killed")
+    resume.add_argument("run_id")
+    resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
+    with_db(resume)
+
+    show = commands.add_parser("show", help="print a stored run's trajectory")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true", help="print the run as one JSON object")
+    with_db(show)
+
+    runs = commands.add_parser("runs", help="list stored runs")
+    with_db(runs)
 
     contracts = commands.add_parser("contracts", help="work with tool contracts")
     contract_commands = contracts.add_subparsers(dest="contracts_command", required=True)
@@ -55,24 +82,43 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _open_store(path: Path, *, must_exist: bool) -> SqliteStore:
+    if must_exist and not path.exists():
+        raise LoadError(f"store {path} does not exist")
+    return SqliteStore(path)
+
+
+def _print_scenario(outcome: ScenarioRun, heading: str, as_json: bool) -> None:
+    view = RunView.of_result(outcome.result, outcome.holds)
+    expect = {"passed": outcome.passed, "failures": outcome.failures}
+    if as_json:
+        print(json.dumps(run_json(view, expect), sort_keys=True))
+        return
+    print(run_text(view, heading))
+    if outcome.fixture.expect is not None:
+        verdict = "met" if outcome.passed else "FAILED: " + "; ".join(outcome.failures)
+        print(f"  expect: {verdict}")
+    print()
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
     contracts = _contracts(args.contracts)
-    policy = Policy.load(args.policy) if args.policy else None
+    policy = _policy(args.policy)
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
-    store: Store = MemoryStore()
+    store: Store = _open_store(args.db, must_exist=False)
     if args.log is not None:
-        store = FanoutStore(store, JsonlStore(args.log))
+        store = FanoutStore(store, JsonlLog(args.log))
+    world = args.db.parent / f"{args.db.name}.world"
     failed = passed = 0
     try:
         for fixture in fixtures:
             for index in range(1, args.repeat + 1):
-                outcome = run_fixture(fixture, contracts, store, seed=args.seed, policy=policy)
-                if args.json:
-                    print(json.dumps(run_json(outcome), sort_keys=True))
-                else:
-                    print(run_text(outcome, index, args.repeat), end="\n\n")
+                outcome = run_fixture(
+                    fixture, contracts, store, seed=args.seed, policy=policy, world_dir=world
+                )
+                _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
                 failed += not outcome.passed
     finally:
@@ -85,24 +131,84 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_EXPECTATION_FAILED if failed else 0
 
 
+def _resume(args: argparse.Namespace) -> int:
+    contracts = _contracts(args.contracts)
+    store = _open_store(args.db, must_exist=True)
+    try:
+        summary = store.summary(args.run_id)
+        if summary is not None:
+            print(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
+            return 0
+        outcome = resume_fixture(args.run_id, contracts, store)
+    finally:
+        store.close()
+    _print_scenario(outcome, f"{outcome.fixture.name} (resumed)", args.json)
+    return 0 if outcome.passed else EXIT_EXPECTATION_FAILED
+
+
+def _show(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, must_exist=True)
+    try:
+        header = store.header(args.run_id)
+        if header is None:
+            raise LoadError(f"no run {args.run_id} in {args.db}")
+        view = RunView.of_stored(header, store.summary(args.run_id), store.transitions(args.run_id))
+    finally:
+        store.close()
+    print(
+        json.dumps(run_json(view, None), sort_keys=True)
+        if args.json
+        else run_text(view, header.name)
+    )
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, must_exist=True)
+    try:
+        listings = store.runs()
+    finally:
+        store.close()
+    print(
+        f"{'run_id':<36}  {'started':<25}  {'fixture':<26} {'terminal':<9} {'reason':<18} attempts"
+    )
+    for listing in listings:
+        header, summary = listing.header, listing.summary
+        terminal = summary.terminal if summary else "(running)"
+        reason = summary.reason if summary else "-"
+        attempts = str(summary.attempts) if summary else "-"
+        print(
+            f"{header.run_id:<36}  {header.started_at.isoformat():<25}  {header.name:<26} "
+            f"{terminal:<9} {reason:<18} {attempts}"
+        )
+    return 0
+
+
 def _check_contracts(args: argparse.Namespace) -> int:
     contracts = _contracts(args.contracts)
     print(f"ok: {len(contracts)} contracts compiled ({', '.join(sorted(contracts))})")
     return 0
 
 
+_COMMANDS = {
+    "run": _run,
+    "resume": _resume,
+    "show": _show,
+    "runs": _runs,
+    "contracts": _check_contracts,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    log.configure(level=10 if getattr(args, "verbose", False) else 30)
+    log.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:
-        if args.command == "run":
-            return _run(args)
-        return _check_contracts(args)
+        return _COMMANDS[args.command](args)
     except LoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RunFailure as exc:
-        print(f"run failed: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -1,4 +1,4 @@
-"""Drive one run: ask the machine, act, record. The async core of the runner.
+"""Drive one run: ask the machine, act through `Effects`, record. The async core of the runner.
 
 The loop is `plan -> call -> observe -> ...` until a terminal state. `plan` asks the model; `call`
 admits (counting the attempt first), validates, authorizes and dispatches a batch of calls
@@ -6,48 +6,55 @@ concurrently, then classifies their outcomes one at a time in call order; `obser
 policy's decision. Every move goes through the shared machine and leaves one `TransitionRecord`.
 Bounds are checked at the top of every iteration and again before every sleep and dispatch; when one
 is spent, outstanding calls are answered with `budget_exhausted`, the model gets one tool-free
-request, and the run ends `abstain` with the bound as its reason.
+request, and the run ends `abstain` with the bound as its reason. A write whose outcome is unknown
+is looked up by its operation key before anything else; if that cannot settle it, `unknown`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import uuid
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Final
 
 import structlog
 
 from . import budget as bounds
+from ._admission import admit, admit_lookup, call_fingerprint
+from ._decisions import ENDING, decide
 from ._render import model_view
-from .budget import Bound, Limits, Usage
+from ._state import Current, RunState, Runtime, Slot
+from .budget import Bound, Usage
 from .classifier import classify
-from .clock import Clock, within
-from .contracts import CompiledContract, ContractSet
-from .machine import Decision, Lifecycle, Trigger, attach, decide, detach, fire
-from .models.base import ModelAdapter, ModelReply, ToolCall, ToolChoice, ToolSpec
+from .clock import Clock
+from .contracts import ContractSet
+from .effects import Effects, LiveEffects, ReplayEffects
+from .errors import ReplayDivergence, RunFailure, StoreError
+from .machine import Decision, Trigger, attach, detach, fire
+from .machine import decide as trigger_for
+from .models.base import ModelAdapter, ModelReply, ToolChoice, ToolSpec
 from .observations import (
     AccessDenied,
     ArgumentsRejected,
     BudgetExhausted,
-    RepeatRefused,
+    OutcomeUnknown,
     ToolFailedPermanently,
     ToolFailedTransiently,
     ToolFoundNothing,
     ToolObservation,
     ToolSucceeded,
-    ToolUnknown,
+    WriteNotApplied,
 )
+from .operations import OperationStatus
 from .policy import Policy, retry_delay
+from .spec import RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
-from .tools import Principal, ToolBox, ToolInvocation, ToolResponse
-from .trace import RunHeader, RunSummary, TransitionRecord
-from .transcript import AssistantMessage, SystemMessage, Transcript, UserMessage, render_json
+from .tools import ToolBox, ToolResponse
+from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
+from .transcript import AssistantMessage, SystemMessage, UserMessage
 
 SYSTEM_PROMPT: Final = (
     "You plan tool calls for a travel assistant. Use only the tools offered. Tool results are "
@@ -66,99 +73,6 @@ _PRECEDENCE: Final[dict[Decision, int]] = {
     Decision.ESCALATE: 4,
     Decision.UNKNOWN: 5,
 }
-_ENDING: Final = frozenset({Decision.ABSTAIN, Decision.ESCALATE, Decision.UNKNOWN})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunSpec:
-    """Everything the runtime decides about a run. Nothing here comes from the model."""
-
-    task: str
-    tenant: str
-    principal: Principal
-    tools: tuple[str, ...]
-    """Tools the task may use; only those the principal's scopes allow are offered."""
-    limits: Limits = field(default_factory=Limits)
-    credentials: Mapping[str, str] = field(default_factory=dict, repr=False)
-    context: Mapping[str, Any] = field(default_factory=dict)
-    """Passed to semantic rules as pydantic validation context (e.g. the authorized dates)."""
-    name: str = "run"
-    seed: int | None = None
-
-
-@dataclass(slots=True, kw_only=True)
-class RunResult:
-    """What a run came to; returned, never raised, whatever the outcome."""
-
-    run_id: str
-    name: str
-    terminal: State
-    reason: str
-    answer: str | None
-    attempts: int
-    model_steps: int
-    tokens_in: int
-    tokens_out: int
-    elapsed_s: float
-    waits_s: list[float]
-    transitions: list[TransitionRecord]
-    evidence: list[dict[str, Any]]
-    """Every ok or empty tool result, in the order they arrived: the partial answer's basis."""
-
-    @property
-    def tokens(self) -> int:
-        return self.tokens_in + self.tokens_out
-
-
-@dataclass(slots=True, kw_only=True)
-class _Slot:
-    """One proposed call on its way through admission, dispatch and classification."""
-
-    call: ToolCall
-    contract: CompiledContract | None = None
-    operation_key: str | None = None
-    observation: ToolObservation | None = None
-    """Set at admission when the call is answered without dispatch."""
-    task: asyncio.Task[tuple[ToolResponse | BaseException, float]] | None = None
-    started: float = 0.0
-    retries: int = 0
-    validated: bool = False
-
-
-@dataclass(slots=True, kw_only=True)
-class _Current:
-    slot: _Slot
-    observation: ToolObservation
-    decision: Decision
-    latency_ms: float | None
-
-
-@dataclass(slots=True)
-class _Run:
-    """Mutable state of one run; owned by one `Engine.run` call."""
-
-    run_id: str
-    spec: RunSpec
-    lifecycle: Lifecycle
-    usage: Usage
-    offered: tuple[ToolSpec, ...]
-    offered_names: frozenset[str]
-    log: Any
-    transcript: Transcript = field(default_factory=Transcript)
-    records: list[TransitionRecord] = field(default_factory=list)
-    queue: deque[_Slot] = field(default_factory=deque)
-    fresh_batch: bool = False
-    retry_slot: _Slot | None = None
-    current: _Current | None = None
-    pending: Decision = Decision.CONTINUE
-    pending_reason: str | None = None
-    tripped: Bound | None = None
-    settled: dict[str, tuple[str, str]] = field(default_factory=dict)
-    invalid_streak: dict[str, int] = field(default_factory=dict)
-    waits: list[float] = field(default_factory=list)
-    evidence: list[dict[str, Any]] = field(default_factory=list)
-    answer: str | None = None
-    reason: str = ""
 
 
 def _why(observation: ToolObservation) -> str | None:
@@ -172,26 +86,17 @@ def _why(observation: ToolObservation) -> str | None:
             return bound.value
         case ToolFailedPermanently(reason=reason) | ToolFailedTransiently(reason=reason):
             return reason
+        case OutcomeUnknown(reason=reason):
+            return reason
         case _:
             return None
-
-
-def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
-    """Hash of a tool name and its canonical arguments."""
-    return hashlib.sha256(render_json({"tool": tool, "args": arguments}).encode()).hexdigest()
-
-
-def operation_key(tenant: str, tool: str, arguments: Mapping[str, Any]) -> str:
-    """One key per logical write intent: tenant, operation, canonical parameter hash."""
-    digest = hashlib.sha256(render_json([tenant, tool, arguments]).encode()).hexdigest()
-    return f"op_{tool}_{digest[:24]}"
 
 
 class Engine:
     """Runs tasks against a fixed set of contracts, tools, policy, store and clock.
 
-    Build one per process (or per configuration) and call `run` for each task; contracts are
-    compiled and the machine is built once, never per run.
+    Build one per configuration and call `run` for each task; contracts are compiled and the
+    machine is built once per process, never per run.
     """
 
     def __init__(
@@ -203,27 +108,123 @@ class Engine:
         clock: Clock,
         policy: Policy | None = None,
         rng: random.Random | None = None,
+        retry_horizon: timedelta = timedelta(hours=24),
     ) -> None:
-        self.contracts = contracts
-        self.toolbox = toolbox
-        self.store = store
-        self.clock = clock
-        self.policy = policy or Policy()
-        self.rng = rng or random.Random(0)
+        self.runtime = Runtime(
+            contracts=contracts,
+            toolbox=toolbox,
+            store=store,
+            clock=clock,
+            policy=policy or Policy(),
+            rng=rng or random.Random(0),
+            retry_horizon=retry_horizon,
+        )
+
+    @property
+    def clock(self) -> Clock:
+        return self.runtime.clock
 
     def run_sync(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Run to completion from synchronous code, on the clock's event loop."""
         with asyncio.Runner(loop_factory=self.clock.loop_factory) as runner:
             return runner.run(self.run(spec, model))
 
+    def resume_sync(self, run_id: str, spec: RunSpec, model: ModelAdapter) -> RunResult:
+        with asyncio.Runner(loop_factory=self.clock.loop_factory) as runner:
+            return runner.run(self.resume(run_id, spec, model))
+
     async def run(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Drive one task to exactly one terminal state and return its result."""
-        run = self._start(spec)
+        run_id = str(uuid.uuid4())
+        started = self.clock.monotonic()
+        effects = LiveEffects(run_id, model, self.runtime.store, self.clock, started)
+        run = self._new_run(run_id, spec, effects, started, known=[])
+        self.runtime.store.begin_run(self._header(run))
+        return await self._drive(run)
+
+    async def resume(self, run_id: str, spec: RunSpec, model: ModelAdapter) -> RunResult:
+        """Continue a stored run that never finished: re-drive it from its recorded inputs (on
+        this engine's clock, which must start where the run started), then go on live.
+
+        Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
+        before anything else; nothing already done is done again.
+        """
+        store = self.runtime.store
+        if store.header(run_id) is None:
+            raise StoreError(f"no run {run_id} in the store")
+        if store.summary(run_id) is not None:
+            raise StoreError(f"run {run_id} already ended")
+        started = self.clock.monotonic()
+        live = LiveEffects(run_id, model, store, self.clock, started)
+        outputs = store.outputs(run_id)
+        answered = {output.ordinal for output in outputs}
+        in_flight = {op.dispatch for op in store.operations(run_id) if op.dispatch not in answered}
+        effects = ReplayEffects(
+            store.turns(run_id), outputs, self.clock, started, live=live, in_flight=in_flight
+        )
+        run = self._new_run(run_id, spec, effects, started, known=store.transitions(run_id))
+        return await self._drive(run)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _new_run(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        effects: Effects,
+        started: float,
+        known: list[TransitionRecord],
+    ) -> RunState:
+        contracts = self.runtime.contracts
+        offered = tuple(
+            ToolSpec(
+                name=contract.name,
+                description=contract.contract.description,
+                parameters=contract.contract.input_schema,
+            )
+            for name in spec.tools
+            if (contract := contracts.get(name)) is not None
+            and contract.contract.audience == "model"
+            and contract.contract.scope in spec.principal.scopes
+        )
+        run = RunState(
+            run_id=run_id,
+            spec=spec,
+            lifecycle=attach(),
+            usage=Usage(started_at=started),
+            offered=offered,
+            offered_names=frozenset(tool.name for tool in offered),
+            log=structlog.get_logger("runner").bind(
+                run_id=run_id, tenant=spec.tenant, fixture=spec.name
+            ),
+            effects=effects,
+            known=known,
+        )
+        run.transcript.append(SystemMessage(text=SYSTEM_PROMPT))
+        run.transcript.append(UserMessage(text=spec.task))
+        return run
+
+    def _header(self, run: RunState) -> RunHeader:
+        spec = run.spec
+        return RunHeader(
+            run_id=run.run_id,
+            name=spec.name,
+            tenant=spec.tenant,
+            principal=spec.principal.id,
+            started_at=self.clock.now(),
+            limits=spec.limits.model_dump(mode="json"),
+            policy=self.runtime.policy.model_dump(mode="json"),
+            seed=spec.seed,
+            fixture=spec.fixture,
+            world=dict(spec.world),
+        )
+
+    async def _drive(self, run: RunState) -> RunResult:
         try:
             while run.lifecycle.current not in TERMINAL:
                 state = run.lifecycle.current
                 if state is State.PLAN:
-                    await self._plan(run, model)
+                    await self._plan(run)
                 elif state is State.CALL:
                     await self._call(run)
                 else:
@@ -235,63 +236,27 @@ class Engine:
             detach(run.lifecycle)
         return self._finish(run)
 
-    # -- lifecycle ------------------------------------------------------------------------------
-
-    def _start(self, spec: RunSpec) -> _Run:
-        run_id = str(uuid.uuid4())
-        offered = tuple(
-            ToolSpec(
-                name=contract.name,
-                description=contract.contract.description,
-                parameters=contract.contract.input_schema,
-            )
-            for name in spec.tools
-            if (contract := self.contracts.get(name)) is not None
-            and contract.contract.audience == "model"
-            and contract.contract.scope in spec.principal.scopes
-        )
-        run = _Run(
-            run_id=run_id,
-            spec=spec,
-            lifecycle=attach(),
-            usage=Usage(started_at=self.clock.monotonic()),
-            offered=offered,
-            offered_names=frozenset(tool.name for tool in offered),
-            log=structlog.get_logger("runner").bind(
-                run_id=run_id, tenant=spec.tenant, fixture=spec.name
-            ),
-        )
-        run.transcript.append(SystemMessage(text=SYSTEM_PROMPT))
-        run.transcript.append(UserMessage(text=spec.task))
-        self.store.begin_run(
-            RunHeader(
-                run_id=run_id,
-                name=spec.name,
-                tenant=spec.tenant,
-                principal=spec.principal.id,
-                started_at=self.clock.now(),
-                limits=spec.limits.model_dump(),
-                policy=self.policy.name,
-                seed=spec.seed,
-            )
-        )
-        return run
-
-    def _finish(self, run: _Run) -> RunResult:
+    def _finish(self, run: RunState) -> RunResult:
         elapsed = self.clock.monotonic() - run.usage.started_at
-        summary = RunSummary(
-            run_id=run.run_id,
-            terminal=run.lifecycle.state,
-            reason=run.reason,
-            attempts=run.usage.attempts,
-            model_steps=run.usage.model_steps,
-            tokens_in=run.usage.tokens_in,
-            tokens_out=run.usage.tokens_out,
-            elapsed_s=elapsed,
-            waits_s=list(run.waits),
-            answer=run.answer,
+        operations = [
+            OperationSummary(key=key, tool=tool, status=status.value)
+            for key, (tool, status) in run.operations.items()
+        ]
+        self.runtime.store.end_run(
+            RunSummary(
+                run_id=run.run_id,
+                terminal=run.lifecycle.state,
+                reason=run.reason,
+                attempts=run.usage.attempts,
+                model_steps=run.usage.model_steps,
+                tokens_in=run.usage.tokens_in,
+                tokens_out=run.usage.tokens_out,
+                elapsed_s=elapsed,
+                waits_s=list(run.waits),
+                answer=run.answer,
+                operations=operations,
+            )
         )
-        self.store.end_run(summary)
         return RunResult(
             run_id=run.run_id,
             name=run.spec.name,
@@ -306,9 +271,10 @@ class Engine:
             waits_s=run.waits,
             transitions=run.records,
             evidence=run.evidence,
+            operations=operations,
         )
 
-    def _move(self, run: _Run, trigger: Trigger, **fields: Any) -> None:
+    def _move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:
         """Fire `trigger` on the machine and record the transition it made."""
         source = run.lifecycle.state
         dest = fire(run.lifecycle, trigger)
@@ -323,7 +289,12 @@ class Engine:
             **fields,
         )
         run.records.append(record)
-        self.store.append(record)
+        if record.seq <= len(run.known):  # re-driving a stored run: it must say the same
+            stored = run.known[record.seq - 1]
+            if stored.to_json() != record.to_json():
+                raise ReplayDivergence(record.seq, _brief(stored), _brief(record))
+        else:
+            self.runtime.store.append(record)
         run.log.info(
             "transition",
             seq=record.seq,
@@ -343,22 +314,22 @@ class Engine:
     # -- plan -----------------------------------------------------------------------------------
 
     async def _ask(
-        self,
-        run: _Run,
-        model: ModelAdapter,
-        tools: tuple[ToolSpec, ...],
-        choice: ToolChoice,
-        timeout: float | None,
+        self, run: RunState, tools: tuple[ToolSpec, ...], choice: ToolChoice, timeout: float | None
     ) -> tuple[ModelReply | None, float, str | None]:
         """One model request: (reply or None, latency_ms, why there is no reply)."""
         started = self.clock.monotonic()
-        request = model.generate(run.transcript, tools, choice)
+        run.model_requests += 1
         try:
-            reply = await (within(timeout, request) if timeout is not None else request)
+            reply = await run.effects.ask(
+                run.model_requests, run.transcript, tools, choice, timeout
+            )
         except TimeoutError:
             return None, self._ms_since(started), "deadline"
+        except RunFailure:
+            raise
         except Exception as exc:  # an adapter bug must still end the run in a declared state
-            return None, self._ms_since(started), f"model_error: {type(exc).__name__}"
+            name = getattr(exc, "type_name", type(exc).__name__)
+            return None, self._ms_since(started), f"model_error: {name}"
         run.usage.model_steps += 1
         run.usage.tokens_in += reply.usage.input_tokens
         run.usage.tokens_out += reply.usage.output_tokens
@@ -367,14 +338,14 @@ class Engine:
     def _ms_since(self, started: float) -> float:
         return round((self.clock.monotonic() - started) * 1000, 3)
 
-    async def _plan(self, run: _Run, model: ModelAdapter) -> None:
+    async def _plan(self, run: RunState) -> None:
         now = self.clock.monotonic()
         bound = run.tripped or bounds.spent(run.spec.limits, run.usage, now)
         if bound is not None:
-            await self._final_request(run, model, bound)
+            await self._final_request(run, bound)
             return
         left = bounds.time_left(run.spec.limits, run.usage, now)
-        reply, latency, failure = await self._ask(run, model, run.offered, "auto", left)
+        reply, latency, failure = await self._ask(run, run.offered, "auto", left)
         if reply is None:
             if failure == "deadline":
                 run.tripped = Bound.DEADLINE  # the next iteration makes the final request
@@ -385,9 +356,9 @@ class Engine:
         tokens = {"tokens_in": reply.usage.input_tokens, "tokens_out": reply.usage.output_tokens}
         if reply.tool_calls:
             run.transcript.append(AssistantMessage(text=reply.text, tool_calls=reply.tool_calls))
-            run.queue = deque(_Slot(call=call) for call in reply.tool_calls)
+            run.queue = deque(Slot(call=call) for call in reply.tool_calls)
             run.fresh_batch = True
-            run.pending, run.pending_reason = Decision.CONTINUE, None
+            run.pending, run.pending_reason, run.pending_key = Decision.CONTINUE, None, None
             self._move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
             return
         run.transcript.append(AssistantMessage(text=reply.text))
@@ -402,7 +373,7 @@ class Engine:
             **tokens,
         )
 
-    async def _final_request(self, run: _Run, model: ModelAdapter, bound: Bound) -> None:
+    async def _final_request(self, run: RunState, bound: Bound) -> None:
         """The one tool-free request after a bound is spent; then `abstain`.
 
         It is outside the model-step cap. Under the deadline it gets only the time left, and none
@@ -419,7 +390,7 @@ class Engine:
         reply: ModelReply | None = None
         latency: float | None = None
         if timeout is None or timeout > 0:
-            reply, latency, _ = await self._ask(run, model, (), "none", timeout)
+            reply, latency, _ = await self._ask(run, (), "none", timeout)
         if reply is not None:
             run.transcript.append(AssistantMessage(text=reply.text))
             run.answer = reply.text
@@ -437,28 +408,35 @@ class Engine:
 
     # -- call -----------------------------------------------------------------------------------
 
-    async def _call(self, run: _Run) -> None:
+    async def _call(self, run: RunState) -> None:
+        runtime = self.runtime
         if run.fresh_batch:
             run.fresh_batch = False
             for slot in run.queue:  # admission in call order; dispatched calls run concurrently
-                self._admit(run, slot)
-        elif run.retry_slot is not None:
-            slot, run.retry_slot = run.retry_slot, None
-            slot.retries += 1
-            self._admit(run, slot)
+                admit(runtime, run, slot)
+        elif run.redo is not None:
+            slot, run.redo = run.redo, None
+            if slot.looking_up:
+                admit_lookup(runtime, run, slot)
+            else:
+                slot.retries += 1
+                slot.reconciled = False  # a new dispatch may need its own lookup
+                admit(runtime, run, slot)
         slot = run.queue[0]
         latency: float | None = None
         if slot.observation is not None:
             observation = slot.observation
+            slot.looking_up = False
         else:
             assert slot.task is not None and slot.contract is not None
             outcome, ended = await slot.task
             slot.task = None
             latency = round((ended - slot.started) * 1000, 3)
-            observation = classify(slot.contract, slot.call.id, outcome)
+            observation = self._classify(run, slot, outcome)
         slot.observation = None
-        decision = self._decide(run, slot, observation)
-        run.current = _Current(
+        self._settle_operation(run, slot, observation)
+        decision = decide(runtime.policy, run, slot, observation)
+        run.current = Current(
             slot=slot, observation=observation, decision=decision, latency_ms=latency
         )
         self._move(
@@ -474,150 +452,71 @@ class Engine:
             reason=_why(observation),
         )
 
-    def _admit(self, run: _Run, slot: _Slot) -> None:
-        """Count the attempt, then validate, authorize and dispatch, or answer without dispatch."""
-        call, spec = slot.call, run.spec
-        now = self.clock.monotonic()
-        blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
-        if blocked is not None:
-            slot.observation = BudgetExhausted(
-                bound=blocked, call_id=call.id, tool=call.name, detail="not dispatched"
-            )
-            return
-        run.usage.attempts += 1
-        contract = self.contracts.get(call.name)
-        if contract is None or contract.contract.audience != "model":
-            slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
-            return
-        if contract.contract.scope not in spec.principal.scopes:
-            slot.observation = AccessDenied(
-                call_id=call.id,
-                tool=call.name,
-                source="runner",
-                detail=f"scope {contract.contract.scope} is not granted to {spec.principal.id}",
-            )
-            return
-        if call.name not in run.offered_names:
-            slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
-            return
-        slot.contract = contract
-        problem = contract.check_arguments(call.arguments, spec.context)
-        if problem is not None:
-            slot.observation = ArgumentsRejected(
-                call_id=call.id, tool=call.name, field=problem.field, reason=problem.reason
-            )
-            return
-        slot.validated = True
-        fingerprint = call_fingerprint(call.name, call.arguments)
-        earlier = run.settled.get(fingerprint)
-        if earlier is not None:
-            slot.observation = RepeatRefused(
-                call_id=call.id, tool=call.name, first_call_id=earlier[0], first_kind=earlier[1]
-            )
-            return
-        implementation = self.toolbox.implementation(call.name)
-        if implementation is None:
-            slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
-            return
-        if contract.contract.side_effect == "write":
-            slot.operation_key = operation_key(spec.tenant, call.name, call.arguments)
-        invocation = ToolInvocation(
-            call_id=call.id,
-            tool=call.name,
-            arguments=call.arguments,
-            tenant=spec.tenant,
-            principal=spec.principal,
-            credentials=spec.credentials,
-            operation_key=slot.operation_key,
-            timeout_s=min(
-                contract.contract.timeout_s, bounds.time_left(spec.limits, run.usage, now)
-            ),
-        )
-        slot.started = now
-        slot.task = asyncio.ensure_future(
-            self._dispatch(implementation(invocation), invocation.timeout_s)
+    def _classify(
+        self, run: RunState, slot: Slot, outcome: ToolResponse | BaseException
+    ) -> ToolObservation:
+        assert slot.contract is not None
+        if not slot.looking_up:
+            return classify(slot.contract, slot.call.id, outcome)
+        # A reconciliation lookup: its answer says what became of the write.
+        slot.looking_up, slot.reconciled = False, True
+        lookup_name = slot.contract.contract.reconcile_with or ""
+        found = classify(self.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
+        key = slot.operation_key or ""
+        if isinstance(found, ToolSucceeded) and found.result.get("found") is True:
+            result = {"status": "ok", "reconciled_by": lookup_name, **found.result}
+            return ToolSucceeded(call_id=slot.call.id, tool=slot.call.name, result=result)
+        if isinstance(found, ToolSucceeded) and found.result.get("found") is False:
+            return WriteNotApplied(call_id=slot.call.id, tool=slot.call.name, operation_key=key)
+        return OutcomeUnknown(
+            call_id=slot.call.id,
+            tool=slot.call.name,
+            reason=f"reconciliation inconclusive ({lookup_name}: {_why(found) or found.kind})",
         )
 
-    async def _dispatch(
-        self, call: Any, timeout: float
-    ) -> tuple[ToolResponse | BaseException, float]:
-        """Await one tool under its timeout; a failure becomes a value, never an exception."""
-        try:
-            outcome: ToolResponse | BaseException = await within(timeout, call)
-        except Exception as exc:
-            outcome = exc
-        return outcome, self.clock.monotonic()
-
-    def _decide(self, run: _Run, slot: _Slot, observation: ToolObservation) -> Decision:
-        """The policy's decision, with the run-level rules the table alone cannot express."""
-        kind = observation.kind
-        decision = self.policy.decision_for(kind)
-        tool = slot.call.name
-        if kind == "invalid_arguments":
-            streak = run.invalid_streak.get(tool, 0) + 1
-            run.invalid_streak[tool] = streak
-            if streak > self.policy.corrections_per_tool:
-                return Decision.ABSTAIN
-        elif slot.validated:
-            run.invalid_streak.pop(tool, None)
-        if decision is Decision.RETRY:
-            contract = slot.contract
-            if slot.retries >= self.policy.max_retries or run.pending in _ENDING:
-                return Decision.BACK_TO_MODEL
-            if (
-                contract is not None
-                and contract.contract.side_effect == "write"
-                and not contract.contract.suppresses_duplicates
-            ):
-                return Decision.BACK_TO_MODEL  # never re-send a write the destination may duplicate
-        return decision
+    def _settle_operation(self, run: RunState, slot: Slot, observation: ToolObservation) -> None:
+        """Write the status an outcome gives the slot's operation, if it has one."""
+        key = slot.operation_key
+        if key is None:
+            return
+        if isinstance(observation, ToolSucceeded | ToolFoundNothing):
+            status, result = OperationStatus.COMMITTED, observation.result
+        elif isinstance(observation, OutcomeUnknown | BudgetExhausted):
+            return  # still pending: a lookup (or the run's end) settles it
+        else:
+            status, result = OperationStatus.FAILED, None
+        self.runtime.store.settle(key, status, result)
+        run.operations[key] = (slot.call.name, status)
 
     # -- observe --------------------------------------------------------------------------------
 
-    async def _observe(self, run: _Run) -> None:
+    async def _observe(self, run: RunState) -> None:
         assert run.current is not None
         current, run.current = run.current, None
         slot, observation, decision = current.slot, current.observation, current.decision
-        spec = run.spec
         if decision is Decision.RETRY:
-            wait = retry_delay(
-                self.policy, observation, slot.retries + 1, self.rng, self.clock.now()
-            )
-            now = self.clock.monotonic()
-            blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
-            if blocked is None and now + wait >= bounds.deadline(spec.limits, run.usage):
-                blocked = Bound.DEADLINE  # the wait would outlast the deadline: never retry early
-            if blocked is None:
-                await self.clock.sleep(wait)
-                run.waits.append(wait)
-                blocked = bounds.blocks_dispatch(spec.limits, run.usage, self.clock.monotonic())
-            if blocked is None:
-                run.retry_slot = slot
-                self._move(
-                    run,
-                    Trigger.RETRY,
-                    tool=slot.call.name,
-                    call_id=slot.call.id,
-                    decision=decision.value,
-                    wait_s=round(wait, 6),
-                    operation_key=slot.operation_key,
-                )
+            decision, observation = await self._retry_or_stop(run, slot, observation)
+            if decision is Decision.RETRY:
                 return
-            run.tripped = blocked
-            decision = Decision.FINAL_ANSWER
-            observation = BudgetExhausted(
-                bound=blocked,
-                call_id=slot.call.id,
-                tool=slot.call.name,
-                detail=f"retry needed a wait of {wait:.3f} s; {observation.kind} not retried",
-            )
+        elif decision is Decision.RECONCILE:
+            decision, observation = self._reconcile_or_stop(run, slot, observation)
+            if decision is Decision.RECONCILE:
+                return
         if isinstance(observation, BudgetExhausted):
             run.tripped = run.tripped or observation.bound
+            if slot.operation_key is not None and not slot.reconciled:
+                decision = Decision.UNKNOWN  # a write we cannot look up is not a partial answer
+        if decision is Decision.UNKNOWN and slot.operation_key is not None:
+            self.runtime.store.settle(slot.operation_key, OperationStatus.UNKNOWN)
+            run.operations[slot.operation_key] = (slot.call.name, OperationStatus.UNKNOWN)
         self._answer_call(run, slot, observation)
         if _PRECEDENCE[decision] > _PRECEDENCE[run.pending]:
-            run.pending, run.pending_reason = decision, observation.kind
-            if isinstance(observation, BudgetExhausted):
-                run.pending_reason = observation.bound.value
+            run.pending, run.pending_key = decision, slot.operation_key
+            run.pending_reason = (
+                observation.bound.value
+                if isinstance(observation, BudgetExhausted)
+                else observation.kind
+            )
         run.queue.popleft()
         if run.queue:
             following = run.queue[0].call
@@ -630,16 +529,82 @@ class Engine:
             )
             return
         final = run.pending
-        if final in _ENDING:
+        ending = final in ENDING
+        if ending:
             run.reason = run.pending_reason or final.value
+            if final is Decision.UNKNOWN and run.tripped is not None:
+                run.reason = run.tripped.value  # the bound that left the write unresolved
         self._move(
             run,
-            decide(final),
+            trigger_for(final),
             decision=final.value,
-            reason=run.reason if final in _ENDING else None,
+            reason=run.reason if ending else None,
+            operation_key=run.pending_key if final is Decision.UNKNOWN else None,
         )
 
-    def _answer_call(self, run: _Run, slot: _Slot, observation: ToolObservation) -> None:
+    async def _retry_or_stop(
+        self, run: RunState, slot: Slot, observation: ToolObservation
+    ) -> tuple[Decision, ToolObservation]:
+        """Wait and go back to `call`, unless a bound forbids it (checked before the sleep)."""
+        runtime, limits = self.runtime, run.spec.limits
+        wait = retry_delay(
+            runtime.policy, observation, slot.retries + 1, runtime.rng, self.clock.now()
+        )
+        now = self.clock.monotonic()
+        blocked = bounds.blocks_dispatch(limits, run.usage, now)
+        if blocked is None and now + wait >= bounds.deadline(limits, run.usage):
+            blocked = Bound.DEADLINE  # the wait would outlast the deadline: never retry early
+        if blocked is None:
+            await self.clock.sleep(wait)
+            run.waits.append(wait)
+            blocked = bounds.blocks_dispatch(limits, run.usage, self.clock.monotonic())
+        if blocked is None:
+            run.redo = slot
+            self._move(
+                run,
+                Trigger.RETRY,
+                tool=slot.call.name,
+                call_id=slot.call.id,
+                decision=Decision.RETRY.value,
+                wait_s=round(wait, 6),
+                operation_key=slot.operation_key,
+            )
+            return Decision.RETRY, observation
+        stopped = BudgetExhausted(
+            bound=blocked,
+            call_id=slot.call.id,
+            tool=slot.call.name,
+            detail=f"retry needed a wait of {wait:.3f} s; {observation.kind} not retried",
+        )
+        return Decision.FINAL_ANSWER, stopped
+
+    def _reconcile_or_stop(
+        self, run: RunState, slot: Slot, observation: ToolObservation
+    ) -> tuple[Decision, ToolObservation]:
+        """Go back to `call` to look the write up by its key, unless a bound forbids it."""
+        blocked = bounds.blocks_dispatch(run.spec.limits, run.usage, self.clock.monotonic())
+        if blocked is not None:
+            run.tripped = blocked
+            stopped = OutcomeUnknown(
+                call_id=slot.call.id,
+                tool=slot.call.name,
+                reason=f"not reconciled: the {blocked.value} budget is spent",
+            )
+            return Decision.UNKNOWN, stopped
+        assert slot.contract is not None
+        slot.looking_up = True
+        run.redo = slot
+        self._move(
+            run,
+            Trigger.RECONCILE,
+            tool=slot.contract.contract.reconcile_with,
+            call_id=slot.call.id,
+            decision=Decision.RECONCILE.value,
+            operation_key=slot.operation_key,
+        )
+        return Decision.RECONCILE, observation
+
+    def _answer_call(self, run: RunState, slot: Slot, observation: ToolObservation) -> None:
         """Give the call its one result in the transcript, and remember what it settled."""
         attempts_left = max(0, run.spec.limits.max_attempts - run.usage.attempts)
         body, is_error = model_view(observation, attempts_left)
@@ -662,3 +627,9 @@ class Engine:
         if observation.kind in _SETTLING and slot.validated:
             fingerprint = call_fingerprint(slot.call.name, slot.call.arguments)
             run.settled.setdefault(fingerprint, (slot.call.id, observation.kind))
+
+
+def _brief(record: TransitionRecord) -> str:
+    parts = [f"{record.from_state}->{record.to_state}", record.trigger]
+    parts += [str(v) for v in (record.tool, record.result_class, record.decision) if v is not None]
+    return " ".join(parts)

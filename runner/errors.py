@@ -13,7 +13,12 @@ infrastructure during one::
     └── RunFailure                the run itself cannot go on
         ├── IllegalTransition     the engine asked the machine for a move the table forbids (a bug)
         ├── BudgetExceeded        a bound found exceeded where it must have been enforced
-        └── StoreError            the store refused or failed a write
+        ├── OutsideRecording      a replay needed an input the recording does not have
+        ├── ReplayDivergence      a re-driven run made a transition other than the recorded one
+        └── StoreError            the store refused or failed a read or write
+            ├── StoreLocked       another process holds the store's write lock
+            ├── StoreCorrupt      the file is not a store, or a newer schema than this runner knows
+            └── StoreConflict     an operation key presented with another parameter hash
 """
 
 from __future__ import annotations
@@ -79,5 +84,42 @@ class BudgetExceeded(RunFailure):
         super().__init__(f"bound {bound} exceeded: used {used}, limit {limit}")
 
 
+class OutsideRecording(RunFailure):
+    """A replay reached a model request or tool call the recording has no answer for."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"outside the recording: {what}")
+
+
+class ReplayDivergence(RunFailure):
+    """Re-driving a recorded run produced another transition than the one stored."""
+
+    def __init__(self, seq: int, expected: str, got: str) -> None:
+        self.seq = seq
+        self.expected = expected
+        self.got = got
+        super().__init__(f"divergence at seq {seq}: expected {expected}, got {got}")
+
+
 class StoreError(RunFailure):
-    """The store failed or refused a write."""
+    """The store failed or refused a read or write; nothing was half-written."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the store's lock past the busy timeout."""
+
+
+class StoreCorrupt(StoreError):
+    """The file is not a runner store, is damaged, or has a newer schema."""
+
+
+class StoreConflict(StoreError):
+    """An operation key was presented with a parameter hash other than the one it is bound to."""
+
+    def __init__(self, key: str, bound_hash: str, offered_hash: str) -> None:
+        self.key = key
+        super().__init__(
+            f"idempotency_mismatch: key {key} is bound to parameters {bound_hash[:12]}, "
+            f"not {offered_hash[:12]}"
+        )

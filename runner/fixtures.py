@@ -51,13 +51,21 @@ class ToolOutcome(BaseModel):
     """No response before the call's timeout."""
     fail: Literal["connection", "crash"] | None = None
     """Raise instead of answering: a dropped connection or a crash inside the tool."""
+    write: Literal["commit", "commit_then_lose_response", "fail_before_commit"] | None = None
+    """For supplier writes: commit and respond; commit and lose the response (the caller sees a
+    timeout); or fail before committing (the caller sees a timeout too)."""
     latency_s: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _one_outcome(self) -> ToolOutcome:
-        forms = ("respond" in self.model_fields_set) + self.timeout + (self.fail is not None)
+        forms = (
+            ("respond" in self.model_fields_set)
+            + self.timeout
+            + (self.fail is not None)
+            + (self.write is not None)
+        )
         if forms != 1:
-            raise ValueError("an outcome has exactly one of respond, timeout: true, or fail")
+            raise ValueError("an outcome has exactly one of respond, timeout: true, fail, or write")
         return self
 
 
@@ -74,6 +82,10 @@ class Expect(BaseModel):
     transitions: list[State] | None = None
     """The states visited, starting with plan."""
     answer_contains: list[str] | None = None
+    holds: int | None = None
+    """Active holds in the supplier database when the run ends."""
+    operation_key_preserved: bool | None = None
+    """The run ends handing over the key of a write whose outcome is unknown."""
 
 
 class Fixture(BaseModel):

@@ -126,6 +126,16 @@ class OutcomeUnknown:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WriteNotApplied:
+    """Reconciliation found no trace of the write under its key: it did not happen."""
+
+    call_id: str
+    tool: str
+    operation_key: str
+    kind: Literal["not_applied"] = "not_applied"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RepeatRefused:
     """The same tool with the same canonical arguments already settled; not dispatched again."""
 
@@ -166,6 +176,7 @@ ToolObservation = (
     | ResultMalformed
     | ToolUnknown
     | OutcomeUnknown
+    | WriteNotApplied
     | RepeatRefused
     | BudgetExhausted
 )
@@ -186,6 +197,7 @@ ResultClass = Literal[
     "malformed_result",
     "unknown_tool",
     "unknown_outcome",
+    "not_applied",
     "repeat_refused",
     "budget_exhausted",
     "model_final",

@@ -29,7 +29,8 @@ DEFAULT_DECISIONS: Final[dict[ResultClass, Decision]] = {
     "permanent": Decision.BACK_TO_MODEL,
     "malformed_result": Decision.BACK_TO_MODEL,
     "unknown_tool": Decision.BACK_TO_MODEL,
-    "unknown_outcome": Decision.UNKNOWN,
+    "unknown_outcome": Decision.RECONCILE,
+    "not_applied": Decision.RETRY,
     "repeat_refused": Decision.BACK_TO_MODEL,
     "budget_exhausted": Decision.FINAL_ANSWER,
 }
@@ -57,10 +58,24 @@ class Policy(BaseModel):
     corrections_per_tool: int = Field(default=1, ge=0)
     """Invalid-argument calls to one tool handed back for correction before the run abstains."""
     backoff: Backoff = Field(default_factory=Backoff)
+    fresh_key_on_retry: bool = False
+    """Mint a new operation key for every retry of a write. Only the naive policy does this: it
+    is the bug that books a hotel twice, kept to prove the checks catch it."""
 
     def decision_for(self, result_class: ResultClass) -> Decision:
         """The table's decision; classes missing from a custom table go back to the model."""
         return self.decisions.get(result_class, Decision.BACK_TO_MODEL)
+
+    @classmethod
+    def named(cls, name: str) -> Policy:
+        """A built-in policy: `default`, or `naive` (the broken runner of the design)."""
+        if name == "default":
+            return cls()
+        if name == "naive":
+            decisions = dict(DEFAULT_DECISIONS)
+            decisions["unknown_outcome"] = Decision.RETRY  # retry blindly, no lookup
+            return cls(name="naive", decisions=decisions, fresh_key_on_retry=True)
+        raise ConfigError(f"unknown policy {name!r}: use default, naive, or a policy file")
 
     @classmethod
     def load(cls, path: Path) -> Policy:

@@ -5,30 +5,97 @@ The JSON object is a public interface (documented in the README): keys are only 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from .scenario import ScenarioRun, visited_states
-from .trace import TransitionRecord
+from .spec import RunResult
+from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
 
 _TRANSITION_KEYS = (
-    "seq",
-    "from",
-    "to",
-    "trigger",
-    "tool",
-    "call_id",
-    "args",
-    "result_class",
-    "attempt",
-    "decision",
-    "latency_ms",
-    "operation_key",
-    "tokens_in",
-    "tokens_out",
-    "wait_s",
-    "reason",
+    "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
+    "decision", "latency_ms", "operation_key", "tokens_in", "tokens_out", "wait_s", "reason",
     "time",
-)
+)  # fmt: skip
+
+
+@dataclass(slots=True, kw_only=True)
+class RunView:
+    """What the report shows of a run, whether it just ran or was read back from a store."""
+
+    run_id: str
+    name: str
+    terminal: str | None
+    reason: str | None
+    answer: str | None
+    attempts: int
+    model_steps: int
+    tokens_in: int
+    tokens_out: int
+    elapsed_s: float | None
+    waits_s: list[float]
+    transitions: list[TransitionRecord]
+    operations: list[OperationSummary] = field(default_factory=list)
+    holds: int | None = None
+
+    @classmethod
+    def of_result(cls, result: RunResult, holds: int | None) -> RunView:
+        return cls(
+            run_id=result.run_id,
+            name=result.name,
+            terminal=result.terminal.value,
+            reason=result.reason,
+            answer=result.answer,
+            attempts=result.attempts,
+            model_steps=result.model_steps,
+            tokens_in=result.tokens_in,
+            tokens_out=result.tokens_out,
+            elapsed_s=result.elapsed_s,
+            waits_s=result.waits_s,
+            transitions=result.transitions,
+            operations=result.operations,
+            holds=holds,
+        )
+
+    @classmethod
+    def of_stored(
+        cls, header: RunHeader, summary: RunSummary | None, transitions: list[TransitionRecord]
+    ) -> RunView:
+        if summary is None:  # an unfinished run: show what the log says so far
+            last = transitions[-1] if transitions else None
+            return cls(
+                run_id=header.run_id,
+                name=header.name,
+                terminal=None,
+                reason=None,
+                answer=None,
+                attempts=last.attempt if last else 0,
+                model_steps=sum(1 for r in transitions if r.tokens_in is not None),
+                tokens_in=sum(r.tokens_in or 0 for r in transitions),
+                tokens_out=sum(r.tokens_out or 0 for r in transitions),
+                elapsed_s=None,
+                waits_s=[r.wait_s for r in transitions if r.wait_s is not None],
+                transitions=transitions,
+            )
+        return cls(
+            run_id=header.run_id,
+            name=header.name,
+            terminal=summary.terminal,
+            reason=summary.reason,
+            answer=summary.answer,
+            attempts=summary.attempts,
+            model_steps=summary.model_steps,
+            tokens_in=summary.tokens_in,
+            tokens_out=summary.tokens_out,
+            elapsed_s=summary.elapsed_s,
+            waits_s=summary.waits_s,
+            transitions=transitions,
+            operations=summary.operations,
+        )
+
+    def states(self) -> list[str]:
+        if not self.transitions:
+            return []
+        return [self.transitions[0].from_state, *(r.to_state for r in self.transitions)]
 
 
 def transition_json(record: TransitionRecord) -> dict[str, Any]:
@@ -36,22 +103,29 @@ def transition_json(record: TransitionRecord) -> dict[str, Any]:
     return {key: data[key] for key in _TRANSITION_KEYS}
 
 
-def run_json(run: ScenarioRun) -> dict[str, Any]:
-    result = run.result
+def run_json(view: RunView, expect: dict[str, Any] | None) -> dict[str, Any]:
     return {
-        "run_id": result.run_id,
-        "fixture": run.fixture.name,
-        "terminal": result.terminal.value,
-        "reason": result.reason,
-        "answer": result.answer,
-        "attempts": result.attempts,
-        "model_steps": result.model_steps,
-        "tokens": {"input": result.tokens_in, "output": result.tokens_out, "total": result.tokens},
-        "elapsed_s": round(result.elapsed_s, 6),
-        "waits_s": [round(w, 6) for w in result.waits_s],
-        "states": visited_states(result),
-        "transitions": [transition_json(r) for r in result.transitions],
-        "expect": {"passed": run.passed, "failures": run.failures},
+        "run_id": view.run_id,
+        "fixture": view.name,
+        "terminal": view.terminal,
+        "reason": view.reason,
+        "answer": view.answer,
+        "attempts": view.attempts,
+        "model_steps": view.model_steps,
+        "tokens": {
+            "input": view.tokens_in,
+            "output": view.tokens_out,
+            "total": view.tokens_in + view.tokens_out,
+        },
+        "elapsed_s": round(view.elapsed_s, 6) if view.elapsed_s is not None else None,
+        "waits_s": [round(w, 6) for w in view.waits_s],
+        "states": view.states(),
+        "transitions": [transition_json(r) for r in view.transitions],
+        "holds": view.holds,
+        "operation_keys": [
+            {"key": op.key, "tool": op.tool, "status": op.status} for op in view.operations
+        ],
+        "expect": expect,
     }
 
 
@@ -66,6 +140,8 @@ def transition_line(record: TransitionRecord) -> str:
         extra += f"  wait {record.wait_s:g} s"
     if record.reason is not None:
         extra += f"  ({record.reason})"
+    if record.operation_key is not None:
+        extra += f"  key {record.operation_key}"
     return (
         f"  {record.seq:>3}  {record.from_state + ' -> ' + record.to_state:<20} "
         f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.result_class):<18} "
@@ -73,20 +149,20 @@ def transition_line(record: TransitionRecord) -> str:
     )
 
 
-def run_text(run: ScenarioRun, index: int, repeat: int) -> str:
-    result = run.result
-    lines = [f"{run.fixture.name} [{index}/{repeat}]  run {result.run_id}"]
-    lines.extend(transition_line(record) for record in result.transitions)
-    waits = ", ".join(f"{w:g}" for w in result.waits_s)
+def run_text(view: RunView, heading: str) -> str:
+    lines = [f"{heading}  run {view.run_id}"]
+    lines.extend(transition_line(record) for record in view.transitions)
+    waits = ", ".join(f"{w:g}" for w in view.waits_s)
+    elapsed = "-" if view.elapsed_s is None else f"{view.elapsed_s:g} s"
+    outcome = f"{view.terminal} ({view.reason})" if view.terminal else "not finished"
     lines.append(
-        f"  => {result.terminal.value} ({result.reason})  attempts {result.attempts}  "
-        f"steps {result.model_steps}  tokens {result.tokens}  {result.elapsed_s:g} s  "
-        f"waits [{waits}]"
+        f"  => {outcome}  attempts {view.attempts}  steps {view.model_steps}  "
+        f"tokens {view.tokens_in + view.tokens_out}  {elapsed}  waits [{waits}]"
     )
-    if result.answer:
-        lines.append(f"  answer: {result.answer}")
-    if run.fixture.expect is not None:
-        lines.append(
-            "  expect: met" if run.passed else "  expect: FAILED: " + "; ".join(run.failures)
-        )
+    if view.holds is not None:
+        lines.append(f"  holds: {view.holds}")
+    for op in view.operations:
+        lines.append(f"  operation {op.key} ({op.tool}): {op.status}")
+    if view.answer:
+        lines.append(f"  answer: {view.answer}")
     return "\n".join(lines)

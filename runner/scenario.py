@@ -1,20 +1,36 @@
-"""Run a fixture on its fake clock with its scripted tools and model; check its `expect`."""
+"""Run a fixture on its fake clock with its scripted tools and model; check its `expect`.
+
+Also resumes a fixture run that was killed: everything needed (the fixture, policy, seed, where the
+supplier database lives) is in the run's header.
+"""
 
 from __future__ import annotations
 
 import random
+import tempfile
+import uuid
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from .clock import FakeClock
 from .contracts import ContractSet
-from .engine import Engine, RunResult, RunSpec
-from .environment import ScriptedEnvironment
+from .engine import Engine
+from .environment import HoldRoom, LookupHold, ScriptedEnvironment
+from .errors import StoreCorrupt, StoreError
 from .fixtures import Expect, Fixture
 from .models.scripted import ScriptedModel
 from .policy import Policy
+from .spec import RunResult, RunSpec
+from .states import State
 from .store.base import Store
+from .supplier import SupplierDatabase
 from .tools import Principal
+
+SUPPLIER_TOOLS = frozenset({HoldRoom.name, LookupHold.name})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -23,13 +39,15 @@ class ScenarioRun:
     result: RunResult
     failures: list[str]
     environment: ScriptedEnvironment
+    holds: int | None
+    """Active holds in the supplier database at the end (None: the fixture has no supplier)."""
 
     @property
     def passed(self) -> bool:
         return not self.failures
 
 
-def spec_for(fixture: Fixture, seed: int | None) -> RunSpec:
+def spec_for(fixture: Fixture, seed: int | None, world: dict[str, Any] | None = None) -> RunSpec:
     return RunSpec(
         task=fixture.task,
         tenant=fixture.tenant,
@@ -41,7 +59,17 @@ def spec_for(fixture: Fixture, seed: int | None) -> RunSpec:
         context={"task": fixture.constraints},
         name=fixture.name,
         seed=seed,
+        fixture=fixture.model_dump(mode="json", exclude_unset=True),
+        world=world or {},
     )
+
+
+def _open_supplier(fixture: Fixture, world_dir: Path | None) -> SupplierDatabase | None:
+    if not SUPPLIER_TOOLS & set(fixture.tools):
+        return None
+    folder = world_dir or Path(tempfile.mkdtemp(prefix="runner-world-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return SupplierDatabase(folder / f"supplier-{uuid.uuid4().hex[:12]}.sqlite")
 
 
 def run_fixture(
@@ -51,10 +79,13 @@ def run_fixture(
     *,
     seed: int = 0,
     policy: Policy | None = None,
+    world_dir: Path | None = None,
 ) -> ScenarioRun:
-    """Run one fixture from a clean state on its own fake clock."""
+    """Run one fixture from a clean state (fresh clock, script and supplier database)."""
     clock = FakeClock(fixture.clock.start)
-    environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock)
+    supplier = _open_supplier(fixture, world_dir)
+    world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
+    environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock, supplier)
     engine = Engine(
         contracts=contracts,
         toolbox=environment,
@@ -63,9 +94,57 @@ def run_fixture(
         policy=policy,
         rng=random.Random(seed),
     )
-    result = engine.run_sync(spec_for(fixture, seed), ScriptedModel(fixture.model))
-    failures = check_expectations(fixture.expect, result) if fixture.expect else []
-    return ScenarioRun(fixture=fixture, result=result, failures=failures, environment=environment)
+    try:
+        result = engine.run_sync(spec_for(fixture, seed, world), ScriptedModel(fixture.model))
+        return _scenario(fixture, result, environment)
+    finally:
+        if supplier is not None:
+            supplier.close()
+
+
+def resume_fixture(run_id: str, contracts: ContractSet, store: Store) -> ScenarioRun:
+    """Continue a killed fixture run from its store (and its supplier database)."""
+    header = store.header(run_id)
+    if header is None:
+        raise StoreError(f"no run {run_id} in the store")
+    if header.fixture is None:
+        raise StoreError(f"run {run_id} was not started from a fixture; it cannot be resumed here")
+    try:
+        fixture = Fixture.model_validate(header.fixture)
+        policy = Policy.model_validate(header.policy)
+    except ValidationError as exc:
+        raise StoreCorrupt(
+            f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
+        ) from exc
+    clock = FakeClock(fixture.clock.start)
+    supplier_path = header.world.get("supplier_db")
+    supplier = SupplierDatabase(Path(supplier_path)) if supplier_path else None
+    consumed = Counter(output.tool for output in store.outputs(run_id))
+    environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock, supplier, consumed)
+    engine = Engine(
+        contracts=contracts,
+        toolbox=environment,
+        store=store,
+        clock=clock,
+        policy=policy,
+        rng=random.Random(header.seed),
+    )
+    try:
+        spec = spec_for(fixture, header.seed, header.world)
+        result = engine.resume_sync(run_id, spec, ScriptedModel(fixture.model))
+        return _scenario(fixture, result, environment)
+    finally:
+        if supplier is not None:
+            supplier.close()
+
+
+def _scenario(fixture: Fixture, result: RunResult, environment: ScriptedEnvironment) -> ScenarioRun:
+    supplier = environment.supplier
+    holds = supplier.active_holds() if supplier is not None else None
+    failures = check_expectations(fixture.expect, result, holds) if fixture.expect else []
+    return ScenarioRun(
+        fixture=fixture, result=result, failures=failures, environment=environment, holds=holds
+    )
 
 
 def visited_states(result: RunResult) -> list[str]:
@@ -74,7 +153,16 @@ def visited_states(result: RunResult) -> list[str]:
     return [result.transitions[0].from_state, *(r.to_state for r in result.transitions)]
 
 
-def check_expectations(expect: Expect, result: RunResult) -> list[str]:
+def preserved_key(result: RunResult) -> str | None:
+    """The key a run ending `unknown` hands over (None otherwise)."""
+    if result.terminal is not State.UNKNOWN or not result.transitions:
+        return None
+    key = result.transitions[-1].operation_key
+    statuses = {op.key: op.status for op in result.operations}
+    return key if key is not None and statuses.get(key) == "unknown" else None
+
+
+def check_expectations(expect: Expect, result: RunResult, holds: int | None) -> list[str]:
     """Every way `result` differs from `expect`, as readable lines (empty: all met)."""
     failures: list[str] = []
 
@@ -86,6 +174,13 @@ def check_expectations(expect: Expect, result: RunResult) -> list[str]:
     compare("reason", expect.reason, result.reason)
     compare("attempts", expect.attempts, result.attempts)
     compare("model_steps", expect.model_steps, result.model_steps)
+    compare("holds", expect.holds, holds)
+    if expect.operation_key_preserved is not None:
+        compare(
+            "operation_key_preserved",
+            expect.operation_key_preserved,
+            preserved_key(result) is not None,
+        )
     if expect.waits_s is not None:
         compare(
             "waits_s", [round(w, 3) for w in expect.waits_s], [round(w, 3) for w in result.waits_s]

@@ -1,12 +1,14 @@
-"""Transition records, and the JSONL transition log: its format, writer and validating reader.
+"""Transition records, run headers and summaries, and the JSONL transition log.
 
-Log format `runner-log/1`, one JSON object a line:
-- `{"type": "run_started", "format": "runner-log/1", "run_id", "name", "tenant", "principal",
-  "started_at", "limits", "policy", "seed"}`
-- `{"type": "transition", ...}`: one per transition, the keys of `TransitionRecord.to_json()`
-- `{"type": "run_finished", "run_id", "terminal", "reason", "attempts", "model_steps", "tokens_in",
-  "tokens_out", "elapsed_s", "waits_s", "answer"}`
-Runs may follow one another in one file. Reading checks every line and names the first bad one.
+Log format `runner-log/1`, one JSON object a line, runs one after another:
+- `run_started`: `format`, `run_id`, `name`, `tenant`, `principal`, `started_at`, `limits`,
+  `policy`, `seed`, `fixture`, `world`
+- `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`
+- `model_turn`: one per model request (the reply, its usage, when it arrived)
+- `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
+- `run_finished`: `terminal`, `reason`, `attempts`, `model_steps`, `tokens_in`, `tokens_out`,
+  `elapsed_s`, `waits_s`, `answer`, `operations`
+Reading validates every line and names the first bad one (`LogFormatError`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .errors import LogFormatError
+from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
 
 LOG_FORMAT: Final = "runner-log/1"
 
@@ -49,7 +52,7 @@ class TransitionRecord:
     wait_s: float | None = None
     """The wait slept before this transition (retries only)."""
     reason: str | None = None
-    """Why the run ended (terminal transitions) or why a decision was overridden."""
+    """Why a call was rejected, a decision overridden, or the run ended."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -61,14 +64,27 @@ class TransitionRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunHeader:
+    """What a run was started with: enough to resume or replay it."""
+
     run_id: str
     name: str
     tenant: str
     principal: str
     started_at: datetime
     limits: dict[str, Any]
-    policy: str
+    policy: dict[str, Any]
     seed: int | None
+    fixture: dict[str, Any] | None = None
+    """The fixture document a scenario run was started from (None for embedded runs)."""
+    world: dict[str, Any] = field(default_factory=dict)
+    """Where the simulated world lives (e.g. the supplier database), for resume."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationSummary:
+    key: str
+    tool: str
+    status: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,20 +99,12 @@ class RunSummary:
     elapsed_s: float
     waits_s: list[float] = field(default_factory=list)
     answer: str | None = None
+    operations: list[OperationSummary] = field(default_factory=list)
 
 
-class _StartedLine(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["run_started"]
-    format: Literal["runner-log/1"]
-    run_id: str
-    name: str
-    tenant: str
-    principal: str
-    started_at: datetime
-    limits: dict[str, Any]
-    policy: str
-    seed: int | None
+HEADER_ADAPTER: TypeAdapter[RunHeader] = TypeAdapter(RunHeader)
+SUMMARY_ADAPTER: TypeAdapter[RunSummary] = TypeAdapter(RunSummary)
+RECORD_ADAPTER: TypeAdapter[TransitionRecord] = TypeAdapter(TransitionRecord)
 
 
 class _TransitionLine(BaseModel):
@@ -121,40 +129,45 @@ class _TransitionLine(BaseModel):
     wait_s: float | None
     reason: str | None
 
+    def record(self) -> TransitionRecord:
+        fields = self.model_dump(exclude={"type", "from_", "to"})
+        return TransitionRecord(from_state=self.from_, to_state=self.to, **fields)
 
-class _FinishedLine(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    type: Literal["run_finished"]
-    run_id: str
-    terminal: str
-    reason: str
-    attempts: int
-    model_steps: int
-    tokens_in: int
-    tokens_out: int
-    elapsed_s: float
-    waits_s: list[float]
-    answer: str | None
+
+def _dump(adapter: TypeAdapter[Any], value: object) -> dict[str, Any]:
+    dumped: dict[str, Any] = adapter.dump_python(value, mode="json")
+    return dumped
 
 
 def started_line(header: RunHeader) -> str:
-    data = asdict(header)
-    data["started_at"] = header.started_at.isoformat()
-    return json.dumps({"type": "run_started", "format": LOG_FORMAT, **data}, sort_keys=True)
+    body = {"type": "run_started", "format": LOG_FORMAT, **_dump(HEADER_ADAPTER, header)}
+    return json.dumps(body, sort_keys=True)
 
 
 def transition_line(record: TransitionRecord) -> str:
     return json.dumps({"type": "transition", **record.to_json()}, sort_keys=True)
 
 
+def turn_line(turn: RecordedTurn) -> str:
+    return json.dumps({"type": "model_turn", **_dump(TURN_ADAPTER, turn)}, sort_keys=True)
+
+
+def output_line(output: RecordedOutput) -> str:
+    return json.dumps({"type": "tool_output", **_dump(OUTPUT_ADAPTER, output)}, sort_keys=True)
+
+
 def finished_line(summary: RunSummary) -> str:
-    return json.dumps({"type": "run_finished", **asdict(summary)}, sort_keys=True)
+    return json.dumps({"type": "run_finished", **_dump(SUMMARY_ADAPTER, summary)}, sort_keys=True)
 
 
 @dataclass(slots=True)
 class LoggedRun:
+    """Everything a log holds about one run."""
+
     header: RunHeader
     transitions: list[TransitionRecord] = field(default_factory=list)
+    turns: list[RecordedTurn] = field(default_factory=list)
+    outputs: list[RecordedOutput] = field(default_factory=list)
     summary: RunSummary | None = None
 
 
@@ -185,14 +198,20 @@ def read_log(path: Path) -> list[LoggedRun]:
     return list(runs.values())
 
 
+def _without_type(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if key != "type"}
+
+
 def _read_line(data: dict[str, Any], runs: dict[str, LoggedRun]) -> None:
     kind = data.get("type")
     if kind == "run_started":
-        started = _StartedLine.model_validate(data)
-        if started.run_id in runs:
-            raise ValueError(f"run {started.run_id} started twice")
-        fields = started.model_dump(exclude={"type", "format"})
-        runs[started.run_id] = LoggedRun(RunHeader(**fields))
+        if data.get("format") != LOG_FORMAT:
+            raise ValueError(f"format {data.get('format')!r} is not {LOG_FORMAT}")
+        body = {k: v for k, v in data.items() if k not in {"type", "format"}}
+        header = HEADER_ADAPTER.validate_python(body, strict=False)
+        if header.run_id in runs:
+            raise ValueError(f"run {header.run_id} started twice")
+        runs[header.run_id] = LoggedRun(header)
         return
     run = runs.get(str(data.get("run_id")))
     if run is None:
@@ -200,13 +219,16 @@ def _read_line(data: dict[str, Any], runs: dict[str, LoggedRun]) -> None:
     if run.summary is not None:
         raise ValueError(f"line for run {run.header.run_id} after its run_finished line")
     if kind == "transition":
-        line = _TransitionLine.model_validate(data)
+        record = _TransitionLine.model_validate(data).record()
         expected = len(run.transitions) + 1
-        if line.seq != expected:
-            raise ValueError(f"transition seq {line.seq}, expected {expected} (a gap or an edit)")
-        fields = line.model_dump(exclude={"type", "from_", "to"})
-        run.transitions.append(TransitionRecord(from_state=line.from_, to_state=line.to, **fields))
+        if record.seq != expected:
+            raise ValueError(f"transition seq {record.seq}, expected {expected} (a gap or an edit)")
+        run.transitions.append(record)
+    elif kind == "model_turn":
+        run.turns.append(TURN_ADAPTER.validate_python(_without_type(data)))
+    elif kind == "tool_output":
+        run.outputs.append(OUTPUT_ADAPTER.validate_python(_without_type(data)))
     elif kind == "run_finished":
-        run.summary = RunSummary(**_FinishedLine.model_validate(data).model_dump(exclude={"type"}))
+        run.summary = SUMMARY_ADAPTER.validate_python(_without_type(data))
     else:
         raise ValueError(f"unknown line type {kind!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +31,9 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_logging() -> Iterator[None]:
-    """The CLI configures structlog for the process; give every test the defaults back."""
+def _quiet_logging() -> Iterator[None]:
+    """Transitions log at info; keep test output to warnings, and undo what the CLI configures."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     yield
     structlog.reset_defaults()
 

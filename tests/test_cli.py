@@ -47,11 +47,16 @@ RUN_KEYS = {
     "states",
     "transitions",
     "expect",
+    "holds",
+    "operation_keys",
 }
 
 
-def test_run_all_fixtures_three_times_as_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", str(FIXTURES), "--repeat", "3", "--json"]) == 0
+def test_run_all_fixtures_three_times_as_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "runs.sqlite")
+    assert main(["run", str(FIXTURES), "--repeat", "3", "--json", "--db", db]) == 0
     runs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     fixtures = {path.stem for path in FIXTURES.iterdir()}
     assert len(runs) == 3 * len(fixtures)
@@ -63,8 +68,10 @@ def test_run_all_fixtures_three_times_as_json(capsys: pytest.CaptureFixture[str]
             assert set(transition) == TRANSITION_KEYS
 
 
-def test_human_output_has_one_line_per_transition(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", str(FIXTURES / "rate_limited.yaml")]) == 0
+def test_human_output_has_one_line_per_transition(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", str(FIXTURES / "rate_limited.yaml"), "--db", str(tmp_path / "r.db")]) == 0
     out = capsys.readouterr().out
     assert "call -> observe" in out and "rate_limited" in out and "wait 2 s" in out
     assert "=> complete (model_final)" in out and "expect: met" in out
@@ -81,7 +88,7 @@ def test_failed_expectation_exits_non_zero(
     )
     path = tmp_path / "wrong.yaml"
     path.write_text(text)
-    assert main(["run", str(path)]) == 1
+    assert main(["run", str(path), "--db", str(tmp_path / "r.db")]) == 1
     assert (
         "expect: FAILED: terminal: expected 'escalate', got 'complete'" in capsys.readouterr().out
     )
@@ -106,7 +113,7 @@ def test_bad_fixture_is_one_line_and_exit_2(
 ) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("name: [\n")
-    assert main(["run", str(path)]) == 2
+    assert main(["run", str(path), "--db", str(tmp_path / "r.db")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: fixture ") and err.count("\n") == 1
 
@@ -125,11 +132,13 @@ def test_contracts_check_reports_a_broken_contract(
     assert err.startswith("error: contract ") and err.count("\n") == 1
 
 
-def test_seed_changes_jitter_but_not_outcomes(capsys: pytest.CaptureFixture[str]) -> None:
+def test_seed_changes_jitter_but_not_outcomes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = str(FIXTURES / "transient_timeout_retry.yaml")
     waits = []
     for seed in ("1", "2"):
-        assert main(["run", path, "--json", "--seed", seed]) == 0
+        assert main(["run", path, "--json", "--seed", seed, "--db", str(tmp_path / "r.db")]) == 0
         waits.append(json.loads(capsys.readouterr().out)["waits_s"])
     assert waits[0] != waits[1]
 

@@ -225,7 +225,9 @@ def test_only_tools_in_scope_are_offered(contracts: ContractSet) -> None:
     assert model.requests[0] == (("search_flights",), "auto")
 
 
-def test_write_without_response_ends_unknown_with_its_key(contracts: ContractSet) -> None:
+def test_lost_write_with_no_lookup_available_ends_unknown_with_its_key(
+    contracts: ContractSet,
+) -> None:
     fixture = make_fixture(
         principal={"id": "agent-7", "scopes": ["travel.read", "travel.book"]},
         tools=["hold_room"],
@@ -253,8 +255,11 @@ def test_write_without_response_ends_unknown_with_its_key(contracts: ContractSet
     assert len(env.tools["hold_room"].invocations) == 1
     classified = next(r for r in result.transitions if r.trigger == "classify")
     assert classified.result_class == "unknown_outcome"
-    assert classified.operation_key and classified.operation_key.startswith("op_hold_room_")
+    assert classified.operation_key and classified.operation_key.startswith("optiverse:hold_room:")
     assert env.tools["hold_room"].invocations[0].operation_key == classified.operation_key
+    last = result.transitions[-1]
+    assert (last.to_state, last.operation_key) == ("unknown", classified.operation_key)
+    assert [op.status for op in result.operations] == ["unknown"]
 
 
 def test_a_failing_model_adapter_still_ends_in_a_declared_state(contracts: ContractSet) -> None:
@@ -278,6 +283,7 @@ def test_records_reach_the_store_in_order_and_the_machine_is_released(
 
 
 def test_one_log_event_per_transition(contracts: ContractSet) -> None:
+    structlog.reset_defaults()  # transitions log at info, below the tests' default level
     with structlog.testing.capture_logs() as events:
         result, _, _, _ = drive(make_fixture(), contracts)
     transitions = [e for e in events if e["event"] == "transition"]

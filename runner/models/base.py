@@ -54,3 +54,15 @@ class ModelAdapter(Protocol):
     ) -> ModelReply:
         """Answer the transcript; with `tool_choice="none"` the reply must carry no tool calls."""
         ...
+
+
+class ResumableModel(ModelAdapter, Protocol):
+    """An adapter with state of its own (a script's position) that a resumed run must restore.
+
+    `snapshot()` is recorded with every turn; `restore()` gets the last one when a resumed run
+    goes live again. Stateless adapters (a live API) need neither.
+    """
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def restore(self, state: dict[str, Any]) -> None: ...

@@ -90,6 +90,14 @@ class ScriptedModel:
         )
         return self._reply(transcript, "", calls, turn.usage, "tool_use")
 
+    def snapshot(self) -> dict[str, Any]:
+        """Where the script stands, recorded with each turn so a resumed run continues from it."""
+        return {"cursor": self._cursor, "step": self._step}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._cursor = int(state["cursor"])
+        self._step = int(state["step"])
+
     def _next_turn(self, last: frozenset[str], *, final_only: bool) -> ScriptedTurn | None:
         while self._cursor < len(self._turns):
             turn = self._turns[self._cursor]

@@ -1,8 +1,9 @@
-"""Stores for run headers, transition records and run summaries."""
+"""Stores for runs, transitions, recorded inputs and operation records."""
 
-from .base import Store
+from .base import RunListing, RunLog, Store
 from .fanout import FanoutStore
-from .jsonl import JsonlStore
+from .jsonl import JsonlLog
 from .memory import MemoryStore
+from .sqlite import SqliteStore
 
-__all__ = ["FanoutStore", "JsonlStore", "MemoryStore", "Store"]
+__all__ = ["FanoutStore", "JsonlLog", "MemoryStore", "RunListing", "RunLog", "SqliteStore", "Store"]

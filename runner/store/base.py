@@ -1,17 +1,24 @@
-"""The `Store` protocol every backend implements (memory, JSONL, and SQLite/PostgreSQL to come).
+"""The store protocols every backend implements.
 
-Contract: `begin_run` once, then `append` for each transition in `seq` order, then `end_run` once.
-A store raises `StoreError` when it cannot keep a write; it never drops one silently.
+`RunLog` is the write side of a run's record: `begin_run` once, `append` each transition in `seq`
+order, `record_turn` / `record_output` for every input the run took in, `end_run` once. `Store` adds
+reading back and the operation records that make writes exactly-once. Memory and SQLite implement
+`Store` (one contract suite, `tests/store/test_contract.py`, runs against both); the JSONL log is a
+`RunLog` only. A store raises `StoreError` when it cannot keep a write; it never drops one silently,
+and each call is all-or-nothing.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
+from ..operations import Operation, OperationStatus
+from ..recording import RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
 
 
-class Store(Protocol):
+class RunLog(Protocol):
     def begin_run(self, header: RunHeader) -> None:
         """Record that a run started."""
         ...
@@ -20,14 +27,62 @@ class Store(Protocol):
         """Record one transition, durably for persistent stores."""
         ...
 
+    def record_turn(self, turn: RecordedTurn) -> None:
+        """Record one model reply."""
+        ...
+
+    def record_output(self, output: RecordedOutput) -> None:
+        """Record one tool call's raw outcome in full."""
+        ...
+
     def end_run(self, summary: RunSummary) -> None:
         """Record the run's one terminal summary."""
         ...
+
+    def close(self) -> None:
+        """Release files and connections."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunListing:
+    header: RunHeader
+    summary: RunSummary | None
+
+
+class Store(RunLog, Protocol):
+    def header(self, run_id: str) -> RunHeader | None: ...
+
+    def summary(self, run_id: str) -> RunSummary | None: ...
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
         """Every transition of a run, in `seq` order."""
         ...
 
-    def close(self) -> None:
-        """Release files and connections."""
+    def turns(self, run_id: str) -> list[RecordedTurn]: ...
+
+    def outputs(self, run_id: str) -> list[RecordedOutput]: ...
+
+    def runs(self) -> list[RunListing]:
+        """Every run, oldest first."""
+        ...
+
+    def claim(self, operation: Operation) -> Operation:
+        """Atomically record the intent to dispatch `operation` (write-ahead), before dispatch.
+
+        A new key is inserted. A live key with the same parameter hash is the same intent tried
+        again: it becomes `pending` with the new dispatch ordinal, and the record as it was before
+        is returned. A live key bound to another hash raises `StoreConflict` and changes nothing.
+        An expired record (past its retry horizon) is replaced.
+        """
+        ...
+
+    def settle(
+        self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
+    ) -> None:
+        """Move an operation to `status` (keeping any earlier result when none is given)."""
+        ...
+
+    def operations(self, run_id: str) -> list[Operation]:
+        """The run's operations in the order they were first claimed."""
         ...

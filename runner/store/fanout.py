@@ -1,32 +1,72 @@
-"""Write every event to several stores (e.g. memory for the CLI's report plus a JSONL log)."""
+"""A store that also copies every write to extra run logs (e.g. SQLite plus a JSONL log)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..operations import Operation, OperationStatus
+from ..recording import RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
-from .base import Store
+from .base import RunListing, RunLog, Store
 
 
 class FanoutStore:
-    """Writes to every store in order; reads from the first."""
+    """Reads and operations go to `primary`; run-log writes go to it and then to each sink."""
 
-    def __init__(self, first: Store, *rest: Store) -> None:
-        self.stores: tuple[Store, ...] = (first, *rest)
+    def __init__(self, primary: Store, *sinks: RunLog) -> None:
+        self.primary = primary
+        self.sinks = sinks
+        self._logs: tuple[RunLog, ...] = (primary, *sinks)
 
     def begin_run(self, header: RunHeader) -> None:
-        for store in self.stores:
-            store.begin_run(header)
+        for log in self._logs:
+            log.begin_run(header)
 
     def append(self, record: TransitionRecord) -> None:
-        for store in self.stores:
-            store.append(record)
+        for log in self._logs:
+            log.append(record)
+
+    def record_turn(self, turn: RecordedTurn) -> None:
+        for log in self._logs:
+            log.record_turn(turn)
+
+    def record_output(self, output: RecordedOutput) -> None:
+        for log in self._logs:
+            log.record_output(output)
 
     def end_run(self, summary: RunSummary) -> None:
-        for store in self.stores:
-            store.end_run(summary)
-
-    def transitions(self, run_id: str) -> list[TransitionRecord]:
-        return self.stores[0].transitions(run_id)
+        for log in self._logs:
+            log.end_run(summary)
 
     def close(self) -> None:
-        for store in self.stores:
-            store.close()
+        for log in self._logs:
+            log.close()
+
+    def header(self, run_id: str) -> RunHeader | None:
+        return self.primary.header(run_id)
+
+    def summary(self, run_id: str) -> RunSummary | None:
+        return self.primary.summary(run_id)
+
+    def transitions(self, run_id: str) -> list[TransitionRecord]:
+        return self.primary.transitions(run_id)
+
+    def turns(self, run_id: str) -> list[RecordedTurn]:
+        return self.primary.turns(run_id)
+
+    def outputs(self, run_id: str) -> list[RecordedOutput]:
+        return self.primary.outputs(run_id)
+
+    def runs(self) -> list[RunListing]:
+        return self.primary.runs()
+
+    def claim(self, operation: Operation) -> Operation:
+        return self.primary.claim(operation)
+
+    def settle(
+        self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
+    ) -> None:
+        self.primary.settle(key, status, result)
+
+    def operations(self, run_id: str) -> list[Operation]:
+        return self.primary.operations(run_id)

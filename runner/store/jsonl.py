@@ -1,4 +1,4 @@
-"""A store that appends every event to a JSONL transition log (`runner run --log FILE`).
+"""A `RunLog` that appends every event to a JSONL transition log (`runner run --log FILE`).
 
 Each line is flushed as it is written, so a killed process leaves a log that ends at a whole line.
 """
@@ -9,18 +9,20 @@ from pathlib import Path
 from typing import TextIO
 
 from ..errors import StoreError
+from ..recording import RecordedOutput, RecordedTurn
 from ..trace import (
     RunHeader,
     RunSummary,
     TransitionRecord,
     finished_line,
-    read_log,
+    output_line,
     started_line,
     transition_line,
+    turn_line,
 )
 
 
-class JsonlStore:
+class JsonlLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
@@ -41,15 +43,14 @@ class JsonlStore:
     def append(self, record: TransitionRecord) -> None:
         self._write(transition_line(record))
 
+    def record_turn(self, turn: RecordedTurn) -> None:
+        self._write(turn_line(turn))
+
+    def record_output(self, output: RecordedOutput) -> None:
+        self._write(output_line(output))
+
     def end_run(self, summary: RunSummary) -> None:
         self._write(finished_line(summary))
-
-    def transitions(self, run_id: str) -> list[TransitionRecord]:
-        self._file.flush()
-        for run in read_log(self.path):
-            if run.header.run_id == run_id:
-                return run.transitions
-        return []
 
     def close(self) -> None:
         self._file.close()

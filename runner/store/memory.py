@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from ..errors import StoreError
+import dataclasses
+from typing import Any
+
+from ..errors import StoreConflict, StoreError
+from ..operations import Operation, OperationStatus
+from ..recording import RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from .base import RunListing
 
 
 class MemoryStore:
@@ -11,28 +17,88 @@ class MemoryStore:
         self.headers: dict[str, RunHeader] = {}
         self.records: dict[str, list[TransitionRecord]] = {}
         self.summaries: dict[str, RunSummary] = {}
+        self.turn_log: dict[str, list[RecordedTurn]] = {}
+        self.output_log: dict[str, list[RecordedOutput]] = {}
+        self.operation_log: dict[str, Operation] = {}
+
+    def _known(self, run_id: str) -> None:
+        if run_id not in self.headers:
+            raise StoreError(f"run {run_id} was never begun")
 
     def begin_run(self, header: RunHeader) -> None:
         if header.run_id in self.headers:
             raise StoreError(f"run {header.run_id} already exists")
         self.headers[header.run_id] = header
         self.records[header.run_id] = []
+        self.turn_log[header.run_id] = []
+        self.output_log[header.run_id] = []
 
     def append(self, record: TransitionRecord) -> None:
-        records = self.records.get(record.run_id)
-        if records is None:
-            raise StoreError(f"run {record.run_id} was never begun")
+        self._known(record.run_id)
+        records = self.records[record.run_id]
         if record.seq != len(records) + 1:
             raise StoreError(f"run {record.run_id}: seq {record.seq} after {len(records)}")
         records.append(record)
 
+    def record_turn(self, turn: RecordedTurn) -> None:
+        self._known(turn.run_id)
+        self.turn_log[turn.run_id].append(turn)
+
+    def record_output(self, output: RecordedOutput) -> None:
+        self._known(output.run_id)
+        self.output_log[output.run_id].append(output)
+
     def end_run(self, summary: RunSummary) -> None:
+        self._known(summary.run_id)
         if summary.run_id in self.summaries:
             raise StoreError(f"run {summary.run_id} already ended")
         self.summaries[summary.run_id] = summary
 
+    def header(self, run_id: str) -> RunHeader | None:
+        return self.headers.get(run_id)
+
+    def summary(self, run_id: str) -> RunSummary | None:
+        return self.summaries.get(run_id)
+
     def transitions(self, run_id: str) -> list[TransitionRecord]:
         return list(self.records.get(run_id, []))
+
+    def turns(self, run_id: str) -> list[RecordedTurn]:
+        return list(self.turn_log.get(run_id, []))
+
+    def outputs(self, run_id: str) -> list[RecordedOutput]:
+        return sorted(self.output_log.get(run_id, []), key=lambda o: o.ordinal)
+
+    def runs(self) -> list[RunListing]:
+        return [
+            RunListing(header=header, summary=self.summaries.get(run_id))
+            for run_id, header in self.headers.items()
+        ]
+
+    def claim(self, operation: Operation) -> Operation:
+        existing = self.operation_log.get(operation.key)
+        if existing is not None and existing.expires_at > operation.created_at:
+            if existing.params_hash != operation.params_hash:
+                raise StoreConflict(operation.key, existing.params_hash, operation.params_hash)
+            self.operation_log[operation.key] = dataclasses.replace(
+                existing, status=OperationStatus.PENDING, dispatch=operation.dispatch
+            )
+            return existing
+        self.operation_log[operation.key] = operation
+        return operation
+
+    def settle(
+        self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
+    ) -> None:
+        existing = self.operation_log.get(key)
+        if existing is None:
+            raise StoreError(f"no operation under key {key}")
+        self.operation_log[key] = dataclasses.replace(
+            existing, status=status, result=result if result is not None else existing.result
+        )
+
+    def operations(self, run_id: str) -> list[Operation]:
+        return [op for op in self.operation_log.values() if op.run_id == run_id]
 
     def close(self) -> None:
         """Nothing to release."""

@@ -1,0 +1,195 @@
+"""Admitting one call: count the attempt, then validate, authorize, claim (writes) and dispatch.
+
+A call refused at any step is answered with an observation and never dispatched. Writes get their
+operation key here, and their intent is committed to the store before the dispatch starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from . import budget as bounds
+from ._state import RunState, Runtime, Slot
+from .errors import StoreConflict
+from .observations import (
+    AccessDenied,
+    ArgumentsRejected,
+    BudgetExhausted,
+    OutcomeUnknown,
+    RepeatRefused,
+    ToolFailedPermanently,
+    ToolUnknown,
+)
+from .operations import Operation, OperationStatus, mint_key, parameter_hash
+from .tools import ToolImplementation, ToolInvocation
+from .transcript import render_json
+
+
+def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
+    """Hash of a tool name and its canonical arguments (for refusing repeats)."""
+    return hashlib.sha256(render_json({"tool": tool, "args": arguments}).encode()).hexdigest()
+
+
+def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
+    """Count the attempt, then answer the call at once or start its dispatch."""
+    call, spec = slot.call, run.spec
+    now = runtime.clock.monotonic()
+    blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
+    if blocked is not None:
+        slot.observation = BudgetExhausted(
+            bound=blocked, call_id=call.id, tool=call.name, detail="not dispatched"
+        )
+        return
+    run.usage.attempts += 1
+    contract = runtime.contracts.get(call.name)
+    if contract is None or contract.contract.audience != "model":
+        slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
+        return
+    if contract.contract.scope not in spec.principal.scopes:
+        slot.observation = AccessDenied(
+            call_id=call.id,
+            tool=call.name,
+            source="runner",
+            detail=f"scope {contract.contract.scope} is not granted to {spec.principal.id}",
+        )
+        return
+    if call.name not in run.offered_names:
+        slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
+        return
+    slot.contract = contract
+    problem = contract.check_arguments(call.arguments, spec.context)
+    if problem is not None:
+        slot.observation = ArgumentsRejected(
+            call_id=call.id, tool=call.name, field=problem.field, reason=problem.reason
+        )
+        return
+    slot.validated = True
+    earlier = run.settled.get(call_fingerprint(call.name, call.arguments))
+    if earlier is not None:
+        slot.observation = RepeatRefused(
+            call_id=call.id, tool=call.name, first_call_id=earlier[0], first_kind=earlier[1]
+        )
+        return
+    implementation = runtime.toolbox.implementation(call.name)
+    if implementation is None:
+        slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
+        return
+    if contract.contract.side_effect == "write" and not _claim_intent(runtime, run, slot):
+        return
+    _dispatch(
+        runtime,
+        run,
+        slot,
+        tool=call.name,
+        call_id=call.id,
+        arguments=call.arguments,
+        implementation=implementation,
+        contract_timeout=contract.contract.timeout_s,
+    )
+
+
+def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
+    """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key."""
+    assert slot.contract is not None and slot.operation_key is not None
+    now = runtime.clock.monotonic()
+    blocked = bounds.blocks_dispatch(run.spec.limits, run.usage, now)
+    if blocked is not None:
+        slot.observation = BudgetExhausted(
+            bound=blocked, call_id=slot.call.id, tool=slot.call.name, detail="lookup not dispatched"
+        )
+        return
+    run.usage.attempts += 1
+    lookup = slot.contract.contract.reconcile_with or ""
+    lookup_contract = runtime.contracts.get(lookup)
+    implementation = runtime.toolbox.implementation(lookup)
+    if lookup_contract is None or implementation is None:
+        slot.reconciled = True  # nothing can look it up: the outcome stays unknown
+        slot.observation = OutcomeUnknown(
+            call_id=slot.call.id, tool=slot.call.name, reason=f"{lookup} is not available"
+        )
+        return
+    _dispatch(
+        runtime,
+        run,
+        slot,
+        tool=lookup,
+        call_id=f"{slot.call.id}~lookup",
+        arguments={},
+        implementation=implementation,
+        contract_timeout=lookup_contract.contract.timeout_s,
+    )
+
+
+def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
+    """Mint the write's key and commit its intent before dispatch; False if refused."""
+    call, spec = slot.call, run.spec
+    params_hash = parameter_hash(call.arguments)
+    generation = slot.retries if runtime.policy.fresh_key_on_retry else 0
+    key = mint_key(spec.tenant, call.name, run.run_id, params_hash, generation)
+    wall = runtime.clock.now()
+    intent = Operation(
+        key=key,
+        tenant=spec.tenant,
+        tool=call.name,
+        run_id=run.run_id,
+        params_hash=params_hash,
+        status=OperationStatus.PENDING,
+        created_at=wall,
+        expires_at=wall + runtime.retry_horizon,
+        dispatch=run.dispatches + 1,  # the ordinal `_dispatch` is about to take
+    )
+    try:
+        stored = runtime.store.claim(intent)
+    except StoreConflict as exc:
+        slot.observation = ToolFailedPermanently(
+            call_id=call.id, tool=call.name, reason="idempotency_mismatch", detail=str(exc)
+        )
+        return False
+    del stored  # the claim itself marked the intent pending for this dispatch
+    slot.operation_key, slot.params_hash = key, params_hash
+    run.operations[key] = (call.name, OperationStatus.PENDING)
+    return True
+
+
+def _dispatch(
+    runtime: Runtime,
+    run: RunState,
+    slot: Slot,
+    *,
+    tool: str,
+    call_id: str,
+    arguments: Mapping[str, Any],
+    implementation: ToolImplementation,
+    contract_timeout: float,
+) -> None:
+    spec = run.spec
+    now = runtime.clock.monotonic()
+    invocation = ToolInvocation(
+        call_id=call_id,
+        tool=tool,
+        arguments=arguments,
+        tenant=spec.tenant,
+        principal=spec.principal,
+        credentials=spec.credentials,
+        operation_key=slot.operation_key,
+        timeout_s=min(contract_timeout, bounds.time_left(spec.limits, run.usage, now)),
+    )
+    run.dispatches += 1
+    slot.started = now
+    slot.task = asyncio.ensure_future(
+        _outcome(runtime, run, run.dispatches, invocation, implementation)
+    )
+
+
+async def _outcome(
+    runtime: Runtime,
+    run: RunState,
+    ordinal: int,
+    invocation: ToolInvocation,
+    implementation: ToolImplementation,
+) -> tuple[Any, float]:
+    outcome = await run.effects.call(ordinal, invocation, implementation)
+    return outcome, runtime.clock.monotonic()

@@ -1,0 +1,103 @@
+"""The mutable state of one run, owned by one `Engine` call and dropped when the run ends."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .budget import Bound, Usage
+from .clock import Clock
+from .contracts import CompiledContract, ContractSet
+from .effects import Effects
+from .machine import Decision, Lifecycle
+from .models.base import ToolCall, ToolSpec
+from .observations import ToolObservation
+from .operations import OperationStatus
+from .policy import Policy
+from .spec import RunSpec
+from .store.base import Store
+from .tools import ToolBox, ToolResponse
+from .trace import TransitionRecord
+from .transcript import Transcript
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Runtime:
+    """What every run of one engine shares: built once, read by every step."""
+
+    contracts: ContractSet
+    toolbox: ToolBox
+    store: Store
+    clock: Clock
+    policy: Policy
+    rng: random.Random
+    retry_horizon: timedelta
+
+
+@dataclass(slots=True, kw_only=True)
+class Slot:
+    """One proposed call on its way through admission, dispatch and classification."""
+
+    call: ToolCall
+    contract: CompiledContract | None = None
+    validated: bool = False
+    observation: ToolObservation | None = None
+    """Set at admission when the call is answered without dispatch."""
+    task: asyncio.Task[tuple[ToolResponse | BaseException, float]] | None = None
+    started: float = 0.0
+    retries: int = 0
+    operation_key: str | None = None
+    params_hash: str | None = None
+    reconciled: bool = False
+    """A lookup by key has already been made for this write."""
+    looking_up: bool = False
+    """The dispatch in flight is the reconciliation lookup, not the write."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Current:
+    """The outcome being decided on in `observe`."""
+
+    slot: Slot
+    observation: ToolObservation
+    decision: Decision
+    latency_ms: float | None
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    run_id: str
+    spec: RunSpec
+    lifecycle: Lifecycle
+    usage: Usage
+    offered: tuple[ToolSpec, ...]
+    offered_names: frozenset[str]
+    log: Any
+    effects: Effects
+    known: list[TransitionRecord]
+    """Transitions already stored (resume): re-driven moves must match them, not be re-stored."""
+    transcript: Transcript = field(default_factory=Transcript)
+    records: list[TransitionRecord] = field(default_factory=list)
+    queue: deque[Slot] = field(default_factory=deque)
+    fresh_batch: bool = False
+    redo: Slot | None = None
+    """A slot going back to `call` for a retry or a reconciliation lookup."""
+    current: Current | None = None
+    pending: Decision = Decision.CONTINUE
+    pending_reason: str | None = None
+    pending_key: str | None = None
+    tripped: Bound | None = None
+    settled: dict[str, tuple[str, str]] = field(default_factory=dict)
+    invalid_streak: dict[str, int] = field(default_factory=dict)
+    waits: list[float] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    answer: str | None = None
+    reason: str = ""
+    operations: dict[str, tuple[str, OperationStatus]] = field(default_factory=dict)
+    """Every key this run minted: key -> (tool, status)."""
+    model_requests: int = 0
+    dispatches: int = 0

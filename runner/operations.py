@@ -1,0 +1,62 @@
+"""Operation keys and records: one key per logical write intent, bound to its parameters.
+
+A key is scoped by tenant and operation (the tool) and minted from the run and the hash of the
+canonical validated parameters, so a retry of the same intent reuses it and a new intent (other
+parameters) gets a new one. The store binds each key to its parameter hash: a claim with the same
+key and another hash is refused as `idempotency_mismatch`.
+
+Status: `pending` (intent recorded, outcome not yet known) -> `committed` | `failed` | `unknown`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from .transcript import render_json
+
+
+class OperationStatus(StrEnum):
+    PENDING = "pending"
+    COMMITTED = "committed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+def parameter_hash(arguments: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of validated parameters."""
+    return hashlib.sha256(render_json(arguments).encode()).hexdigest()
+
+
+def mint_key(tenant: str, tool: str, run_id: str, params_hash: str, generation: int = 0) -> str:
+    """The operation key for one write intent.
+
+    `generation` stays 0 for the runner's own retries; only the deliberately broken naive policy
+    bumps it, which is exactly the bug (a fresh key per retry) it exists to demonstrate.
+    """
+    seed = f"{tenant}\x1f{tool}\x1f{run_id}\x1f{params_hash}\x1f{generation}"
+    return f"{tenant}:{tool}:{hashlib.sha256(seed.encode()).hexdigest()[:32]}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Operation:
+    """One write intent as the store keeps it."""
+
+    key: str
+    tenant: str
+    tool: str
+    run_id: str
+    params_hash: str
+    status: OperationStatus
+    created_at: datetime
+    expires_at: datetime
+    """After this the key may be forgotten (the retry horizon)."""
+    dispatch: int
+    """Ordinal of the run's latest dispatch under this key: the intent is written before it, so
+    a dispatch with no recorded outcome was in flight when the runner stopped."""
+    result: dict[str, Any] | None = None
+    """The committed result (e.g. the hold), when known."""

@@ -1,0 +1,173 @@
+"""What a run took in from the outside world, recorded so the run can be re-driven exactly.
+
+A run's only inputs are model replies and tool outcomes (plus the seed and the clock, which are
+injected). Each model reply is a `RecordedTurn`, each dispatched tool call a `RecordedOutput`, both
+numbered in the order the engine asked for them. Re-driving the engine on these (see `effects.py`)
+reproduces every transition: that is how a killed run resumes and how a stored run replays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, TypeAdapter
+
+from .models.base import ModelReply, TokenUsage, ToolCall
+from .tools import ToolResponse
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Responded:
+    """The tool answered (whatever the payload)."""
+
+    payload: Any
+    retry_after: str | None = None
+    form: Literal["response"] = "response"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Raised:
+    """The call ended with an exception: a timeout, a dropped connection, a crash."""
+
+    type: str
+    message: str
+    form: Literal["raised"] = "raised"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lost:
+    """A write was in flight when the runner died: nobody saw its response."""
+
+    detail: str
+    form: Literal["lost"] = "lost"
+
+
+RawOutcome = Annotated[Responded | Raised | Lost, Discriminator("form")]
+
+
+class ReplayedError(Exception):
+    """An exception re-raised from a recording, keeping the original's type name."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
+class ResponseLost(TimeoutError):
+    """A write's response was never recorded because the runner stopped while it was in flight."""
+
+
+def exception_name(exc: BaseException) -> str:
+    return exc.type_name if isinstance(exc, ReplayedError) else type(exc).__name__
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`Type: message`, stable across a recording and its replay."""
+    text = str(exc)
+    return f"{exception_name(exc)}: {text}" if text else exception_name(exc)
+
+
+def raw_outcome(outcome: ToolResponse | BaseException) -> Responded | Raised | Lost:
+    if isinstance(outcome, ToolResponse):
+        return Responded(payload=outcome.payload, retry_after=outcome.retry_after)
+    if isinstance(outcome, ResponseLost):
+        return Lost(detail=str(outcome))
+    return Raised(type=exception_name(outcome), message=str(outcome))
+
+
+_REBUILT: dict[str, type[BaseException]] = {
+    "TimeoutError": TimeoutError,
+    "ConnectionError": ConnectionError,
+    "ConnectionResetError": ConnectionResetError,
+    "ConnectionAbortedError": ConnectionAbortedError,
+    "ConnectionRefusedError": ConnectionRefusedError,
+    "BrokenPipeError": BrokenPipeError,
+}
+
+
+def rebuild_outcome(raw: Responded | Raised | Lost) -> ToolResponse | BaseException:
+    """The outcome as the engine first saw it (exception classes the classifier tells apart)."""
+    match raw:
+        case Responded(payload=payload, retry_after=retry_after):
+            return ToolResponse(payload=payload, retry_after=retry_after)
+        case Lost(detail=detail):
+            return ResponseLost(detail)
+        case Raised(type=name, message=message):
+            known = _REBUILT.get(name)
+            return known(message) if known is not None else ReplayedError(name, message)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedTurn:
+    """One model request's reply."""
+
+    run_id: str
+    ordinal: int
+    """1 for the run's first model request, 2 for the second, ..."""
+    tool_choice: str
+    text: str
+    tool_calls: list[dict[str, Any]]
+    input_tokens: int
+    output_tokens: int
+    stop_reason: str
+    ended_at: float
+    """Seconds since the run started when the reply arrived."""
+    model_state: dict[str, Any] | None = None
+    """What a resumable model adapter needs to continue after this turn."""
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        run_id: str,
+        ordinal: int,
+        tool_choice: str,
+        reply: ModelReply,
+        ended_at: float,
+        model_state: dict[str, Any] | None,
+    ) -> RecordedTurn:
+        return cls(
+            run_id=run_id,
+            ordinal=ordinal,
+            tool_choice=tool_choice,
+            text=reply.text,
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
+            ],
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+            stop_reason=reply.stop_reason,
+            ended_at=ended_at,
+            model_state=model_state,
+        )
+
+    def reply(self) -> ModelReply:
+        return ModelReply(
+            text=self.text,
+            tool_calls=tuple(
+                ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+                for c in self.tool_calls
+            ),
+            usage=TokenUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens),
+            stop_reason=self.stop_reason,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedOutput:
+    """One dispatched tool call's full raw outcome."""
+
+    run_id: str
+    ordinal: int
+    """1 for the run's first dispatch, 2 for the second, ... (admission order)."""
+    call_id: str
+    tool: str
+    operation_key: str | None
+    outcome: RawOutcome
+    ended_at: float
+    """Seconds since the run started when the outcome arrived."""
+
+
+TURN_ADAPTER: TypeAdapter[RecordedTurn] = TypeAdapter(RecordedTurn)
+OUTPUT_ADAPTER: TypeAdapter[RecordedOutput] = TypeAdapter(RecordedOutput)

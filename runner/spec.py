@@ -1,0 +1,59 @@
+"""What a run is given (`RunSpec`) and what it comes to (`RunResult`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budget import Limits
+from .states import State
+from .tools import Principal
+from .trace import OperationSummary, TransitionRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSpec:
+    """Everything the runtime decides about a run. Nothing here comes from the model."""
+
+    task: str
+    tenant: str
+    principal: Principal
+    tools: tuple[str, ...]
+    """Tools the task may use; only those the principal's scopes allow are offered."""
+    limits: Limits = field(default_factory=Limits)
+    credentials: Mapping[str, str] = field(default_factory=dict, repr=False)
+    context: Mapping[str, Any] = field(default_factory=dict)
+    """Passed to semantic rules as pydantic validation context (e.g. the authorized dates)."""
+    name: str = "run"
+    seed: int | None = None
+    fixture: dict[str, Any] | None = None
+    """The scenario document this run plays, kept in the run header so it can be resumed."""
+    world: Mapping[str, Any] = field(default_factory=dict)
+    """Where the simulated world lives (kept in the header for resume)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunResult:
+    """What a run came to; returned, never raised, whatever the outcome."""
+
+    run_id: str
+    name: str
+    terminal: State
+    reason: str
+    answer: str | None
+    attempts: int
+    model_steps: int
+    tokens_in: int
+    tokens_out: int
+    elapsed_s: float
+    waits_s: list[float]
+    transitions: list[TransitionRecord]
+    evidence: list[dict[str, Any]]
+    """Every ok or empty tool result, in the order they arrived: the partial answer's basis."""
+    operations: list[OperationSummary]
+    """Every operation key the run minted, with its final status."""
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out

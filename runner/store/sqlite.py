@@ -1,0 +1,255 @@
+"""The embedded default store: one SQLite file in WAL mode, every write its own transaction.
+
+It keeps runs, every transition, every model turn and tool output (enough to rebuild a run's
+transcript by re-driving it), and the operation records behind exactly-once writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from ..errors import StoreConflict, StoreError
+from ..operations import Operation, OperationStatus
+from ..recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
+from ..trace import (
+    HEADER_ADAPTER,
+    RECORD_ADAPTER,
+    SUMMARY_ADAPTER,
+    RunHeader,
+    RunSummary,
+    TransitionRecord,
+)
+from ._sqlite_base import Synchronous, open_database, transaction, translate
+from .base import RunListing
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: runs, transitions, model turns, tool outputs, operations
+    """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        header TEXT NOT NULL,
+        terminal TEXT,
+        summary TEXT
+    );
+    CREATE TABLE transitions (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        seq INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE turns (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        ordinal INTEGER NOT NULL,
+        turn TEXT NOT NULL,
+        PRIMARY KEY (run_id, ordinal)
+    ) WITHOUT ROWID;
+    CREATE TABLE outputs (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        ordinal INTEGER NOT NULL,
+        output TEXT NOT NULL,
+        PRIMARY KEY (run_id, ordinal)
+    ) WITHOUT ROWID;
+    CREATE TABLE operations (
+        key TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        params_hash TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        result TEXT,
+        dispatch INTEGER NOT NULL,
+        claimed INTEGER NOT NULL
+    );
+    CREATE INDEX operations_by_run ON operations (run_id, claimed)
+    """,
+)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class SqliteStore:
+    """`Store` on one SQLite file. Not shared between threads; one per process is the norm."""
+
+    def __init__(self, path: Path | str, *, synchronous: Synchronous = "NORMAL") -> None:
+        self.path = path
+        self._conn = open_database(
+            path, kind="runner store", migrations=MIGRATIONS, synchronous=synchronous
+        )
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        with transaction(self._conn, self.path) as conn:
+            conn.execute(sql, params)
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise translate(self.path, exc) from exc
+
+    # -- run log --------------------------------------------------------------------------------
+
+    def begin_run(self, header: RunHeader) -> None:
+        body = _json(HEADER_ADAPTER.dump_python(header, mode="json"))
+        try:
+            self._write(
+                "INSERT INTO runs (run_id, started_at, header) VALUES (?, ?, ?)",
+                (header.run_id, header.started_at.isoformat(), body),
+            )
+        except StoreError as exc:
+            raise StoreError(f"run {header.run_id} could not be begun: {exc}") from exc
+
+    def append(self, record: TransitionRecord) -> None:
+        body = _json(RECORD_ADAPTER.dump_python(record, mode="json"))
+        with transaction(self._conn, self.path) as conn:
+            last = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM transitions WHERE run_id = ?", (record.run_id,)
+            ).fetchone()[0]
+            if record.seq != last + 1:
+                raise StoreError(f"run {record.run_id}: seq {record.seq} after {last}")
+            conn.execute(
+                "INSERT INTO transitions (run_id, seq, record) VALUES (?, ?, ?)",
+                (record.run_id, record.seq, body),
+            )
+
+    def record_turn(self, turn: RecordedTurn) -> None:
+        self._write(
+            "INSERT INTO turns (run_id, ordinal, turn) VALUES (?, ?, ?)",
+            (turn.run_id, turn.ordinal, _json(TURN_ADAPTER.dump_python(turn, mode="json"))),
+        )
+
+    def record_output(self, output: RecordedOutput) -> None:
+        self._write(
+            "INSERT INTO outputs (run_id, ordinal, output) VALUES (?, ?, ?)",
+            (output.run_id, output.ordinal, _json(OUTPUT_ADAPTER.dump_python(output, mode="json"))),
+        )
+
+    def end_run(self, summary: RunSummary) -> None:
+        body = _json(SUMMARY_ADAPTER.dump_python(summary, mode="json"))
+        with transaction(self._conn, self.path) as conn:
+            updated = conn.execute(
+                "UPDATE runs SET terminal = ?, summary = ? WHERE run_id = ? AND summary IS NULL",
+                (summary.terminal, body, summary.run_id),
+            ).rowcount
+            if updated != 1:
+                raise StoreError(f"run {summary.run_id} is unknown or already ended")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def header(self, run_id: str) -> RunHeader | None:
+        rows = self._read("SELECT header FROM runs WHERE run_id = ?", (run_id,))
+        return HEADER_ADAPTER.validate_json(rows[0][0]) if rows else None
+
+    def summary(self, run_id: str) -> RunSummary | None:
+        rows = self._read("SELECT summary FROM runs WHERE run_id = ?", (run_id,))
+        return SUMMARY_ADAPTER.validate_json(rows[0][0]) if rows and rows[0][0] else None
+
+    def transitions(self, run_id: str) -> list[TransitionRecord]:
+        rows = self._read("SELECT record FROM transitions WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [RECORD_ADAPTER.validate_json(row[0]) for row in rows]
+
+    def turns(self, run_id: str) -> list[RecordedTurn]:
+        rows = self._read("SELECT turn FROM turns WHERE run_id = ? ORDER BY ordinal", (run_id,))
+        return [TURN_ADAPTER.validate_json(row[0]) for row in rows]
+
+    def outputs(self, run_id: str) -> list[RecordedOutput]:
+        rows = self._read("SELECT output FROM outputs WHERE run_id = ? ORDER BY ordinal", (run_id,))
+        return [OUTPUT_ADAPTER.validate_json(row[0]) for row in rows]
+
+    def runs(self) -> list[RunListing]:
+        rows = self._read("SELECT header, summary FROM runs ORDER BY started_at, rowid", ())
+        return [
+            RunListing(
+                header=HEADER_ADAPTER.validate_json(header),
+                summary=SUMMARY_ADAPTER.validate_json(summary) if summary else None,
+            )
+            for header, summary in rows
+        ]
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def claim(self, operation: Operation) -> Operation:
+        with transaction(self._conn, self.path) as conn:
+            row = conn.execute(
+                "SELECT key, tenant, tool, run_id, params_hash, status, created_at, expires_at, "
+                "result, dispatch FROM operations WHERE key = ?",
+                (operation.key,),
+            ).fetchone()
+            if row is not None:
+                existing = _operation(row)
+                if existing.expires_at > operation.created_at:
+                    if existing.params_hash != operation.params_hash:
+                        raise StoreConflict(
+                            operation.key, existing.params_hash, operation.params_hash
+                        )
+                    conn.execute(
+                        "UPDATE operations SET status = 'pending', dispatch = ? WHERE key = ?",
+                        (operation.dispatch, operation.key),
+                    )
+                    return existing
+                conn.execute("DELETE FROM operations WHERE key = ?", (operation.key,))
+            conn.execute(
+                "INSERT INTO operations (key, tenant, tool, run_id, params_hash, status, "
+                "created_at, expires_at, result, dispatch, claimed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                "(SELECT COALESCE(MAX(claimed), 0) + 1 FROM operations))",
+                (
+                    operation.key,
+                    operation.tenant,
+                    operation.tool,
+                    operation.run_id,
+                    operation.params_hash,
+                    operation.status.value,
+                    operation.created_at.isoformat(),
+                    operation.expires_at.isoformat(),
+                    _json(operation.result) if operation.result is not None else None,
+                    operation.dispatch,
+                ),
+            )
+        return operation
+
+    def settle(
+        self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
+    ) -> None:
+        with transaction(self._conn, self.path) as conn:
+            updated = conn.execute(
+                "UPDATE operations SET status = ?, result = COALESCE(?, result) WHERE key = ?",
+                (status.value, _json(result) if result is not None else None, key),
+            ).rowcount
+            if updated != 1:
+                raise StoreError(f"no operation under key {key}")
+
+    def operations(self, run_id: str) -> list[Operation]:
+        rows = self._read(
+            "SELECT key, tenant, tool, run_id, params_hash, status, created_at, expires_at, "
+            "result, dispatch FROM operations WHERE run_id = ? ORDER BY claimed",
+            (run_id,),
+        )
+        return [_operation(row) for row in rows]
+
+
+def _operation(row: tuple[Any, ...]) -> Operation:
+    key, tenant, tool, run_id, params_hash, status, created_at, expires_at, result, dispatch = row
+    return Operation(
+        key=key,
+        tenant=tenant,
+        tool=tool,
+        run_id=run_id,
+        params_hash=params_hash,
+        status=OperationStatus(status),
+        created_at=datetime.fromisoformat(created_at),
+        expires_at=datetime.fromisoformat(expires_at),
+        result=json.loads(result) if result else None,
+        dispatch=dispatch,
+    )

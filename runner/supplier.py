@@ -1,0 +1,122 @@
+"""The simulated hotel supplier: its own SQLite database, where a hold and its idempotency key
+are stored in one transaction.
+
+Like a real supplier it outlives the runner: a runner killed mid-write leaves the hold here, and the
+reconciliation lookup finds it. A repeated key with the same payload returns the existing hold (the
+supplier's documented duplicate suppression); with another payload it is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from .store._sqlite_base import open_database, transaction
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    """
+    CREATE TABLE holds (
+        hold_id TEXT PRIMARY KEY,
+        idempotency_key TEXT NOT NULL UNIQUE,
+        payload_hash TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+    );
+    CREATE TABLE calls (
+        tool TEXT PRIMARY KEY,
+        received INTEGER NOT NULL
+    )
+    """,
+)
+
+
+class PayloadMismatch(Exception):
+    """The idempotency key is already bound to another payload."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hold:
+    hold_id: str
+    expires_at: datetime
+    created: bool
+    """False when an earlier hold under the same key was returned instead."""
+
+
+def payload_hash(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+class SupplierDatabase:
+    """The supplier's durable state: holds by idempotency key, and how many calls it received."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn = open_database(path, kind="supplier", migrations=MIGRATIONS)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def receive(self, tool: str) -> int:
+        """Count a call as received (durably, before acting on it); returns its number, from 1."""
+        with transaction(self._conn, self.path) as conn:
+            conn.execute(
+                "INSERT INTO calls (tool, received) VALUES (?, 1) "
+                "ON CONFLICT (tool) DO UPDATE SET received = received + 1",
+                (tool,),
+            )
+            row = conn.execute("SELECT received FROM calls WHERE tool = ?", (tool,)).fetchone()
+        return int(row[0])
+
+    def received(self, tool: str) -> int:
+        row = self._conn.execute("SELECT received FROM calls WHERE tool = ?", (tool,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def hold(self, key: str, tenant: str, payload: dict[str, Any], now: datetime) -> Hold:
+        """Create the hold under `key`, or return the one already there for the same payload."""
+        digest = payload_hash(payload)
+        with transaction(self._conn, self.path) as conn:
+            row = conn.execute(
+                "SELECT hold_id, payload_hash, expires_at FROM holds WHERE idempotency_key = ?",
+                (key,),
+            ).fetchone()
+            if row is not None:
+                if row[1] != digest:
+                    raise PayloadMismatch(key)
+                return Hold(
+                    hold_id=row[0], expires_at=datetime.fromisoformat(row[2]), created=False
+                )
+            number = conn.execute("SELECT COUNT(*) FROM holds").fetchone()[0] + 1
+            hold_id = f"HOLD-{number:04d}"
+            expires_at = now + timedelta(hours=24)
+            conn.execute(
+                "INSERT INTO holds VALUES (?, ?, ?, ?, ?, 'active', ?, ?)",
+                (
+                    hold_id,
+                    key,
+                    digest,
+                    tenant,
+                    json.dumps(payload, sort_keys=True),
+                    now.isoformat(),
+                    expires_at.isoformat(),
+                ),
+            )
+        return Hold(hold_id=hold_id, expires_at=expires_at, created=True)
+
+    def find(self, key: str) -> str | None:
+        """The hold id under `key`, if any."""
+        row = self._conn.execute(
+            "SELECT hold_id FROM holds WHERE idempotency_key = ?", (key,)
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def active_holds(self) -> int:
+        return int(
+            self._conn.execute("SELECT COUNT(*) FROM holds WHERE status = 'active'").fetchone()[0]
+        )
