@@ -154,3 +154,65 @@ def test_module_entry_point_runs_as_a_subprocess() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["terminal"] == "escalate"
+
+
+def test_show_and_runs_read_the_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "r.db")
+    assert main(["run", str(FIXTURES / "hold_not_committed.yaml"), "--db", db, "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["holds"] == 1 and run["operation_keys"][0]["status"] == "committed"
+    assert main(["runs", "--db", db]) == 0
+    listing = capsys.readouterr().out
+    assert run["run_id"] in listing and "hold_not_committed" in listing and "complete" in listing
+    assert main(["show", run["run_id"], "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert "reconcile    lookup_hold" in shown and "not_applied" in shown
+    assert main(["show", run["run_id"], "--db", db, "--json"]) == 0
+    stored = json.loads(capsys.readouterr().out)
+    assert stored["transitions"] == run["transitions"]  # the store alone tells the same story
+
+
+def test_resume_of_an_ended_run_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "r.db")
+    assert main(["run", str(FIXTURES / "access_denied.yaml"), "--db", db, "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["resume", run_id, "--db", db]) == 0
+    assert "already ended: escalate (access_denied)" in capsys.readouterr().out
+
+
+def test_unknown_run_and_missing_store_are_clear_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", "nope", "--db", str(tmp_path / "missing.db")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    db = str(tmp_path / "r.db")
+    assert main(["run", str(FIXTURES / "access_denied.yaml"), "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["show", "nope", "--db", db]) == 2
+    assert main(["resume", "nope", "--db", db]) == 2
+    assert "no run nope" in capsys.readouterr().err
+
+
+def test_naive_policy_makes_two_holds_and_fails_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", str(FIXTURES / "hold_timeout_after_commit.yaml"), "--db", str(tmp_path / "r.db")]
+    assert main([*args, "--policy", "naive", "--json"]) == 1
+    run = json.loads(capsys.readouterr().out)
+    assert run["holds"] == 2 and "holds: expected 1, got 2" in run["expect"]["failures"]
+
+
+def test_a_corrupt_store_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.db"
+    db.write_bytes(b"garbage" * 1000)
+    assert main(["run", str(FIXTURES / "access_denied.yaml"), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: ")
+        and "not a readable runner database" in err
+        and err.count("\n") == 1
+    )

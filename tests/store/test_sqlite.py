@@ -1,0 +1,73 @@
+"""What only a file can do: persist, refuse newer schemas, report locks and corruption."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from runner.errors import StoreCorrupt, StoreLocked
+from runner.store import SqliteStore
+from runner.store.sqlite import MIGRATIONS
+
+from .test_contract import header, record
+
+
+def test_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+    store.begin_run(header())
+    store.append(record(1))
+    store.close()
+    reopened = SqliteStore(path)
+    assert reopened.transitions("r1") == [record(1)]
+    reopened.close()
+
+
+def test_wal_and_versioned_schema(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    SqliteStore(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    conn.close()
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    SqliteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+    conn.close()
+    with pytest.raises(StoreCorrupt, match="newer than this runner knows"):
+        SqliteStore(path)
+
+
+def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    path.write_bytes(b"this is not sqlite at all, just some text " * 200)
+    with pytest.raises(StoreCorrupt, match="not a readable runner database"):
+        SqliteStore(path)
+
+
+def test_a_locked_store_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = SqliteStore(path)
+    store.begin_run(header())
+    blocker = sqlite3.connect(path, isolation_level=None, timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")
+    store._conn.execute("PRAGMA busy_timeout=50")
+    with pytest.raises(StoreLocked, match="locked"):
+        store.append(record(1))
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert store.transitions("r1") == []
+    store.append(record(1))  # nothing half-written: seq 1 is still next
+    store.close()
+
+
+def test_synchronous_full_is_available(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "runs.sqlite", synchronous="FULL")
+    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.close()

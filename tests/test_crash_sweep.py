@@ -1,0 +1,136 @@
+"""Kill a real runner subprocess with SIGKILL after every durable commit of every hold fixture,
+resume it, and check that the run still ends in a declared state with the right number of holds
+and a transition log without a gap.
+
+Commits are counted across the run store and the supplier database (`RUNNER_KILL_AFTER_COMMITS`),
+so the sweep covers every transition and also the points between them: after an intent is
+recorded, after the supplier commits a hold, after a tool output is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from runner.contracts import load_default_contracts
+from runner.fixtures import load_fixture
+from runner.store import SqliteStore
+from runner.supplier import SupplierDatabase
+
+from .conftest import FIXTURES
+
+HOLD_FIXTURES = sorted(FIXTURES.glob("hold_*.yaml"))
+TERMINAL = {"complete", "abstain", "escalate", "unknown"}
+
+
+@dataclass(slots=True)
+class Sweep:
+    fixture: str
+    points: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _runner(
+    args: list[str], cwd: Path, kill_after: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "RUNNER_KILL_AFTER_COMMITS"}
+    if kill_after is not None:
+        env["RUNNER_KILL_AFTER_COMMITS"] = str(kill_after)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _holds(world: Path) -> int:
+    total = 0
+    for path in world.glob("supplier-*.sqlite"):
+        supplier = SupplierDatabase(path)
+        total += supplier.active_holds()
+        supplier.close()
+    return total
+
+
+def _check(sweep: Sweep, point: int, expected_holds: int, db: Path, world: Path) -> None:
+    where = f"{sweep.fixture} crash point {point}"
+    store = SqliteStore(db)
+    runs = store.runs()
+    store.close()
+    if not runs:  # died before the run began: nothing may have happened anywhere
+        if _holds(world) != 0:
+            sweep.problems.append(f"{where}: holds before the run began")
+        return
+    run_id = runs[0].header.run_id
+    resumed = _runner(["resume", run_id, "--db", str(db), "--json"], db.parent)
+    if resumed.returncode not in (0, 1) or not resumed.stdout.strip().startswith(("{", "run ")):
+        sweep.problems.append(f"{where}: resume failed ({resumed.returncode}): {resumed.stderr}")
+        return
+    store = SqliteStore(db)
+    summary = store.summary(run_id)
+    records = store.transitions(run_id)
+    store.close()
+    holds = _holds(world)
+    terminal = summary.terminal if summary else None
+    if terminal not in TERMINAL:
+        sweep.problems.append(f"{where}: ended in {terminal!r}")
+    if holds > expected_holds or (terminal != "unknown" and holds != expected_holds):
+        sweep.problems.append(f"{where}: {holds} holds, expected {expected_holds} ({terminal})")
+    if [r.seq for r in records] != list(range(1, len(records) + 1)):
+        sweep.problems.append(f"{where}: transition log has a gap")
+    ends = [r for r in records if r.to_state in TERMINAL]
+    if len(ends) != 1 or ends[0] is not records[-1]:
+        sweep.problems.append(f"{where}: {len(ends)} terminal transitions")
+    if resumed.stdout.startswith("{"):
+        reported = json.loads(resumed.stdout)
+        if reported["holds"] != holds or reported["terminal"] != terminal:
+            sweep.problems.append(
+                f"{where}: resume reported {reported['terminal']}/{reported['holds']}"
+            )
+
+
+def _sweep(path: Path, workdir: Path) -> Sweep:
+    fixture = load_fixture(path, load_default_contracts())
+    assert fixture.expect is not None and fixture.expect.holds is not None
+    sweep = Sweep(fixture=fixture.name)
+    point = 1
+    while True:
+        folder = workdir / f"{fixture.name}-{point}"
+        folder.mkdir()
+        db = folder / "runs.sqlite"
+        done = _runner(["run", str(path), "--db", str(db), "--json"], folder, kill_after=point)
+        if done.returncode == 0:
+            return sweep  # the run finished before this commit: every point has been swept
+        if done.returncode != -signal.SIGKILL:
+            sweep.problems.append(f"crash point {point}: exit {done.returncode}: {done.stderr}")
+            return sweep
+        sweep.points += 1
+        _check(sweep, point, fixture.expect.holds, db, folder / "runs.sqlite.world")
+        point += 1
+
+
+def test_every_crash_point_of_every_hold_fixture_resumes_safely(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert len(HOLD_FIXTURES) >= 5
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        sweeps = list(pool.map(lambda p: _sweep(p, tmp_path), HOLD_FIXTURES))
+    problems = [problem for sweep in sweeps for problem in sweep.problems]
+    total = sum(sweep.points for sweep in sweeps)
+    with capsys.disabled():
+        detail = ", ".join(f"{s.fixture} {s.points}" for s in sweeps)
+        print(f"\ncrash sweep: {total} crash points swept ({detail})")
+    assert all(sweep.points >= 10 for sweep in sweeps)
+    assert problems == []
