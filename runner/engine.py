@@ -129,10 +129,6 @@ class Engine:
         with asyncio.Runner(loop_factory=self.clock.loop_factory) as runner:
             return runner.run(self.run(spec, model))
 
-    def resume_sync(self, run_id: str, spec: RunSpec, model: ModelAdapter) -> RunResult:
-        with asyncio.Runner(loop_factory=self.clock.loop_factory) as runner:
-            return runner.run(self.resume(run_id, spec, model))
-
     async def run(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Drive one task to exactly one terminal state and return its result."""
         run_id = str(uuid.uuid4())
@@ -237,41 +233,25 @@ class Engine:
         return self._finish(run)
 
     def _finish(self, run: RunState) -> RunResult:
-        elapsed = self.clock.monotonic() - run.usage.started_at
-        operations = [
-            OperationSummary(key=key, tool=tool, status=status.value)
-            for key, (tool, status) in run.operations.items()
-        ]
-        self.runtime.store.end_run(
-            RunSummary(
-                run_id=run.run_id,
-                terminal=run.lifecycle.state,
-                reason=run.reason,
-                attempts=run.usage.attempts,
-                model_steps=run.usage.model_steps,
-                tokens_in=run.usage.tokens_in,
-                tokens_out=run.usage.tokens_out,
-                elapsed_s=elapsed,
-                waits_s=list(run.waits),
-                answer=run.answer,
-                operations=operations,
-            )
-        )
-        return RunResult(
+        summary = RunSummary(
             run_id=run.run_id,
-            name=run.spec.name,
-            terminal=run.lifecycle.current,
+            terminal=run.lifecycle.state,
             reason=run.reason,
-            answer=run.answer,
             attempts=run.usage.attempts,
             model_steps=run.usage.model_steps,
             tokens_in=run.usage.tokens_in,
             tokens_out=run.usage.tokens_out,
-            elapsed_s=elapsed,
+            elapsed_s=self.clock.monotonic() - run.usage.started_at,
             waits_s=run.waits,
-            transitions=run.records,
-            evidence=run.evidence,
-            operations=operations,
+            answer=run.answer,
+            operations=[
+                OperationSummary(key=key, tool=tool, status=status.value)
+                for key, (tool, status) in run.operations.items()
+            ],
+        )
+        self.runtime.store.end_run(summary)
+        return RunResult.of(
+            summary, name=run.spec.name, transitions=run.records, evidence=run.evidence
         )
 
     def _move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:

@@ -39,46 +39,39 @@ class RunView:
 
     @classmethod
     def of_result(cls, result: RunResult, holds: int | None) -> RunView:
-        return cls(
-            run_id=result.run_id,
-            name=result.name,
-            terminal=result.terminal.value,
-            reason=result.reason,
-            answer=result.answer,
-            attempts=result.attempts,
-            model_steps=result.model_steps,
-            tokens_in=result.tokens_in,
-            tokens_out=result.tokens_out,
-            elapsed_s=result.elapsed_s,
-            waits_s=result.waits_s,
-            transitions=result.transitions,
-            operations=result.operations,
-            holds=holds,
-        )
+        view = cls.of_summary(result.name, result.summary(), result.transitions)
+        view.holds = holds
+        return view
 
     @classmethod
     def of_stored(
         cls, header: RunHeader, summary: RunSummary | None, transitions: list[TransitionRecord]
     ) -> RunView:
-        if summary is None:  # an unfinished run: show what the log says so far
-            last = transitions[-1] if transitions else None
-            return cls(
-                run_id=header.run_id,
-                name=header.name,
-                terminal=None,
-                reason=None,
-                answer=None,
-                attempts=last.attempt if last else 0,
-                model_steps=sum(1 for r in transitions if r.tokens_in is not None),
-                tokens_in=sum(r.tokens_in or 0 for r in transitions),
-                tokens_out=sum(r.tokens_out or 0 for r in transitions),
-                elapsed_s=None,
-                waits_s=[r.wait_s for r in transitions if r.wait_s is not None],
-                transitions=transitions,
-            )
+        if summary is not None:
+            return cls.of_summary(header.name, summary, transitions)
+        last = transitions[-1] if transitions else None  # unfinished: what the log says so far
         return cls(
             run_id=header.run_id,
             name=header.name,
+            terminal=None,
+            reason=None,
+            answer=None,
+            attempts=last.attempt if last else 0,
+            model_steps=sum(1 for r in transitions if r.tokens_in is not None),
+            tokens_in=sum(r.tokens_in or 0 for r in transitions),
+            tokens_out=sum(r.tokens_out or 0 for r in transitions),
+            elapsed_s=None,
+            waits_s=[r.wait_s for r in transitions if r.wait_s is not None],
+            transitions=transitions,
+        )
+
+    @classmethod
+    def of_summary(
+        cls, name: str, summary: RunSummary, transitions: list[TransitionRecord]
+    ) -> RunView:
+        return cls(
+            run_id=summary.run_id,
+            name=name,
             terminal=summary.terminal,
             reason=summary.reason,
             answer=summary.answer,

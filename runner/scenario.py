@@ -6,10 +6,12 @@ supplier database lives) is in the run's header.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import tempfile
 import uuid
 from collections import Counter
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,24 +84,19 @@ def run_fixture(
     world_dir: Path | None = None,
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database)."""
-    clock = FakeClock(fixture.clock.start)
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
-    environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock, supplier)
-    engine = Engine(
+    spec = spec_for(fixture, seed, world)
+    return _play(
+        fixture,
         contracts=contracts,
-        toolbox=environment,
         store=store,
-        clock=clock,
+        supplier=supplier,
         policy=policy,
-        rng=random.Random(seed),
+        seed=seed,
+        consumed={},
+        drive=lambda engine, model: engine.run(spec, model),
     )
-    try:
-        result = engine.run_sync(spec_for(fixture, seed, world), ScriptedModel(fixture.model))
-        return _scenario(fixture, result, environment)
-    finally:
-        if supplier is not None:
-            supplier.close()
 
 
 def resume_fixture(run_id: str, contracts: ContractSet, store: Store) -> ScenarioRun:
@@ -116,10 +113,35 @@ def resume_fixture(run_id: str, contracts: ContractSet, store: Store) -> Scenari
         raise StoreCorrupt(
             f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
         ) from exc
-    clock = FakeClock(fixture.clock.start)
     supplier_path = header.world.get("supplier_db")
     supplier = SupplierDatabase(Path(supplier_path)) if supplier_path else None
     consumed = Counter(output.tool for output in store.outputs(run_id))
+    spec = spec_for(fixture, header.seed, header.world)
+    return _play(
+        fixture,
+        contracts=contracts,
+        store=store,
+        supplier=supplier,
+        policy=policy,
+        seed=header.seed,
+        consumed=consumed,
+        drive=lambda engine, model: engine.resume(run_id, spec, model),
+    )
+
+
+def _play(
+    fixture: Fixture,
+    *,
+    contracts: ContractSet,
+    store: Store,
+    supplier: SupplierDatabase | None,
+    policy: Policy | None,
+    seed: int | None,
+    consumed: Mapping[str, int],
+    drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
+) -> ScenarioRun:
+    """Build the fixture's world (fake clock, scripted tools and model) and drive one run in it."""
+    clock = FakeClock(fixture.clock.start)
     environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock, supplier, consumed)
     engine = Engine(
         contracts=contracts,
@@ -127,11 +149,11 @@ def resume_fixture(run_id: str, contracts: ContractSet, store: Store) -> Scenari
         store=store,
         clock=clock,
         policy=policy,
-        rng=random.Random(header.seed),
+        rng=random.Random(seed),
     )
     try:
-        spec = spec_for(fixture, header.seed, header.world)
-        result = engine.resume_sync(run_id, spec, ScriptedModel(fixture.model))
+        with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+            result = runner.run(drive(engine, ScriptedModel(fixture.model)))
         return _scenario(fixture, result, environment)
     finally:
         if supplier is not None:

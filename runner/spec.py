@@ -9,7 +9,7 @@ from typing import Any
 from .budget import Limits
 from .states import State
 from .tools import Principal
-from .trace import OperationSummary, TransitionRecord
+from .trace import OperationSummary, RunSummary, TransitionRecord
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,3 +57,45 @@ class RunResult:
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
+
+    @classmethod
+    def of(
+        cls,
+        summary: RunSummary,
+        *,
+        name: str,
+        transitions: list[TransitionRecord],
+        evidence: list[dict[str, Any]],
+    ) -> RunResult:
+        """The result of a run whose stored summary is `summary`."""
+        return cls(
+            run_id=summary.run_id,
+            name=name,
+            terminal=State(summary.terminal),
+            reason=summary.reason,
+            answer=summary.answer,
+            attempts=summary.attempts,
+            model_steps=summary.model_steps,
+            tokens_in=summary.tokens_in,
+            tokens_out=summary.tokens_out,
+            elapsed_s=summary.elapsed_s,
+            waits_s=summary.waits_s,
+            transitions=transitions,
+            evidence=evidence,
+            operations=summary.operations,
+        )
+
+    def summary(self) -> RunSummary:
+        return RunSummary(
+            run_id=self.run_id,
+            terminal=self.terminal.value,
+            reason=self.reason,
+            attempts=self.attempts,
+            model_steps=self.model_steps,
+            tokens_in=self.tokens_in,
+            tokens_out=self.tokens_out,
+            elapsed_s=self.elapsed_s,
+            waits_s=self.waits_s,
+            answer=self.answer,
+            operations=self.operations,
+        )
