@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import log
+from .budget import Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
 from .errors import LoadError, RunFailure
 from .fixtures import collect_fixture_paths, load_fixture
 from .policy import Policy
-from .report import RunView, run_json, run_text
+from .replay import Recording, describe, replay
+from .report import RunView, replay_json, run_json, run_text, side_by_side
 from .scenario import ScenarioRun, resume_fixture, run_fixture
 from .store import FanoutStore, JsonlLog, SqliteStore
 from .store.base import Store
@@ -72,6 +74,28 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(show)
+
+    replay = commands.add_parser(
+        "replay", help="re-drive a stored run (or a JSONL log) from its recorded inputs"
+    )
+    replay.add_argument("source", help="a RUN_ID in --db, or a JSONL log file")
+    replay.add_argument("--run", default=None, help="with a log file: only this run")
+    replay.add_argument("--policy", default=None, help="counterfactual: default, naive, or a file")
+    for bound, kind in (
+        ("max_attempts", int),
+        ("max_model_steps", int),
+        ("max_tokens", int),
+        ("max_seconds", float),
+    ):
+        replay.add_argument(
+            f"--{bound.replace('_', '-')}",
+            dest=bound,
+            type=kind,
+            default=None,
+            help=f"counterfactual: another {bound}",
+        )
+    replay.add_argument("--json", action="store_true", help="print one JSON object per replay")
+    with_db(replay)
 
     runs = commands.add_parser("runs", help="list stored runs")
     with_db(runs)
@@ -184,6 +208,48 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recordings(args: argparse.Namespace) -> list[Recording]:
+    source = Path(args.source)
+    if source.suffix == ".jsonl" or source.is_file():
+        recordings = Recording.from_log(source)
+        if args.run is not None:
+            recordings = [r for r in recordings if r.header.run_id == args.run]
+        if not recordings:
+            raise LoadError(f"no run{' ' + args.run if args.run else ''} in {source}")
+        return recordings
+    store = _open_store(args.db, must_exist=True)
+    try:
+        return [Recording.from_store(store, args.source)]
+    finally:
+        store.close()
+
+
+def _replay(args: argparse.Namespace) -> int:
+    contracts = _contracts(args.contracts)
+    policy = _policy(args.policy)
+    diverged = False
+    for recording in _recordings(args):
+        overrides = {
+            name: getattr(args, name)
+            for name in ("max_attempts", "max_model_steps", "max_tokens", "max_seconds")
+            if getattr(args, name) is not None
+        }
+        limits = None
+        if overrides:
+            limits = Limits.model_validate({**recording.header.limits, **overrides})
+        outcome = replay(recording, contracts, policy=policy, limits=limits)
+        diverged |= outcome.divergence is not None
+        sentence = describe(outcome)
+        if args.json:
+            print(json.dumps(replay_json(outcome, sentence), sort_keys=True))
+            continue
+        print(f"{recording.header.name}  run {recording.header.run_id}")
+        if outcome.changes or outcome.divergence is not None:
+            print(side_by_side(recording.transitions, outcome.replayed.records))
+        print(f"  {sentence}\n")
+    return EXIT_EXPECTATION_FAILED if diverged else 0
+
+
 def _check_contracts(args: argparse.Namespace) -> int:
     contracts = _contracts(args.contracts)
     print(f"ok: {len(contracts)} contracts compiled ({', '.join(sorted(contracts))})")
@@ -195,6 +261,7 @@ _COMMANDS = {
     "resume": _resume,
     "show": _show,
     "runs": _runs,
+    "replay": _replay,
     "contracts": _check_contracts,
 }
 

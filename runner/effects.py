@@ -2,19 +2,28 @@
 
 The engine decides; an `Effects` object performs. `LiveEffects` calls the real model and tools and
 records every reply and outcome before the engine acts on it. `ReplayEffects` serves a recording
-instead, on a clock that replays the recorded times, and then either stops (`OutsideRecording`, for
-replay) or hands over to live effects (for resuming a killed run). A write that was in flight when
-the runner died is answered `ResponseLost`, which the engine reconciles before anything else.
+instead, on a clock that replays the recorded times, and past its end either stops
+(`OutsideRecording`, for replay) or hands over to live effects (for resuming a killed run). A write
+that was in flight when the runner died is answered `ResponseLost`, which the engine reconciles
+before anything else.
+
+Replays come in two kinds. An exact replay (and a resume) must ask for the same things in the same
+order: inputs are served by position and at their recorded times. A counterfactual replay (another
+policy or budget) may ask differently: a tool outcome is served to the same call (by call id and
+try), and a model reply only for the same transcript (by its digest), each with its recorded
+latency. What the recording cannot answer stops the replay, except the final tool-free request
+after a bound, whose text cannot change the outcome and is stood in for.
 """
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
 from .clock import Clock, within
 from .errors import OutsideRecording, ReplayDivergence, RunFailure
-from .models.base import ModelAdapter, ModelReply, ToolChoice, ToolSpec
+from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolChoice, ToolSpec
 from .recording import (
     RecordedOutput,
     RecordedTurn,
@@ -26,6 +35,9 @@ from .recording import (
 from .store.base import RunLog
 from .tools import ToolImplementation, ToolInvocation, ToolResponse
 from .transcript import Transcript
+
+FAILED_PREFIX = "failed:"
+STAND_IN_ANSWER = "[the final answer is not in the recording]"
 
 
 class Effects(Protocol):
@@ -47,11 +59,6 @@ class Effects(Protocol):
         ...
 
 
-def _resumable_state(model: ModelAdapter) -> dict[str, object] | None:
-    snapshot = getattr(model, "snapshot", None)
-    return snapshot() if callable(snapshot) else None
-
-
 class LiveEffects:
     """Calls the model and tools for real and records each reply and outcome."""
 
@@ -64,7 +71,7 @@ class LiveEffects:
         self.clock = clock
         self.started = started
 
-    def _since_start(self) -> float:
+    def since_start(self) -> float:
         return self.clock.monotonic() - self.started
 
     async def ask(
@@ -75,32 +82,46 @@ class LiveEffects:
         choice: ToolChoice,
         timeout: float | None,
     ) -> ModelReply:
+        asked_at, digest = self.since_start(), transcript.digest
         request = self.model.generate(transcript, tools, choice)
         try:
             reply = await (within(timeout, request) if timeout is not None else request)
         except RunFailure:
             raise
         except Exception as exc:
-            self.log.record_turn(
-                _failed_turn(self.run_id, ordinal, choice, exc, self._since_start())
+            kind = "TimeoutError" if isinstance(exc, TimeoutError) else type(exc).__name__
+            failed = ModelReply(
+                text=str(exc),
+                tool_calls=(),
+                usage=TokenUsage(input_tokens=0, output_tokens=0),
+                stop_reason=f"{FAILED_PREFIX}{kind}",
             )
+            self._record_turn(ordinal, choice, failed, asked_at, digest)
             raise
-        state = _resumable_state(self.model)
+        self._record_turn(ordinal, choice, reply, asked_at, digest)
+        return reply
+
+    def _record_turn(
+        self, ordinal: int, choice: str, reply: ModelReply, asked_at: float, digest: str
+    ) -> None:
+        snapshot = getattr(self.model, "snapshot", None)
         self.log.record_turn(
             RecordedTurn.of(
                 run_id=self.run_id,
                 ordinal=ordinal,
                 tool_choice=choice,
                 reply=reply,
-                ended_at=self._since_start(),
-                model_state=state,
+                started_at=asked_at,
+                ended_at=self.since_start(),
+                transcript_digest=digest,
+                model_state=snapshot() if callable(snapshot) else None,
             )
         )
-        return reply
 
     async def call(
         self, ordinal: int, invocation: ToolInvocation, implementation: ToolImplementation
     ) -> ToolResponse | BaseException:
+        started = self.since_start()
         try:
             outcome: ToolResponse | BaseException = await within(
                 invocation.timeout_s, implementation(invocation)
@@ -109,11 +130,15 @@ class LiveEffects:
             raise
         except Exception as exc:
             outcome = exc
-        self.record(ordinal, invocation, outcome)
+        self.record(ordinal, invocation, outcome, started)
         return outcome
 
     def record(
-        self, ordinal: int, invocation: ToolInvocation, outcome: ToolResponse | BaseException
+        self,
+        ordinal: int,
+        invocation: ToolInvocation,
+        outcome: ToolResponse | BaseException,
+        started: float,
     ) -> None:
         self.log.record_output(
             RecordedOutput(
@@ -123,33 +148,14 @@ class LiveEffects:
                 tool=invocation.tool,
                 operation_key=invocation.operation_key,
                 outcome=raw_outcome(outcome),
-                ended_at=self._since_start(),
+                started_at=started,
+                ended_at=self.since_start(),
             )
         )
 
 
-_FAILED_PREFIX = "failed:"
-
-
-def _failed_turn(
-    run_id: str, ordinal: int, choice: str, exc: BaseException, ended_at: float
-) -> RecordedTurn:
-    kind = "TimeoutError" if isinstance(exc, TimeoutError) else type(exc).__name__
-    return RecordedTurn(
-        run_id=run_id,
-        ordinal=ordinal,
-        tool_choice=choice,
-        text=str(exc),
-        tool_calls=[],
-        input_tokens=0,
-        output_tokens=0,
-        stop_reason=f"{_FAILED_PREFIX}{kind}",
-        ended_at=ended_at,
-    )
-
-
 class ReplayEffects:
-    """Serves a recording in order; past its end, hands over to `live` or stops."""
+    """Serves a recording; past its end, hands over to `live` or stops."""
 
     def __init__(
         self,
@@ -160,18 +166,30 @@ class ReplayEffects:
         *,
         live: LiveEffects | None = None,
         in_flight: set[int] | None = None,
+        counterfactual: bool = False,
     ) -> None:
         self.turns = {turn.ordinal: turn for turn in turns}
         self.outputs = {output.ordinal: output for output in outputs}
+        self.by_call: dict[tuple[str, int], RecordedOutput] = {}
+        tries: Counter[str] = Counter()
+        for output in sorted(outputs, key=lambda o: o.ordinal):
+            tries[output.call_id] += 1
+            self.by_call[(output.call_id, tries[output.call_id])] = output
+        self.tries: defaultdict[str, int] = defaultdict(int)
         self.clock = clock
         self.started = started
         self.live = live
         self.in_flight = in_flight or set()
         """Dispatch ordinals of writes whose intent was recorded but whose outcome was not."""
+        self.counterfactual = counterfactual
+        self.stood_in = False
+        """Whether a final answer had to be stood in for (counterfactual replays only)."""
         self._restored = False
 
-    async def _until(self, ended_at: float) -> None:
-        wait = self.started + ended_at - self.clock.monotonic()
+    async def _serve_at(self, started_at: float, ended_at: float) -> None:
+        """Let the recorded time pass: until the recorded end, or for the recorded latency."""
+        now = self.clock.monotonic() - self.started
+        wait = ended_at - started_at if self.counterfactual else ended_at - now
         if wait > 0:
             await self.clock.sleep(wait)
 
@@ -195,18 +213,30 @@ class ReplayEffects:
         timeout: float | None,
     ) -> ModelReply:
         turn = self.turns.get(ordinal)
+        if self.counterfactual and turn is not None and turn.transcript_digest != transcript.digest:
+            turn = None  # the model would have seen something else: its reply is unknown
         if turn is None:
+            if self.counterfactual and choice == "none":
+                self.stood_in = True
+                return ModelReply(
+                    text=STAND_IN_ANSWER,
+                    tool_calls=(),
+                    usage=TokenUsage(input_tokens=0, output_tokens=0),
+                    stop_reason="stand_in",
+                )
             live = self._hand_over(f"model request {ordinal}")
             return await live.ask(ordinal, transcript, tools, choice, timeout)
         if turn.tool_choice != choice:
             raise ReplayDivergence(
-                0,
-                f"model request {ordinal} with tool_choice {turn.tool_choice}",
-                f"tool_choice {choice}",
+                f"model request {ordinal}", f"tool_choice {turn.tool_choice}", choice
             )
-        await self._until(turn.ended_at)
-        if turn.stop_reason.startswith(_FAILED_PREFIX):
-            kind = turn.stop_reason.removeprefix(_FAILED_PREFIX)
+        if not self.counterfactual and turn.transcript_digest != transcript.digest:
+            raise ReplayDivergence(
+                f"model request {ordinal}", "the recorded transcript", "a different transcript"
+            )
+        await self._serve_at(turn.started_at, turn.ended_at)
+        if turn.stop_reason.startswith(FAILED_PREFIX):
+            kind = turn.stop_reason.removeprefix(FAILED_PREFIX)
             if kind == "TimeoutError":
                 raise TimeoutError(turn.text)
             raise ReplayedError(kind, turn.text)
@@ -215,21 +245,26 @@ class ReplayEffects:
     async def call(
         self, ordinal: int, invocation: ToolInvocation, implementation: ToolImplementation
     ) -> ToolResponse | BaseException:
-        output = self.outputs.get(ordinal)
+        if self.counterfactual:
+            self.tries[invocation.call_id] += 1
+            output = self.by_call.get((invocation.call_id, self.tries[invocation.call_id]))
+        else:
+            output = self.outputs.get(ordinal)
         if output is None:
-            live = self._hand_over(f"tool call {ordinal} ({invocation.tool} {invocation.call_id})")
+            what = f"tool call {ordinal} ({invocation.tool} {invocation.call_id})"
+            live = self._hand_over(what)
             if ordinal in self.in_flight:
                 # The runner died with this write in flight: nobody saw its response.
                 self.in_flight.discard(ordinal)
                 lost = ResponseLost("the runner stopped before this write's response was recorded")
-                live.record(ordinal, invocation, lost)
+                live.record(ordinal, invocation, lost, live.since_start())
                 return lost
             return await live.call(ordinal, invocation, implementation)
         if (output.tool, output.call_id) != (invocation.tool, invocation.call_id):
             raise ReplayDivergence(
-                0,
-                f"dispatch {ordinal} of {output.tool} {output.call_id}",
+                f"dispatch {ordinal}",
+                f"{output.tool} {output.call_id}",
                 f"{invocation.tool} {invocation.call_id}",
             )
-        await self._until(output.ended_at)
+        await self._serve_at(output.started_at, output.ended_at)
         return rebuild_outcome(output.outcome)

@@ -16,10 +16,12 @@ import asyncio
 import random
 import uuid
 from collections import deque
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
 import structlog
+from pydantic_core import to_jsonable_python
 
 from . import budget as bounds
 from ._admission import admit, admit_lookup, call_fingerprint
@@ -31,7 +33,7 @@ from .classifier import classify
 from .clock import Clock
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects, ReplayEffects
-from .errors import ReplayDivergence, RunFailure, StoreError
+from .errors import OutsideRecording, ReplayDivergence, RunFailure, StoreError
 from .machine import Decision, Trigger, attach, detach, fire
 from .machine import decide as trigger_for
 from .models.base import ModelAdapter, ModelReply, ToolChoice, ToolSpec
@@ -49,12 +51,13 @@ from .observations import (
 )
 from .operations import OperationStatus
 from .policy import Policy, retry_delay
+from .recording import RecordedOutput, RecordedTurn
 from .spec import RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
 from .tools import ToolBox, ToolResponse
 from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
-from .transcript import AssistantMessage, SystemMessage, UserMessage
+from .transcript import AssistantMessage, SystemMessage, UserMessage, render_json
 
 SYSTEM_PROMPT: Final = (
     "You plan tool calls for a travel assistant. Use only the tools offered. Tool results are "
@@ -73,6 +76,19 @@ _PRECEDENCE: Final[dict[Decision, int]] = {
     Decision.ESCALATE: 4,
     Decision.UNKNOWN: 5,
 }
+
+
+@dataclass(slots=True, kw_only=True)
+class ReplayedRun:
+    """What re-driving a recording came to."""
+
+    records: list[TransitionRecord]
+    result: RunResult | None
+    """None when the replay stopped outside the recording."""
+    outside: str | None = None
+    """The input the recording had no answer for."""
+    stood_in: bool = False
+    """Whether the final tool-free answer was not in the recording (counterfactual only)."""
 
 
 def _why(observation: ToolObservation) -> str | None:
@@ -161,6 +177,39 @@ class Engine:
         run = self._new_run(run_id, spec, effects, started, known=store.transitions(run_id))
         return await self._drive(run)
 
+    async def replay(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        turns: list[RecordedTurn],
+        outputs: list[RecordedOutput],
+        *,
+        expected: list[TransitionRecord] | None,
+    ) -> ReplayedRun:
+        """Re-drive a recorded run with no live model or tool, on this engine's (fake) clock.
+
+        With `expected` (an exact replay) every transition must equal the recorded one, or
+        `ReplayDivergence` is raised. Without it (a counterfactual replay under another policy or
+        budget) the run goes where the policy takes it, until it ends or needs an input the
+        recording does not have.
+        """
+        started = self.clock.monotonic()
+        effects = ReplayEffects(
+            turns, outputs, self.clock, started, counterfactual=expected is None
+        )
+        run = self._new_run(run_id, spec, effects, started, known=expected or [])
+        self.runtime.store.begin_run(self._header(run))
+        try:
+            result = await self._drive(run)
+        except OutsideRecording as exc:
+            return ReplayedRun(records=run.records, result=None, outside=exc.what)
+        if expected is not None and len(run.records) != len(expected):
+            seq = min(len(run.records), len(expected)) + 1
+            got = brief(run.records[seq - 1]) if seq <= len(run.records) else "the run ended"
+            want = brief(expected[seq - 1]) if seq <= len(expected) else "the run ended"
+            raise ReplayDivergence(f"seq {seq}", want, got)
+        return ReplayedRun(records=run.records, result=result, stood_in=effects.stood_in)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     def _new_run(
@@ -208,6 +257,10 @@ class Engine:
             tenant=spec.tenant,
             principal=spec.principal.id,
             started_at=self.clock.now(),
+            task=spec.task,
+            tools=list(spec.tools),
+            scopes=sorted(spec.principal.scopes),
+            context=to_jsonable_python(dict(spec.context)),
             limits=spec.limits.model_dump(mode="json"),
             policy=self.runtime.policy.model_dump(mode="json"),
             seed=spec.seed,
@@ -272,7 +325,7 @@ class Engine:
         if record.seq <= len(run.known):  # re-driving a stored run: it must say the same
             stored = run.known[record.seq - 1]
             if stored.to_json() != record.to_json():
-                raise ReplayDivergence(record.seq, _brief(stored), _brief(record))
+                raise ReplayDivergence(f"seq {record.seq}", brief(stored), brief(record))
         else:
             self.runtime.store.append(record)
         run.log.info(
@@ -592,8 +645,9 @@ class Engine:
             call_id=slot.call.id,
             tool=slot.call.name,
             result_class=observation.kind,
-            body=body,
+            content=render_json(body),
             is_error=is_error,
+            fingerprint=render_json({k: v for k, v in body.items() if k != "attempts_left"}),
         )
         if isinstance(observation, ToolSucceeded | ToolFoundNothing):
             run.evidence.append(
@@ -609,7 +663,8 @@ class Engine:
             run.settled.setdefault(fingerprint, (slot.call.id, observation.kind))
 
 
-def _brief(record: TransitionRecord) -> str:
+def brief(record: TransitionRecord) -> str:
+    """One line for a transition: `from->to trigger tool result decision`."""
     parts = [f"{record.from_state}->{record.to_state}", record.trigger]
     parts += [str(v) for v in (record.tool, record.result_class, record.decision) if v is not None]
     return " ".join(parts)

@@ -95,11 +95,11 @@ class OutsideRecording(RunFailure):
 class ReplayDivergence(RunFailure):
     """Re-driving a recorded run produced another transition than the one stored."""
 
-    def __init__(self, seq: int, expected: str, got: str) -> None:
-        self.seq = seq
+    def __init__(self, where: str, expected: str, got: str) -> None:
+        self.where = where
         self.expected = expected
         self.got = got
-        super().__init__(f"divergence at seq {seq}: expected {expected}, got {got}")
+        super().__init__(f"divergence at {where}: expected {expected}, got {got}")
 
 
 class StoreError(RunFailure):

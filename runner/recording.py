@@ -111,8 +111,12 @@ class RecordedTurn:
     input_tokens: int
     output_tokens: int
     stop_reason: str
+    started_at: float
+    """Seconds since the run started when the request was made."""
     ended_at: float
     """Seconds since the run started when the reply arrived."""
+    transcript_digest: str
+    """The chained digest of the transcript the model was shown (see `Transcript.digest`)."""
     model_state: dict[str, Any] | None = None
     """What a resumable model adapter needs to continue after this turn."""
 
@@ -124,7 +128,9 @@ class RecordedTurn:
         ordinal: int,
         tool_choice: str,
         reply: ModelReply,
+        started_at: float,
         ended_at: float,
+        transcript_digest: str,
         model_state: dict[str, Any] | None,
     ) -> RecordedTurn:
         return cls(
@@ -138,7 +144,9 @@ class RecordedTurn:
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
             stop_reason=reply.stop_reason,
+            started_at=started_at,
             ended_at=ended_at,
+            transcript_digest=transcript_digest,
             model_state=model_state,
         )
 
@@ -165,6 +173,8 @@ class RecordedOutput:
     tool: str
     operation_key: str | None
     outcome: RawOutcome
+    started_at: float
+    """Seconds since the run started when the call was dispatched."""
     ended_at: float
     """Seconds since the run started when the outcome arrived."""
 

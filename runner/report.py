@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .replay import Replay
 from .spec import RunResult
 from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
 
@@ -159,3 +160,41 @@ def run_text(view: RunView, heading: str) -> str:
     if view.answer:
         lines.append(f"  answer: {view.answer}")
     return "\n".join(lines)
+
+
+def _cell(record: TransitionRecord | None) -> str:
+    if record is None:
+        return ""
+    parts = [f"{record.from_state}->{record.to_state}", record.trigger]
+    parts += [v for v in (record.tool, record.result_class, record.decision) if v is not None]
+    return " ".join(parts)
+
+
+def side_by_side(recorded: list[TransitionRecord], replayed: list[TransitionRecord]) -> str:
+    """Two trajectories, seq by seq; `|` marks where they differ."""
+    width = max([len(_cell(r)) for r in recorded] + [len("recorded")])
+    lines = [f"  seq  {'recorded':<{width}}   replayed"]
+    for index in range(max(len(recorded), len(replayed))):
+        left = _cell(recorded[index]) if index < len(recorded) else ""
+        right = _cell(replayed[index]) if index < len(replayed) else ""
+        mark = " " if left == right else "|"
+        lines.append(f"  {index + 1:>3}  {left:<{width}} {mark} {right}")
+    return "\n".join(lines)
+
+
+def replay_json(replay: Replay, sentence: str) -> dict[str, Any]:
+    result = replay.replayed.result
+    return {
+        "run_id": replay.recording.header.run_id,
+        "fixture": replay.recording.header.name,
+        "identical": replay.identical,
+        "divergence": str(replay.divergence) if replay.divergence else None,
+        "changes": replay.changes,
+        "terminal": result.terminal.value if result else None,
+        "reason": result.reason if result else "outside_recording",
+        "outside": replay.replayed.outside,
+        "committed_writes": replay.committed_writes(),
+        "recorded": [transition_json(r) for r in replay.recording.transitions],
+        "replayed": [transition_json(r) for r in replay.replayed.records],
+        "summary": sentence,
+    }

@@ -1,8 +1,8 @@
 """Transition records, run headers and summaries, and the JSONL transition log.
 
 Log format `runner-log/1`, one JSON object a line, runs one after another:
-- `run_started`: `format`, `run_id`, `name`, `tenant`, `principal`, `started_at`, `limits`,
-  `policy`, `seed`, `fixture`, `world`
+- `run_started`: `format`, `run_id`, `name`, `tenant`, `principal`, `started_at`, `task`,
+  `tools`, `scopes`, `context`, `limits`, `policy`, `seed`, `fixture`, `world`
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`
 - `model_turn`: one per model request (the reply, its usage, when it arrived)
 - `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
@@ -71,6 +71,12 @@ class RunHeader:
     tenant: str
     principal: str
     started_at: datetime
+    task: str
+    tools: list[str]
+    scopes: list[str]
+    """The principal's scopes, as the runtime granted them."""
+    context: dict[str, Any]
+    """The semantic rules' context (e.g. the authorized dates), as JSON."""
     limits: dict[str, Any]
     policy: dict[str, Any]
     seed: int | None

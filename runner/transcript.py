@@ -6,9 +6,10 @@ an exact growing prefix from step to step.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from .models.base import ToolCall
 
@@ -53,38 +54,61 @@ class ToolResultMessage:
 Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
 
 
-def _size(message: Message) -> int:
+def _text(message: Message) -> str:
+    """What the model reads of a message (its size counts toward the prefill)."""
     if isinstance(message, ToolResultMessage):
-        return len(message.content)
-    if isinstance(message, AssistantMessage):
-        return len(message.text) + sum(
-            len(call.name) + len(render_json(call.arguments)) for call in message.tool_calls
-        )
-    return len(message.text)
+        return message.content
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = [{"id": c.id, "name": c.name, "args": c.arguments} for c in message.tool_calls]
+        return message.text + render_json(calls)
+    return message.text
 
 
 @dataclass(slots=True)
 class Transcript:
-    """Messages in order, with their total size in characters kept current on append."""
+    """Messages in order. Kept current on every append, at a cost that does not grow with the
+    transcript: its size in characters, the size it would have without truncation, and a chained
+    digest (a fingerprint of everything so far, for telling whether a replay saw the same context).
+    """
 
     messages: list[Message] = field(default_factory=list)
     chars: int = 0
+    full_chars: int = 0
+    """What `chars` would be if no tool result had been truncated."""
+    digest: str = ""
 
-    def append(self, message: Message) -> None:
+    def append(
+        self, message: Message, *, full_size: int | None = None, fingerprint: str | None = None
+    ) -> None:
+        """Add `message`. `fingerprint` is what the digest takes of it, when not its whole text
+        (budget annotations are left out, so a replay under another budget can match)."""
+        text = _text(message)
         self.messages.append(message)
-        self.chars += _size(message)
+        self.chars += len(text)
+        self.full_chars += len(text) if full_size is None else full_size
+        part = text if fingerprint is None else fingerprint
+        chained = f"{self.digest}\x1e{message.role}\x1f{part}"
+        self.digest = hashlib.sha256(chained.encode()).hexdigest()
 
     def tool_result(
-        self, *, call_id: str, tool: str, result_class: str, body: dict[str, Any], is_error: bool
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        result_class: str,
+        content: str,
+        is_error: bool,
+        full_size: int | None = None,
+        fingerprint: str | None = None,
     ) -> ToolResultMessage:
         message = ToolResultMessage(
             call_id=call_id,
             tool=tool,
             result_class=result_class,
-            content=render_json(body),
+            content=content,
             is_error=is_error,
         )
-        self.append(message)
+        self.append(message, full_size=full_size, fingerprint=fingerprint)
         return message
 
     def last_result_classes(self) -> frozenset[str]:

@@ -31,6 +31,8 @@ def _check_window(first: date, last: date, info: ValidationInfo, what: str) -> N
     if first > last:
         raise ValueError(f"{what} start {first} is after its end {last}")
     task = (info.context or {}).get("task")
+    if isinstance(task, dict):  # the context as a replay rebuilds it from a run header
+        task = TaskConstraints.model_validate(task)
     if not isinstance(task, TaskConstraints):
         return
     if task.earliest is not None and first < task.earliest:

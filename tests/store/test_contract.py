@@ -32,6 +32,10 @@ def header(run_id: str = "r1") -> RunHeader:
         tenant="optiverse",
         principal="agent-7",
         started_at=T0,
+        task="Find flights.",
+        tools=["search_flights"],
+        scopes=["travel.read"],
+        context={"task": {"earliest": "2027-03-25"}},
         limits={"max_attempts": 8},
         policy={"name": "default"},
         seed=0,
@@ -109,7 +113,9 @@ def test_inputs_round_trip(store: Store) -> None:
         ordinal=1,
         tool_choice="auto",
         reply=reply,
+        started_at=0.25,
         ended_at=0.5,
+        transcript_digest="abc",
         model_state={"cursor": 1},
     )
     output = RecordedOutput(
@@ -119,6 +125,7 @@ def test_inputs_round_trip(store: Store) -> None:
         tool="search_flights",
         operation_key=None,
         outcome=Responded(payload={"status": "ok"}, retry_after="2"),
+        started_at=0.5,
         ended_at=1.0,
     )
     store.record_turn(turn)

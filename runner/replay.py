@@ -1,0 +1,214 @@
+"""Replay a recorded run: exactly (prove the record), or under another policy or budget.
+
+A recording is everything the store or a JSONL log holds about one run: its header (the spec it
+was started with), its transitions, and its inputs (model replies, tool outcomes). Replaying
+re-drives the engine on those inputs alone, with no live model and no live tool, on a fake clock
+that starts at the run's recorded start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .budget import Limits
+from .clock import FakeClock
+from .contracts import ContractSet
+from .engine import Engine, ReplayedRun
+from .errors import LoadError, OutsideRecording, ReplayDivergence
+from .policy import Policy
+from .recording import RecordedOutput, RecordedTurn
+from .spec import RunSpec
+from .store.base import Store
+from .store.memory import MemoryStore
+from .tools import Principal, ToolImplementation, ToolInvocation, ToolResponse
+from .trace import RunHeader, RunSummary, TransitionRecord, read_log
+
+
+@dataclass(slots=True, kw_only=True)
+class Recording:
+    header: RunHeader
+    transitions: list[TransitionRecord]
+    turns: list[RecordedTurn]
+    outputs: list[RecordedOutput]
+    summary: RunSummary | None
+
+    @classmethod
+    def from_store(cls, store: Store, run_id: str) -> Recording:
+        header = store.header(run_id)
+        if header is None:
+            raise LoadError(f"no run {run_id} in the store")
+        return cls(
+            header=header,
+            transitions=store.transitions(run_id),
+            turns=store.turns(run_id),
+            outputs=store.outputs(run_id),
+            summary=store.summary(run_id),
+        )
+
+    @classmethod
+    def from_log(cls, path: Path) -> list[Recording]:
+        return [
+            cls(
+                header=run.header,
+                transitions=run.transitions,
+                turns=run.turns,
+                outputs=run.outputs,
+                summary=run.summary,
+            )
+            for run in read_log(path)
+        ]
+
+
+class _NoLiveTools:
+    """Every contract's tool 'exists' for admission; none is ever called in a replay."""
+
+    def implementation(self, tool: str) -> ToolImplementation | None:
+        return self._refuse
+
+    @staticmethod
+    async def _refuse(invocation: ToolInvocation) -> ToolResponse:
+        raise OutsideRecording(f"a live call to {invocation.tool}")
+
+
+@dataclass(slots=True, kw_only=True)
+class Replay:
+    """The recorded trajectory beside the replayed one."""
+
+    recording: Recording
+    replayed: ReplayedRun
+    divergence: ReplayDivergence | None = None
+    policy: str = "default"
+    changes: list[str] = field(default_factory=list)
+    """What a counterfactual replay changed (`max_attempts 5`, `policy naive`)."""
+
+    @property
+    def identical(self) -> bool:
+        return self.divergence is None and not self.changes
+
+    def committed_writes(self) -> int:
+        result = self.replayed.result
+        ops = result.operations if result is not None else []
+        return sum(op.status == "committed" for op in ops)
+
+
+def _policy_changes(before: Policy, after: Policy) -> list[str]:
+    """`max_retries 0`, `decisions.permanent abstain`: what another policy file changes."""
+    changes: list[str] = []
+    for name in Policy.model_fields:
+        old, new = getattr(before, name), getattr(after, name)
+        if name == "decisions":
+            changes += [
+                f"decisions.{kind} {decision}"
+                for kind, decision in sorted(new.items())
+                if old.get(kind) != decision
+            ]
+        elif old != new:
+            shown = new.model_dump() if isinstance(new, Policy | Limits) else new
+            changes.append(f"{name} {shown}")
+    return changes
+
+
+def _spec(header: RunHeader, limits: Limits) -> RunSpec:
+    return RunSpec(
+        task=header.task,
+        tenant=header.tenant,
+        principal=Principal(id=header.principal, scopes=frozenset(header.scopes)),
+        tools=tuple(header.tools),
+        limits=limits,
+        context=header.context,
+        name=header.name,
+        seed=header.seed,
+        fixture=header.fixture,
+        world=header.world,
+    )
+
+
+def replay(
+    recording: Recording,
+    contracts: ContractSet,
+    *,
+    policy: Policy | None = None,
+    limits: Limits | None = None,
+) -> Replay:
+    """Replay exactly (no `policy`/`limits`), or counterfactually under the ones given."""
+    header = recording.header
+    recorded_policy = Policy.model_validate(header.policy)
+    recorded_limits = Limits.model_validate(header.limits)
+    use_policy = policy or recorded_policy
+    use_limits = limits or recorded_limits
+    changes = [
+        f"{name} {getattr(use_limits, name)}"
+        for name in Limits.model_fields
+        if getattr(use_limits, name) != getattr(recorded_limits, name)
+    ]
+    if use_policy.name != recorded_policy.name:
+        changes.append(f"policy {use_policy.name}")
+    elif use_policy != recorded_policy:
+        changes += _policy_changes(recorded_policy, use_policy)
+    clock = FakeClock(header.started_at)
+    engine = Engine(
+        contracts=contracts,
+        toolbox=_NoLiveTools(),
+        store=MemoryStore(),
+        clock=clock,
+        policy=use_policy,
+        rng=random.Random(header.seed),
+    )
+    drive = engine.replay(
+        header.run_id,
+        _spec(header, use_limits),
+        recording.turns,
+        recording.outputs,
+        expected=None if changes else recording.transitions,
+    )
+    try:
+        with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+            replayed = runner.run(drive)
+    except ReplayDivergence as exc:
+        return Replay(
+            recording=recording,
+            replayed=ReplayedRun(records=[], result=None),
+            divergence=exc,
+            policy=use_policy.name,
+        )
+    return Replay(recording=recording, replayed=replayed, policy=use_policy.name, changes=changes)
+
+
+def _ending(records: list[TransitionRecord], terminal: str | None, reason: str | None) -> str:
+    seq = records[-1].seq if records else 0
+    return f"seq {seq}, {terminal} ({reason})" if terminal else f"seq {seq}, {reason}"
+
+
+def describe(replay: Replay) -> str:
+    """One sentence: what the replay proved, or where the other policy would have taken the run."""
+    recording, replayed = replay.recording, replay.replayed
+    if replay.divergence is not None:
+        return str(replay.divergence)
+    result = replayed.result
+    if replay.identical:
+        assert result is not None
+        return (
+            f"identical: {len(replayed.records)} transitions re-driven from the recording, "
+            f"{result.terminal.value} ({result.reason})"
+        )
+    summary = recording.summary
+    recorded = _ending(
+        recording.transitions,
+        summary.terminal if summary else None,
+        summary.reason if summary else "unfinished",
+    )
+    recorded_writes = sum(op.status == "committed" for op in summary.operations) if summary else 0
+    with_what = ", ".join(replay.changes)
+    if result is None:
+        stop = _ending(replayed.records, None, f"outside_recording ({replayed.outside})")
+        return f"with {with_what} the replay stops at {stop}; recorded: {recorded}"
+    would = _ending(replayed.records, result.terminal.value, result.reason)
+    stand_in = " (its final answer is not in the recording)" if replayed.stood_in else ""
+    return (
+        f"with {with_what} the run would have stopped at {would}, "
+        f"{replay.committed_writes()} committed writes{stand_in}; "
+        f"recorded: {recorded}, {recorded_writes} committed writes"
+    )

@@ -1,0 +1,118 @@
+"""Replays re-drive stored runs from their recorded inputs alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.budget import Limits
+from runner.cli import main
+from runner.contracts import ContractSet
+from runner.fixtures import collect_fixture_paths, load_fixture
+from runner.policy import Policy
+from runner.recording import Responded
+from runner.replay import Recording, describe, replay
+from runner.scenario import run_fixture
+from runner.store import FanoutStore, JsonlLog, SqliteStore
+
+from .conftest import FIXTURES
+
+PATHS = collect_fixture_paths([FIXTURES])
+
+
+def record_fixture(name: str, tmp_path: Path, contracts: ContractSet) -> tuple[SqliteStore, str]:
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    fixture = load_fixture(FIXTURES / f"{name}.yaml", contracts)
+    outcome = run_fixture(fixture, contracts, store, world_dir=tmp_path / "world")
+    return store, outcome.result.run_id
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_every_fixture_replays_identical_from_the_store_and_the_log(
+    path: Path, tmp_path: Path, contracts: ContractSet
+) -> None:
+    log = tmp_path / "runs.jsonl"
+    store = FanoutStore(SqliteStore(tmp_path / "runs.sqlite"), JsonlLog(log))
+    outcome = run_fixture(load_fixture(path, contracts), contracts, store, world_dir=tmp_path)
+    from_store = replay(Recording.from_store(store, outcome.result.run_id), contracts)
+    store.close()
+    [from_log] = [replay(recording, contracts) for recording in Recording.from_log(log)]
+    for replayed in (from_store, from_log):
+        assert replayed.identical, describe(replayed)
+        assert replayed.replayed.records == outcome.result.transitions
+        assert describe(replayed).startswith("identical: ")
+
+
+def test_an_edited_recording_is_caught_at_its_first_divergence(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    store, run_id = record_fixture("rate_limited", tmp_path, contracts)
+    recording = Recording.from_store(store, run_id)
+    store.close()
+    first = recording.outputs[0]  # the rate-limited answer: pretend it had succeeded
+    edited = dataclasses.replace(
+        first,
+        outcome=Responded(
+            payload={"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}
+        ),
+    )
+    recording.outputs[0] = edited
+    outcome = replay(recording, contracts)
+    assert outcome.divergence is not None
+    assert outcome.divergence.where == "seq 2"
+    assert "rate_limited retry" in outcome.divergence.expected
+    assert "empty continue" in outcome.divergence.got
+
+
+def test_a_lower_cap_stops_the_runaway_run_earlier_and_says_so(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    store, run_id = record_fixture("budget_exhausted", tmp_path, contracts)
+    recording = Recording.from_store(store, run_id)
+    store.close()
+    limits = Limits.model_validate({**recording.header.limits, "max_attempts": 5})
+    outcome = replay(recording, contracts, limits=limits)
+    result = outcome.replayed.result
+    assert result is not None and result.terminal.value == "abstain" and result.reason == "attempts"
+    assert result.attempts == 5
+    assert len(outcome.replayed.records) < len(recording.transitions)
+    assert outcome.replayed.records[:6] == recording.transitions[:6]  # the same world until the cap
+    assert describe(outcome).startswith("with max_attempts 5 the run would have stopped at seq 16")
+
+
+def test_a_policy_that_needs_an_unrecorded_answer_stops_outside_the_recording(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    store, run_id = record_fixture("hold_timeout_after_commit", tmp_path, contracts)
+    recording = Recording.from_store(store, run_id)
+    store.close()
+    outcome = replay(recording, contracts, policy=Policy.named("naive"))
+    assert outcome.replayed.result is None
+    assert outcome.replayed.outside is not None and "hold_room" in outcome.replayed.outside
+    assert "outside_recording" in describe(outcome)
+
+
+def test_cli_replay_prints_identical_and_exits_non_zero_on_divergence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, log = str(tmp_path / "r.db"), tmp_path / "r.jsonl"
+    assert main(["run", str(FIXTURES / "rate_limited.yaml"), "--db", db, "--log", str(log)]) == 0
+    run_id = json.loads(log.read_text().splitlines()[0])["run_id"]
+    capsys.readouterr()
+    assert main(["replay", run_id, "--db", db]) == 0
+    assert "identical: 9 transitions" in capsys.readouterr().out
+    lines = log.read_text().splitlines()
+    edited = [
+        line.replace('"error_code": "rate_limited"', '"error_code": "service_unavailable"')
+        for line in lines
+    ]
+    log.write_text("\n".join(edited) + "\n")
+    assert main(["replay", str(log)]) == 1
+    assert "divergence at seq 2: expected" in capsys.readouterr().out
+    assert main(["replay", run_id, "--db", db, "--max-attempts", "1", "--json"]) == 0
+    counterfactual = json.loads(capsys.readouterr().out)
+    assert counterfactual["changes"] == ["max_attempts 1"]
+    assert counterfactual["terminal"] == "abstain" and counterfactual["reason"] == "attempts"
