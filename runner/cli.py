@@ -13,13 +13,23 @@ from . import log
 from .budget import Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
 from .errors import LoadError, RunFailure
-from .fixtures import collect_fixture_paths, load_fixture
+from .fixtures import Fixture, collect_fixture_paths, load_fixture
+from .grading import FixtureGrade, grade
 from .policy import Policy
 from .replay import Recording, describe, replay
-from .report import RunView, replay_json, run_json, run_text, side_by_side
+from .report import (
+    RunView,
+    grade_json,
+    grade_text,
+    replay_json,
+    run_json,
+    run_text,
+    side_by_side,
+)
 from .scenario import ScenarioRun, resume_fixture, run_fixture
 from .store import FanoutStore, JsonlLog, SqliteStore
 from .store.base import Store
+from .supplier import SupplierDatabase
 from .travel import SEMANTIC_RULES
 
 EXIT_EXPECTATION_FAILED = 1
@@ -96,6 +106,22 @@ def _parser() -> argparse.ArgumentParser:
         )
     replay.add_argument("--json", action="store_true", help="print one JSON object per replay")
     with_db(replay)
+
+    grade = commands.add_parser(
+        "grade", help="grade fixtures over K clean trials each, or runs already stored"
+    )
+    grade.add_argument("paths", nargs="*", type=Path, help="fixture files or folders to run")
+    grade.add_argument("--trials", type=int, default=1, help="trials per fixture (pass^k)")
+    grade.add_argument(
+        "--stored",
+        nargs="*",
+        default=None,
+        metavar="RUN_ID",
+        help="grade runs stored in --db instead (all of them when no id is given)",
+    )
+    grade.add_argument("--policy", default=None, help="default, naive, or a policy file")
+    grade.add_argument("--json", action="store_true", help="print the grades as JSON")
+    with_db(grade)
 
     runs = commands.add_parser("runs", help="list stored runs")
     with_db(runs)
@@ -250,6 +276,56 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_EXPECTATION_FAILED if diverged else 0
 
 
+def _stored_holds(recording: Recording) -> int | None:
+    path = recording.header.world.get("supplier_db")
+    if not path or not Path(path).exists():
+        return None
+    supplier = SupplierDatabase(Path(path))
+    try:
+        return supplier.active_holds()
+    finally:
+        supplier.close()
+
+
+def _grade(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        raise LoadError(f"--trials must be at least 1, got {args.trials}")
+    contracts = _contracts(args.contracts)
+    grades: dict[str, FixtureGrade] = {}
+    store = _open_store(args.db, must_exist=args.stored is not None)
+    try:
+        if args.stored is not None:
+            run_ids = args.stored or [listing.header.run_id for listing in store.runs()]
+            for run_id in run_ids:
+                recording = Recording.from_store(store, run_id)
+                document = recording.header.fixture
+                expect = Fixture.model_validate(document).expect if document else None
+                trial = grade(recording, contracts, expect, _stored_holds(recording))
+                name = recording.header.name
+                grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
+        else:
+            if not args.paths:
+                raise LoadError("grade needs fixture paths, or --stored to grade stored runs")
+            policy = _policy(args.policy)
+            world = args.db.parent / f"{args.db.name}.world"
+            for path in collect_fixture_paths(args.paths):
+                fixture = load_fixture(path, contracts)
+                graded = grades.setdefault(fixture.name, FixtureGrade(fixture=fixture.name))
+                for _ in range(args.trials):
+                    outcome = run_fixture(fixture, contracts, store, policy=policy, world_dir=world)
+                    recording = Recording.from_store(store, outcome.result.run_id)
+                    graded.trials.append(grade(recording, contracts, fixture.expect, outcome.holds))
+    finally:
+        store.close()
+    ordered = list(grades.values())
+    trials = max((len(g.trials) for g in ordered), default=0)
+    if args.json:
+        print(json.dumps(grade_json(ordered, trials), sort_keys=True))
+    else:
+        print(grade_text(ordered, trials))
+    return 0 if ordered and all(g.pass_k for g in ordered) else EXIT_EXPECTATION_FAILED
+
+
 def _check_contracts(args: argparse.Namespace) -> int:
     contracts = _contracts(args.contracts)
     print(f"ok: {len(contracts)} contracts compiled ({', '.join(sorted(contracts))})")
@@ -262,6 +338,7 @@ _COMMANDS = {
     "show": _show,
     "runs": _runs,
     "replay": _replay,
+    "grade": _grade,
     "contracts": _check_contracts,
 }
 

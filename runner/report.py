@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .grading import FixtureGrade
 from .replay import Replay
 from .spec import RunResult
 from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
@@ -197,4 +198,53 @@ def replay_json(replay: Replay, sentence: str) -> dict[str, Any]:
         "recorded": [transition_json(r) for r in replay.recording.transitions],
         "replayed": [transition_json(r) for r in replay.replayed.records],
         "summary": sentence,
+    }
+
+
+def grade_text(grades: list[FixtureGrade], trials: int) -> str:
+    width = max([len(g.fixture) for g in grades] + [len("fixture")])
+    lines = [f"{'fixture':<{width}}  trials  pass^k  failed checks"]
+    for fixture in grades:
+        passed = sum(trial.passed for trial in fixture.trials)
+        failed: dict[str, int] = {}
+        for trial in fixture.trials:
+            for check in trial.failed:
+                failed[check.name] = failed.get(check.name, 0) + 1
+        names = ", ".join(
+            f"{name} ({count}/{len(fixture.trials)})" for name, count in failed.items()
+        )
+        verdict = "pass" if fixture.pass_k else "FAIL"
+        lines.append(
+            f"{fixture.fixture:<{width}}  {passed}/{len(fixture.trials):<4}  {verdict:<6}  {names}"
+        )
+        for trial in fixture.trials:
+            for check in trial.failed:
+                lines.append(f"{'':<{width}}    {trial.run_id[:8]} {check.name}: {check.detail}")
+    passing = sum(g.pass_k for g in grades)
+    lines.append(f"overall: {passing}/{len(grades)} fixtures pass^{trials}")
+    return "\n".join(lines)
+
+
+def grade_json(grades: list[FixtureGrade], trials: int) -> dict[str, Any]:
+    return {
+        "trials": trials,
+        "pass_k": all(g.pass_k for g in grades),
+        "fixtures": [
+            {
+                "fixture": g.fixture,
+                "pass_k": g.pass_k,
+                "trials": [
+                    {
+                        "run_id": t.run_id,
+                        "passed": t.passed,
+                        "checks": [
+                            {"name": c.name, "passed": c.passed, "detail": c.detail}
+                            for c in t.checks
+                        ],
+                    }
+                    for t in g.trials
+                ],
+            }
+            for g in grades
+        ],
     }
