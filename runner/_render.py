@@ -1,4 +1,9 @@
-"""How an observation is shown to the model: a deterministic JSON body, never a bare string."""
+"""How an observation is shown to the model: a deterministic JSON body, never a bare string.
+
+A result larger than the render limit is shown as its head and tail with a marker saying how much
+was elided and where the full output is; the same result always renders to the same text, so the
+transcript stays an exact growing prefix.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from .observations import (
     ToolUnknown,
     WriteNotApplied,
 )
+from .transcript import render_json
 
 
 def error_detail(observation: ToolObservation) -> dict[str, Any]:
@@ -68,3 +74,22 @@ def model_view(observation: ToolObservation, attempts_left: int) -> tuple[dict[s
         return body, False
     body["error"] = error_detail(observation)
     return body, True
+
+
+def render_for_model(
+    body: dict[str, Any], *, limit: int, run_id: str, call_id: str
+) -> tuple[str, int]:
+    """The text of a tool-result message, truncated to about `limit` characters, and the length
+    it would have had in full."""
+    full = render_json(body)
+    if len(full) <= limit or "result" not in body:
+        return full, len(full)
+    result = render_json(body["result"])
+    elided = len(result) - limit
+    head, tail = result[: limit * 3 // 4], result[len(result) - limit // 4 :]
+    marker = (
+        f" ...[{elided} of {len(result)} characters elided; full output: "
+        f"runner artifact {run_id} {call_id}]... "
+    )
+    shown = {**body, "result": f"{head}{marker}{tail}", "truncated": True}
+    return render_json(shown), len(full)

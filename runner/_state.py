@@ -6,7 +6,7 @@ import asyncio
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from .budget import Bound, Usage
@@ -101,3 +101,10 @@ class RunState:
     """Every key this run minted: key -> (tool, status)."""
     model_requests: int = 0
     dispatches: int = 0
+    started_wall: datetime
+    model_tokens: tuple[int, int] = (0, 0)
+    """Input and output tokens of the latest model reply (the one that proposed the calls)."""
+    prefill: list[int] = field(default_factory=list)
+    """Input tokens of each model request, in order."""
+    prefill_untruncated: list[int] = field(default_factory=list)
+    """What each request's input would have been had no tool result been truncated."""

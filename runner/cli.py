@@ -16,9 +16,11 @@ from .errors import LoadError, RunFailure
 from .fixtures import Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
 from .policy import Policy
+from .recording import RAW_OUTCOME_ADAPTER, Responded
 from .replay import Recording, describe, replay
 from .report import (
     RunView,
+    context_table,
     grade_json,
     grade_text,
     replay_json,
@@ -123,6 +125,11 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--json", action="store_true", help="print the grades as JSON")
     with_db(grade)
 
+    artifact = commands.add_parser("artifact", help="print a tool call's full stored output")
+    artifact.add_argument("run_id")
+    artifact.add_argument("call_id")
+    with_db(artifact)
+
     runs = commands.add_parser("runs", help="list stored runs")
     with_db(runs)
 
@@ -205,11 +212,29 @@ def _show(args: argparse.Namespace) -> int:
         view = RunView.of_stored(header, store.summary(args.run_id), store.transitions(args.run_id))
     finally:
         store.close()
-    print(
-        json.dumps(run_json(view, None), sort_keys=True)
-        if args.json
-        else run_text(view, header.name)
-    )
+    if args.json:
+        print(json.dumps(run_json(view, None), sort_keys=True))
+    else:
+        print(run_text(view, header.name))
+        print(context_table(view))
+    return 0
+
+
+def _artifact(args: argparse.Namespace) -> int:
+    store = _open_store(args.db, must_exist=True)
+    try:
+        if store.header(args.run_id) is None:
+            raise LoadError(f"no run {args.run_id} in {args.db}")
+        outputs = [o for o in store.outputs(args.run_id) if o.call_id == args.call_id]
+    finally:
+        store.close()
+    if not outputs:
+        raise LoadError(f"run {args.run_id} has no tool output for call {args.call_id}")
+    outcome = outputs[-1].outcome  # the last try is the one the model was shown
+    if isinstance(outcome, Responded):
+        print(json.dumps(outcome.payload, indent=2, sort_keys=True, ensure_ascii=False))
+    else:
+        print(json.dumps(RAW_OUTCOME_ADAPTER.dump_python(outcome, mode="json"), indent=2))
     return 0
 
 
@@ -339,6 +364,7 @@ _COMMANDS = {
     "runs": _runs,
     "replay": _replay,
     "grade": _grade,
+    "artifact": _artifact,
     "contracts": _check_contracts,
 }
 

@@ -16,6 +16,7 @@ import asyncio
 import random
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
@@ -26,7 +27,7 @@ from pydantic_core import to_jsonable_python
 from . import budget as bounds
 from ._admission import admit, admit_lookup, call_fingerprint
 from ._decisions import ENDING, decide
-from ._render import model_view
+from ._render import model_view, render_for_model
 from ._state import Current, RunState, Runtime, Slot
 from .budget import Bound, Usage
 from .classifier import classify
@@ -37,6 +38,7 @@ from .errors import OutsideRecording, ReplayDivergence, RunFailure, StoreError
 from .machine import Decision, Trigger, attach, detach, fire
 from .machine import decide as trigger_for
 from .models.base import ModelAdapter, ModelReply, ToolChoice, ToolSpec
+from .models.scripted import estimate_tokens
 from .observations import (
     AccessDenied,
     ArgumentsRejected,
@@ -57,7 +59,8 @@ from .states import TERMINAL, State
 from .store.base import Store
 from .tools import ToolBox, ToolResponse
 from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
-from .transcript import AssistantMessage, SystemMessage, UserMessage, render_json
+from .tracing import SpanSink, ToolSpan, summarize
+from .transcript import AssistantMessage, SystemMessage, UserMessage
 
 SYSTEM_PROMPT: Final = (
     "You plan tool calls for a travel assistant. Use only the tools offered. Tool results are "
@@ -125,7 +128,13 @@ class Engine:
         policy: Policy | None = None,
         rng: random.Random | None = None,
         retry_horizon: timedelta = timedelta(hours=24),
+        render_limit: int = 4000,
+        spans: Sequence[SpanSink] = (),
     ) -> None:
+        """`render_limit`: the most characters of one tool result the model is shown (the full
+        output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`)."""
+        self.render_limit = render_limit
+        self.spans = tuple(spans)
         self.runtime = Runtime(
             contracts=contracts,
             toolbox=toolbox,
@@ -244,6 +253,7 @@ class Engine:
             ),
             effects=effects,
             known=known,
+            started_wall=self.clock.now(),
         )
         run.transcript.append(SystemMessage(text=SYSTEM_PROMPT))
         run.transcript.append(UserMessage(text=spec.task))
@@ -301,6 +311,8 @@ class Engine:
                 OperationSummary(key=key, tool=tool, status=status.value)
                 for key, (tool, status) in run.operations.items()
             ],
+            prefill_per_step=run.prefill,
+            prefill_untruncated=sum(run.prefill_untruncated),
         )
         self.runtime.store.end_run(summary)
         return RunResult.of(
@@ -366,6 +378,10 @@ class Engine:
         run.usage.model_steps += 1
         run.usage.tokens_in += reply.usage.input_tokens
         run.usage.tokens_out += reply.usage.output_tokens
+        run.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
+        elided = run.transcript.full_chars - run.transcript.chars
+        run.prefill.append(reply.usage.input_tokens)
+        run.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
         return reply, self._ms_since(started), None
 
     def _ms_since(self, started: float) -> float:
@@ -484,6 +500,33 @@ class Engine:
             operation_key=slot.operation_key,
             reason=_why(observation),
         )
+        self._trace_call(run, slot, observation, latency)
+
+    def _trace_call(
+        self, run: RunState, slot: Slot, observation: ToolObservation, latency: float | None
+    ) -> None:
+        """One span per tool call: to structlog, and to any other span sinks."""
+        ended = self.clock.now()
+        started = ended if latency is None else ended - timedelta(milliseconds=latency)
+        span = ToolSpan(
+            run_id=run.run_id,
+            tenant=run.spec.tenant,
+            fixture=run.spec.name,
+            tool=slot.call.name,
+            call_id=slot.call.id,
+            arguments=summarize(slot.call.arguments),
+            result_class=observation.kind,
+            attempt=run.usage.attempts,
+            latency_ms=latency,
+            operation_key=slot.operation_key,
+            model_tokens_in=run.model_tokens[0],
+            model_tokens_out=run.model_tokens[1],
+            started_at=started,
+            ended_at=ended,
+        )
+        run.log.info("tool_call", **span.fields())
+        for sink in self.spans:
+            sink.tool_span(span)
 
     def _classify(
         self, run: RunState, slot: Slot, outcome: ToolResponse | BaseException
@@ -641,13 +684,17 @@ class Engine:
         """Give the call its one result in the transcript, and remember what it settled."""
         attempts_left = max(0, run.spec.limits.max_attempts - run.usage.attempts)
         body, is_error = model_view(observation, attempts_left)
+        content, full_size = render_for_model(
+            body, limit=self.render_limit, run_id=run.run_id, call_id=slot.call.id
+        )
         run.transcript.tool_result(
             call_id=slot.call.id,
             tool=slot.call.name,
             result_class=observation.kind,
-            content=render_json(body),
+            content=content,
             is_error=is_error,
-            fingerprint=render_json({k: v for k, v in body.items() if k != "attempts_left"}),
+            full_size=full_size,
+            fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
         )
         if isinstance(observation, ToolSucceeded | ToolFoundNothing):
             run.evidence.append(

@@ -179,5 +179,6 @@ class RecordedOutput:
     """Seconds since the run started when the outcome arrived."""
 
 
+RAW_OUTCOME_ADAPTER: TypeAdapter[Responded | Raised | Lost] = TypeAdapter(RawOutcome)
 TURN_ADAPTER: TypeAdapter[RecordedTurn] = TypeAdapter(RecordedTurn)
 OUTPUT_ADAPTER: TypeAdapter[RecordedOutput] = TypeAdapter(RecordedOutput)

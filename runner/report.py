@@ -38,6 +38,8 @@ class RunView:
     transitions: list[TransitionRecord]
     operations: list[OperationSummary] = field(default_factory=list)
     holds: int | None = None
+    prefill_per_step: list[int] = field(default_factory=list)
+    prefill_untruncated: int | None = None
 
     @classmethod
     def of_result(cls, result: RunResult, holds: int | None) -> RunView:
@@ -65,6 +67,7 @@ class RunView:
             elapsed_s=None,
             waits_s=[r.wait_s for r in transitions if r.wait_s is not None],
             transitions=transitions,
+            prefill_per_step=[r.tokens_in for r in transitions if r.tokens_in is not None],
         )
 
     @classmethod
@@ -85,6 +88,8 @@ class RunView:
             waits_s=summary.waits_s,
             transitions=transitions,
             operations=summary.operations,
+            prefill_per_step=summary.prefill_per_step,
+            prefill_untruncated=summary.prefill_untruncated,
         )
 
     def states(self) -> list[str]:
@@ -120,6 +125,11 @@ def run_json(view: RunView, expect: dict[str, Any] | None) -> dict[str, Any]:
         "operation_keys": [
             {"key": op.key, "tool": op.tool, "status": op.status} for op in view.operations
         ],
+        "context": {
+            "input_tokens_per_step": view.prefill_per_step,
+            "cumulative_prefill": sum(view.prefill_per_step),
+            "cumulative_prefill_without_truncation": view.prefill_untruncated,
+        },
         "expect": expect,
     }
 
@@ -142,6 +152,20 @@ def transition_line(record: TransitionRecord) -> str:
         f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.result_class):<18} "
         f"attempt {record.attempt:<3} {_dash(record.decision):<14} {latency:>8}{extra}"
     )
+
+
+def context_table(view: RunView) -> str:
+    """Input tokens per model step and the running prefill: how the loop's cost grows."""
+    lines = ["  step  input_tokens  cumulative_prefill"]
+    total = 0
+    for step, tokens in enumerate(view.prefill_per_step, start=1):
+        total += tokens
+        lines.append(f"  {step:>4}  {tokens:>12}  {total:>18}")
+    if view.prefill_untruncated is not None and view.prefill_untruncated != total:
+        lines.append(
+            f"  without truncation the cumulative prefill would be {view.prefill_untruncated}"
+        )
+    return "\n".join(lines)
 
 
 def run_text(view: RunView, heading: str) -> str:

@@ -53,6 +53,15 @@ class RunResult:
     """Every ok or empty tool result, in the order they arrived: the partial answer's basis."""
     operations: list[OperationSummary]
     """Every operation key the run minted, with its final status."""
+    prefill_per_step: list[int]
+    """Input tokens of each model request, in order (the transcript is resent every step)."""
+    prefill_untruncated: int
+    """The cumulative prefill had no tool result been truncated."""
+
+    @property
+    def prefill(self) -> int:
+        """Cumulative prefill: every input token of every model request."""
+        return sum(self.prefill_per_step)
 
     @property
     def tokens(self) -> int:
@@ -83,6 +92,8 @@ class RunResult:
             transitions=transitions,
             evidence=evidence,
             operations=summary.operations,
+            prefill_per_step=summary.prefill_per_step,
+            prefill_untruncated=summary.prefill_untruncated,
         )
 
     def summary(self) -> RunSummary:
@@ -98,4 +109,6 @@ class RunResult:
             waits_s=self.waits_s,
             answer=self.answer,
             operations=self.operations,
+            prefill_per_step=self.prefill_per_step,
+            prefill_untruncated=self.prefill_untruncated,
         )

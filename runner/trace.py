@@ -106,6 +106,10 @@ class RunSummary:
     waits_s: list[float] = field(default_factory=list)
     answer: str | None = None
     operations: list[OperationSummary] = field(default_factory=list)
+    prefill_per_step: list[int] = field(default_factory=list)
+    """Input tokens of each model request: the transcript resent every step."""
+    prefill_untruncated: int = 0
+    """The cumulative prefill had no tool result been truncated (estimated for elided text)."""
 
 
 HEADER_ADAPTER: TypeAdapter[RunHeader] = TypeAdapter(RunHeader)

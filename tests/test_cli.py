@@ -49,6 +49,7 @@ RUN_KEYS = {
     "expect",
     "holds",
     "operation_keys",
+    "context",
 }
 
 

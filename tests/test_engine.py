@@ -45,13 +45,18 @@ class RecordingModel:
 
 
 def drive(
-    fixture: Any, contracts: ContractSet, model: Any = None
+    fixture: Any, contracts: ContractSet, model: Any = None, **engine_options: Any
 ) -> tuple[Any, FakeClock, Any, Any]:
     clock = FakeClock(fixture.clock.start)
     environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock)
     store = MemoryStore()
     engine = Engine(
-        contracts=contracts, toolbox=environment, store=store, clock=clock, rng=random.Random(0)
+        contracts=contracts,
+        toolbox=environment,
+        store=store,
+        clock=clock,
+        rng=random.Random(0),
+        **engine_options,
     )
     model = model or ScriptedModel(fixture.model)
     result = engine.run_sync(spec_for(fixture, 0), model)
