@@ -116,3 +116,17 @@ def test_cli_replay_prints_identical_and_exits_non_zero_on_divergence(
     counterfactual = json.loads(capsys.readouterr().out)
     assert counterfactual["changes"] == ["max_attempts 1"]
     assert counterfactual["terminal"] == "abstain" and counterfactual["reason"] == "attempts"
+
+
+def test_replaying_a_truncated_log_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "r.jsonl"
+    db = str(tmp_path / "r.db")
+    assert main(["run", str(FIXTURES / "rate_limited.yaml"), "--db", db, "--log", str(log)]) == 0
+    text = log.read_text()
+    log.write_text(text[: len(text) // 2])
+    capsys.readouterr()
+    assert main(["replay", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: log ") and ", line " in err and err.count("\n") == 1
