@@ -67,7 +67,8 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         )
         return
     slot.validated = True
-    earlier = run.settled.get(call_fingerprint(call.name, call.arguments))
+    slot.fingerprint = slot.fingerprint or call_fingerprint(call.name, call.arguments)
+    earlier = run.settled.get(slot.fingerprint)
     if earlier is not None:
         slot.observation = RepeatRefused(
             call_id=call.id, tool=call.name, first_call_id=earlier[0], first_kind=earlier[1]
@@ -179,9 +180,8 @@ def _dispatch(
     )
     run.dispatches += 1
     slot.started = now
-    slot.task = asyncio.ensure_future(
-        _outcome(runtime, run, run.dispatches, invocation, implementation)
-    )
+    outcome = _outcome(runtime, run, run.dispatches, invocation, implementation)
+    slot.task = asyncio.ensure_future(outcome) if len(run.queue) > 1 else outcome
 
 
 async def _outcome(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections import deque
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,9 +45,13 @@ class Slot:
     call: ToolCall
     contract: CompiledContract | None = None
     validated: bool = False
+    fingerprint: str | None = None
+    """Hash of the tool and its canonical arguments, once they are validated."""
     observation: ToolObservation | None = None
     """Set at admission when the call is answered without dispatch."""
-    task: asyncio.Task[tuple[ToolResponse | BaseException, float]] | None = None
+    task: Awaitable[tuple[ToolResponse | BaseException, float]] | None = None
+    """The dispatch in flight: a task when the batch has several calls (they run concurrently),
+    the bare coroutine when it has one (awaited in place; no task to schedule)."""
     started: float = 0.0
     retries: int = 0
     operation_key: str | None = None
@@ -78,6 +82,8 @@ class RunState:
     offered_names: frozenset[str]
     log: Any
     effects: Effects
+    logging: bool = True
+    """Whether `log` emits info events (transitions, tool spans) at all."""
     known: list[TransitionRecord]
     """Transitions already stored (resume): re-driven moves must match them, not be re-stored."""
     transcript: Transcript = field(default_factory=Transcript)

@@ -4,6 +4,12 @@ Schemas are Draft 2020-12 with format assertions really enabled (jsonschema skip
 format checker is passed, and skips `date-time` unless rfc3339-validator is installed; both are
 checked here at import). Arguments pass the schema first, then the tool's semantic rules (a pydantic
 model validated with the run's context). A contract that does not compile is one `ContractError`.
+
+Two validators per schema: `jsonschema` is the reference (meta-schema checks, detailed messages);
+a compiled `jsonschema-rs` validator is the hot path and decides alone only when it accepts. Its
+format checks are slightly more lenient than the reference's in two places (year 0000 and leap
+seconds), so its copy of each schema carries guards for exactly those. The differential test
+(`tests/test_fast_validation.py`) proves on every contract that both accept and reject alike.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.exceptions import ValidationError as SchemaViolation
@@ -82,6 +89,31 @@ class ArgumentProblem:
     reason: str
 
 
+# Where jsonschema-rs's native format checks accept what the reference rejects.
+_FORMAT_GUARDS: Final[dict[str, list[str]]] = {
+    "date": ["^0000-"],
+    "date-time": ["^0000-", "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:60"],
+}
+
+
+def _guarded(schema: Any) -> Any:
+    """A copy of `schema` whose date and date-time formats also refuse the guarded cases."""
+    if isinstance(schema, list):
+        return [_guarded(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    copy = {key: _guarded(value) for key, value in schema.items()}
+    form = copy.get("format")
+    guards = _FORMAT_GUARDS.get(form) if isinstance(form, str) else None
+    if guards:
+        copy["allOf"] = [*copy.get("allOf", []), *({"not": {"pattern": g}} for g in guards)]
+    return copy
+
+
+def fast_validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
+    return jsonschema_rs.validator_for(_guarded(schema), validate_formats=True)
+
+
 @dataclass(frozen=True, slots=True)
 class CompiledContract:
     """A contract with its validators built once per process."""
@@ -90,6 +122,8 @@ class CompiledContract:
     input_validator: Draft202012Validator
     result_validator: Draft202012Validator
     rules: type[BaseModel] | None
+    fast_input: jsonschema_rs.Validator
+    fast_result: jsonschema_rs.Validator
 
     @property
     def name(self) -> str:
@@ -102,9 +136,10 @@ class CompiledContract:
         for key in arguments:
             if key in RESERVED_ARGUMENTS:
                 return ArgumentProblem(key, "supplied by the runtime, never by the model")
-        error = _first_error(self.input_validator, arguments)
-        if error is not None:
-            return _describe_argument_error(error, arguments)
+        if not self.fast_input.is_valid(arguments):
+            error = _first_error(self.input_validator, arguments)
+            if error is not None:
+                return _describe_argument_error(error, arguments)
         if self.rules is not None:
             try:
                 self.rules.model_validate(dict(arguments), context=dict(context))
@@ -116,6 +151,8 @@ class CompiledContract:
 
     def check_result(self, payload: object) -> tuple[str, ...]:
         """Every way `payload` breaks the result schema, most relevant first (empty: valid)."""
+        if self.fast_result.is_valid(payload):
+            return ()
         return tuple(_describe_all(self.result_validator.iter_errors(payload))[:5])
 
 
@@ -207,7 +244,14 @@ def compile_contract(
                 pass
         except Unresolvable as exc:
             raise ContractError(source, f"{label}: unresolvable reference {exc}") from exc
-    return CompiledContract(contract, input_validator, result_validator, rules)
+    try:
+        fast_input = fast_validator(contract.input_schema)
+        fast_result = fast_validator(contract.result_schema)
+    except (ValueError, jsonschema_rs.ReferencingError) as exc:
+        raise ContractError(source, f"does not compile: {exc}") from exc
+    return CompiledContract(
+        contract, input_validator, result_validator, rules, fast_input, fast_result
+    )
 
 
 class ContractSet(Mapping[str, CompiledContract]):

@@ -25,6 +25,7 @@ from .clock import Clock, within
 from .errors import OutsideRecording, ReplayDivergence, RunFailure
 from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolChoice, ToolSpec
 from .recording import (
+    Recorded,
     RecordedOutput,
     RecordedTurn,
     ReplayedError,
@@ -32,7 +33,6 @@ from .recording import (
     raw_outcome,
     rebuild_outcome,
 )
-from .store.base import RunLog
 from .tools import ToolImplementation, ToolInvocation, ToolResponse
 from .transcript import Transcript
 
@@ -58,18 +58,24 @@ class Effects(Protocol):
         """Dispatch number `ordinal` under `invocation.timeout_s`; failures come back as values."""
         ...
 
+    def drain(self) -> list[Recorded]:
+        """The inputs taken in since the last call, to be stored with the next transition."""
+        ...
+
 
 class LiveEffects:
     """Calls the model and tools for real and records each reply and outcome."""
 
-    def __init__(
-        self, run_id: str, model: ModelAdapter, log: RunLog, clock: Clock, started: float
-    ) -> None:
+    def __init__(self, run_id: str, model: ModelAdapter, clock: Clock, started: float) -> None:
         self.run_id = run_id
         self.model = model
-        self.log = log
         self.clock = clock
         self.started = started
+        self.recorded: list[Recorded] = []
+
+    def drain(self) -> list[Recorded]:
+        drained, self.recorded = self.recorded, []
+        return drained
 
     def since_start(self) -> float:
         return self.clock.monotonic() - self.started
@@ -105,7 +111,7 @@ class LiveEffects:
         self, ordinal: int, choice: str, reply: ModelReply, asked_at: float, digest: str
     ) -> None:
         snapshot = getattr(self.model, "snapshot", None)
-        self.log.record_turn(
+        self.recorded.append(
             RecordedTurn.of(
                 run_id=self.run_id,
                 ordinal=ordinal,
@@ -140,7 +146,7 @@ class LiveEffects:
         outcome: ToolResponse | BaseException,
         started: float,
     ) -> None:
-        self.log.record_output(
+        self.recorded.append(
             RecordedOutput(
                 run_id=self.run_id,
                 ordinal=ordinal,
@@ -185,6 +191,9 @@ class ReplayEffects:
         self.stood_in = False
         """Whether a final answer had to be stood in for (counterfactual replays only)."""
         self._restored = False
+
+    def drain(self) -> list[Recorded]:
+        return self.live.drain() if self.live is not None else []
 
     async def _serve_at(self, started_at: float, ended_at: float) -> None:
         """Let the recorded time pass: until the recorded end, or for the recorded latency."""

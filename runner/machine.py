@@ -141,6 +141,9 @@ class Lifecycle:
     """
 
     state: str
+    """Kept by `transitions`."""
+    current: State = State.PLAN
+    """`state` as a `State`, refreshed by `fire` (read on every iteration, so kept, not parsed)."""
 
     def propose(self) -> bool:
         raise NotImplementedError
@@ -175,10 +178,6 @@ class Lifecycle:
     def mark_unknown(self) -> bool:
         raise NotImplementedError
 
-    @property
-    def current(self) -> State:
-        return State(self.state)
-
 
 # `model_override` logs a warning for every convenience method (is_<state>, may_<trigger>) it
 # declines to bind; the stubs above are the only methods we want, so those warnings are noise.
@@ -203,6 +202,7 @@ def attach(initial: State = State.PLAN) -> Lifecycle:
     """Register a new run with the shared machine."""
     lifecycle = Lifecycle()
     _MACHINE.add_model(lifecycle, initial=initial.value)
+    lifecycle.current = initial
     return lifecycle
 
 
@@ -219,6 +219,7 @@ def fire(lifecycle: Lifecycle, trigger: Trigger) -> State:
         getattr(lifecycle, trigger.value)()
     except MachineError as exc:
         raise IllegalTransition(source, trigger.value) from exc
+    lifecycle.current = State(lifecycle.state)
     return lifecycle.current
 
 

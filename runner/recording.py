@@ -180,5 +180,8 @@ class RecordedOutput:
 
 
 RAW_OUTCOME_ADAPTER: TypeAdapter[Responded | Raised | Lost] = TypeAdapter(RawOutcome)
+Recorded = RecordedTurn | RecordedOutput
+"""Any recorded input."""
+
 TURN_ADAPTER: TypeAdapter[RecordedTurn] = TypeAdapter(RecordedTurn)
 OUTPUT_ADAPTER: TypeAdapter[RecordedOutput] = TypeAdapter(RecordedOutput)

@@ -8,6 +8,7 @@ of the model request that proposed the call. OpenTelemetry is an optional extra
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,13 +21,24 @@ _SECRET: Final = re.compile(
 REDACTED: Final = "[redacted]"
 
 
+@functools.lru_cache(maxsize=1024)
+def _is_secret(name: str) -> bool:
+    """Argument names repeat from call to call: remember the verdict."""
+    return _SECRET.search(name) is not None
+
+
+_PLAIN: Final = (int, float, bool, type(None))
+
+
 def summarize(value: Any, *, clip: int = 80, depth: int = 2) -> Any:
     """A log-safe view of arguments: secret-looking keys redacted, long strings clipped."""
+    if isinstance(value, _PLAIN) or (isinstance(value, str) and len(value) <= clip):
+        return value
     if isinstance(value, dict):
         if depth == 0:
             return f"{{{len(value)} keys}}"
         return {
-            str(k): REDACTED if _SECRET.search(str(k)) else summarize(v, clip=clip, depth=depth - 1)
+            str(k): REDACTED if _is_secret(str(k)) else summarize(v, clip=clip, depth=depth - 1)
             for k, v in value.items()
         }
     if isinstance(value, list):

@@ -11,12 +11,23 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
+import orjson
+
 from .models.base import ToolCall
 
 
 def render_json(value: object) -> str:
-    """Canonical JSON: the same value always renders to the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """Canonical JSON: the same value always renders to the same text (sorted keys, compact).
+
+    orjson on the hot path; the standard library for what orjson refuses (integers past 64 bits),
+    with the same output.
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,7 +1,9 @@
 """The store protocols every backend implements.
 
 `RunLog` is the write side of a run's record: `begin_run` once, `append` each transition in `seq`
-order, `record_turn` / `record_output` for every input the run took in, `end_run` once. `Store` adds
+order together with the inputs (model replies, tool outcomes) that led to it, `end_run` once.
+Each `append` is one all-or-nothing write, so a transition is never durable without the inputs
+that produced it, and an input never without its transition. `Store` adds
 reading back and the operation records that make writes exactly-once. Memory and SQLite implement
 `Store` (one contract suite, `tests/store/test_contract.py`, runs against both); the JSONL log is a
 `RunLog` only. A store raises `StoreError` when it cannot keep a write; it never drops one silently,
@@ -10,11 +12,12 @@ and each call is all-or-nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..operations import Operation, OperationStatus
-from ..recording import RecordedOutput, RecordedTurn
+from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
 
 
@@ -23,16 +26,8 @@ class RunLog(Protocol):
         """Record that a run started."""
         ...
 
-    def append(self, record: TransitionRecord) -> None:
-        """Record one transition, durably for persistent stores."""
-        ...
-
-    def record_turn(self, turn: RecordedTurn) -> None:
-        """Record one model reply."""
-        ...
-
-    def record_output(self, output: RecordedOutput) -> None:
-        """Record one tool call's raw outcome in full."""
+    def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        """Record one transition and the inputs taken in since the last one, in one write."""
         ...
 
     def end_run(self, summary: RunSummary) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..operations import Operation, OperationStatus
-from ..recording import RecordedOutput, RecordedTurn
+from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
 from .base import RunListing, RunLog, Store
 
@@ -22,17 +23,9 @@ class FanoutStore:
         for log in self._logs:
             log.begin_run(header)
 
-    def append(self, record: TransitionRecord) -> None:
+    def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
         for log in self._logs:
-            log.append(record)
-
-    def record_turn(self, turn: RecordedTurn) -> None:
-        for log in self._logs:
-            log.record_turn(turn)
-
-    def record_output(self, output: RecordedOutput) -> None:
-        for log in self._logs:
-            log.record_output(output)
+            log.append(record, inputs)
 
     def end_run(self, summary: RunSummary) -> None:
         for log in self._logs:

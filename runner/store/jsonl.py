@@ -5,11 +5,12 @@ Each line is flushed as it is written, so a killed process leaves a log that end
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from ..errors import StoreError
-from ..recording import RecordedOutput, RecordedTurn
+from ..recording import Recorded, RecordedTurn
 from ..trace import (
     RunHeader,
     RunSummary,
@@ -40,14 +41,13 @@ class JsonlLog:
     def begin_run(self, header: RunHeader) -> None:
         self._write(started_line(header))
 
-    def append(self, record: TransitionRecord) -> None:
-        self._write(transition_line(record))
-
-    def record_turn(self, turn: RecordedTurn) -> None:
-        self._write(turn_line(turn))
-
-    def record_output(self, output: RecordedOutput) -> None:
-        self._write(output_line(output))
+    def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        lines = [
+            turn_line(item) if isinstance(item, RecordedTurn) else output_line(item)
+            for item in inputs
+        ]
+        lines.append(transition_line(record))
+        self._write("\n".join(lines))
 
     def end_run(self, summary: RunSummary) -> None:
         self._write(finished_line(summary))

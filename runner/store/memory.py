@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import StoreConflict, StoreError
 from ..operations import Operation, OperationStatus
-from ..recording import RecordedOutput, RecordedTurn
+from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
 from .base import RunListing
 
@@ -33,20 +34,17 @@ class MemoryStore:
         self.turn_log[header.run_id] = []
         self.output_log[header.run_id] = []
 
-    def append(self, record: TransitionRecord) -> None:
+    def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
         self._known(record.run_id)
         records = self.records[record.run_id]
         if record.seq != len(records) + 1:
             raise StoreError(f"run {record.run_id}: seq {record.seq} after {len(records)}")
+        for item in inputs:
+            if isinstance(item, RecordedTurn):
+                self.turn_log[record.run_id].append(item)
+            else:
+                self.output_log[record.run_id].append(item)
         records.append(record)
-
-    def record_turn(self, turn: RecordedTurn) -> None:
-        self._known(turn.run_id)
-        self.turn_log[turn.run_id].append(turn)
-
-    def record_output(self, output: RecordedOutput) -> None:
-        self._known(output.run_id)
-        self.output_log[output.run_id].append(output)
 
     def end_run(self, summary: RunSummary) -> None:
         self._known(summary.run_id)

@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
+
 from ..errors import StoreConflict, StoreError
 from ..operations import Operation, OperationStatus
-from ..recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
+from ..recording import (
+    OUTPUT_ADAPTER,
+    TURN_ADAPTER,
+    Recorded,
+    RecordedOutput,
+    RecordedTurn,
+)
 from ..trace import (
     HEADER_ADAPTER,
     RECORD_ADAPTER,
@@ -76,11 +85,21 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _fast_json(value: Any, adapter: Any) -> str:
+    """A dataclass as JSON: orjson on the hot path, pydantic for what orjson refuses."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError: e.g. an integer past 64 bits in a payload
+        return _json(adapter.dump_python(value, mode="json"))
+
+
 class SqliteStore:
     """`Store` on one SQLite file. Not shared between threads; one per process is the norm."""
 
     def __init__(self, path: Path | str, *, synchronous: Synchronous = "NORMAL") -> None:
         self.path = path
+        self._last_seq: dict[str, int] = {}
+        """The last seq appended per run by this connection: no query per transition."""
         self._conn = open_database(
             path, kind="runner store", migrations=MIGRATIONS, synchronous=synchronous
         )
@@ -107,30 +126,32 @@ class SqliteStore:
         except StoreError as exc:
             raise StoreError(f"run {header.run_id} could not be begun: {exc}") from exc
 
-    def append(self, record: TransitionRecord) -> None:
-        body = _json(RECORD_ADAPTER.dump_python(record, mode="json"))
-        with transaction(self._conn, self.path) as conn:
-            last = conn.execute(
+    def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        last = self._last_seq.get(record.run_id)
+        if last is None:
+            rows = self._read(
                 "SELECT COALESCE(MAX(seq), 0) FROM transitions WHERE run_id = ?", (record.run_id,)
-            ).fetchone()[0]
-            if record.seq != last + 1:
-                raise StoreError(f"run {record.run_id}: seq {record.seq} after {last}")
+            )
+            last = int(rows[0][0])
+        if record.seq != last + 1:
+            raise StoreError(f"run {record.run_id}: seq {record.seq} after {last}")
+        with transaction(self._conn, self.path) as conn:
+            for item in inputs:
+                if isinstance(item, RecordedTurn):
+                    conn.execute(
+                        "INSERT INTO turns (run_id, ordinal, turn) VALUES (?, ?, ?)",
+                        (item.run_id, item.ordinal, _fast_json(item, TURN_ADAPTER)),
+                    )
+                else:
+                    conn.execute(
+                        "INSERT INTO outputs (run_id, ordinal, output) VALUES (?, ?, ?)",
+                        (item.run_id, item.ordinal, _fast_json(item, OUTPUT_ADAPTER)),
+                    )
             conn.execute(
                 "INSERT INTO transitions (run_id, seq, record) VALUES (?, ?, ?)",
-                (record.run_id, record.seq, body),
+                (record.run_id, record.seq, _fast_json(record, RECORD_ADAPTER)),
             )
-
-    def record_turn(self, turn: RecordedTurn) -> None:
-        self._write(
-            "INSERT INTO turns (run_id, ordinal, turn) VALUES (?, ?, ?)",
-            (turn.run_id, turn.ordinal, _json(TURN_ADAPTER.dump_python(turn, mode="json"))),
-        )
-
-    def record_output(self, output: RecordedOutput) -> None:
-        self._write(
-            "INSERT INTO outputs (run_id, ordinal, output) VALUES (?, ?, ?)",
-            (output.run_id, output.ordinal, _json(OUTPUT_ADAPTER.dump_python(output, mode="json"))),
-        )
+        self._last_seq[record.run_id] = record.seq
 
     def end_run(self, summary: RunSummary) -> None:
         body = _json(SUMMARY_ADAPTER.dump_python(summary, mode="json"))
@@ -141,6 +162,7 @@ class SqliteStore:
             ).rowcount
             if updated != 1:
                 raise StoreError(f"run {summary.run_id} is unknown or already ended")
+        self._last_seq.pop(summary.run_id, None)
 
     def close(self) -> None:
         self._conn.close()

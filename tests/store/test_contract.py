@@ -128,8 +128,7 @@ def test_inputs_round_trip(store: Store) -> None:
         started_at=0.5,
         ended_at=1.0,
     )
-    store.record_turn(turn)
-    store.record_output(output)
+    store.append(record(1), [turn, output])
     assert store.turns("r1") == [turn]
     assert store.turns("r1")[0].reply() == reply
     assert store.outputs("r1") == [output]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from runner.errors import StoreCorrupt, StoreLocked
+from runner.errors import StoreCorrupt, StoreError, StoreLocked
+from runner.recording import RecordedTurn
 from runner.store import SqliteStore
 from runner.store.sqlite import MIGRATIONS
 
@@ -70,4 +72,27 @@ def test_a_locked_store_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> N
 def test_synchronous_full_is_available(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "runs.sqlite", synchronous="FULL")
     assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.close()
+
+
+def test_an_input_is_never_stored_without_its_transition(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    store.begin_run(header())
+    stray = dataclasses.replace(record(1), run_id="nobody")  # no such run: the insert fails
+    turn = RecordedTurn(
+        run_id="nobody",
+        ordinal=1,
+        tool_choice="auto",
+        text="",
+        tool_calls=[],
+        input_tokens=1,
+        output_tokens=1,
+        stop_reason="end_turn",
+        started_at=0.0,
+        ended_at=0.1,
+        transcript_digest="d",
+    )
+    with pytest.raises(StoreError):
+        store.append(stray, [turn])
+    assert store.turns("nobody") == []
     store.close()

@@ -1,0 +1,1 @@
+"""`make bench`: the runner's own cost, measured against its floors in one process."""

@@ -1,0 +1,300 @@
+"""Run every benchmark in this one process; print a table and write bench/results.json.
+
+Figures are medians (and p90) of per-step or per-run times, reported beside floors measured in the
+same process: a bare hand-written loop making the same model and tool calls, and raw SQLite inserts
+of the same rows. Ratios, not absolute times, are what carry from machine to machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import platform
+import resource
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from runner import log
+from runner.clock import SystemClock
+from runner.contracts import ContractSet
+from runner.engine import Engine
+from runner.replay import Recording, replay
+from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
+from runner.store.base import Store
+from runner.tools import Principal, ToolInvocation
+from runner.transcript import AssistantMessage, Transcript
+
+from . import workloads
+
+RESULTS = Path(__file__).resolve().parent / "results.json"
+PEERS_US = {"langgraph": 420.0, "langgraph_sqlite": 1850.0, "burr": 210.0, "pydantic_ai": 2800.0}
+
+
+def _us(ns: float) -> float:
+    return round(ns / 1000, 2)
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "median_us": _us(statistics.median(ordered)),
+        "p90_us": _us(ordered[int(len(ordered) * 0.9) - 1]),
+        "samples": len(ordered),
+    }
+
+
+def _peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _engine(contracts: ContractSet, store: Store) -> Engine:
+    return Engine(
+        contracts=contracts, toolbox=workloads.NoopToolbox(), store=store, clock=SystemClock()
+    )
+
+
+async def _one_run(engine: Engine, steps: int) -> float:
+    """Nanoseconds per step of one run (its model and spec built outside the timing)."""
+    model, spec = workloads.model(steps), workloads.spec(steps)
+    started = time.perf_counter_ns()
+    await engine.run(spec, model)
+    return (time.perf_counter_ns() - started) / max(steps, 1)
+
+
+async def _timed_runs(engine: Engine, steps: int, runs: int) -> list[float]:
+    return [await _one_run(engine, steps) for _ in range(runs)]
+
+
+async def _one_bare_run(steps: int) -> float:
+    """The floor: the same scripted model and no-op tool, driven by a hand-written loop."""
+    principal = Principal(id="bench", scopes=frozenset({"bench.read"}))
+    model, transcript = workloads.model(steps), Transcript()
+    started = time.perf_counter_ns()
+    while True:
+        reply = await model.generate(transcript, (), "auto")
+        if not reply.tool_calls:
+            break
+        transcript.append(AssistantMessage(text="", tool_calls=reply.tool_calls))
+        for call in reply.tool_calls:
+            invocation = ToolInvocation(
+                call_id=call.id,
+                tool=call.name,
+                arguments=call.arguments,
+                tenant="bench",
+                principal=principal,
+                credentials={},
+                operation_key=None,
+                timeout_s=5,
+            )
+            await workloads.noop(invocation)
+    return (time.perf_counter_ns() - started) / steps
+
+
+async def _paired(
+    first: Callable[[], Awaitable[float]], second: Callable[[], Awaitable[float]], pairs: int
+) -> tuple[list[float], list[float]]:
+    """Alternate the two measurements so that drift in the machine's speed hits both alike."""
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(pairs):
+        a.append(await first())
+        b.append(await second())
+    return a, b
+
+
+def _raw_insert_per_step(
+    rows: list[tuple[str, tuple[Any, ...]]], steps: int, folder: Path
+) -> float:
+    """The same rows the runner wrote, inserted raw, one transaction each (WAL, NORMAL)."""
+    conn = sqlite3.connect(folder / "raw.sqlite", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    for table in ("transitions", "turns", "outputs"):
+        conn.execute(
+            f"CREATE TABLE {table} (run_id TEXT, n INTEGER, body TEXT, PRIMARY KEY (run_id, n))"
+        )
+    started = time.perf_counter_ns()
+    for table, values in rows:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", values)
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter_ns() - started
+    conn.close()
+    return elapsed / steps
+
+
+def _rows_of(db: Path) -> list[tuple[str, tuple[Any, ...]]]:
+    conn = sqlite3.connect(db)
+    rows: list[tuple[str, tuple[Any, ...]]] = []
+    for table, column, order in (
+        ("transitions", "record", "seq"),
+        ("turns", "turn", "ordinal"),
+        ("outputs", "output", "ordinal"),
+    ):
+        for run_id, n, body in conn.execute(f"SELECT run_id, {order}, {column} FROM {table}"):
+            rows.append((table, (run_id, n, body)))
+    conn.close()
+    return rows
+
+
+async def _concurrent(contracts: ContractSet, runs: int, steps: int) -> dict[str, float]:
+    engine = _engine(contracts, MemoryStore())
+    jobs = [engine.run(workloads.spec(steps), workloads.model(steps)) for _ in range(runs)]
+    started = time.perf_counter()
+    results = await asyncio.gather(*jobs)
+    elapsed = time.perf_counter() - started
+    assert all(r.terminal.value == "complete" for r in results)
+    return {"runs": runs, "runs_per_s": round(runs / elapsed, 1), "peak_rss_mb": _peak_rss_mb()}
+
+
+def _run(coro_factory: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(coro_factory())  # type: ignore[arg-type]
+
+
+def main() -> int:
+    log.configure(json=True, level=logging.WARNING)
+    contracts = workloads.contracts()
+    results: dict[str, Any] = {
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
+        "peers_us_per_step": PEERS_US,
+    }
+    started = time.perf_counter()
+
+    # 4 first: peak RSS only ever grows, so measure it before anything else inflates it.
+    results["baseline_rss_mb"] = _peak_rss_mb()
+    results["concurrency"] = [
+        _run(lambda: _concurrent(contracts, 1_000, 20)),
+        _run(lambda: _concurrent(contracts, 10_000, 20)),
+    ]
+    print(f"concurrency measured ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    # 1: a full step in memory, against the bare loop, alternating.
+    engine = _engine(contracts, MemoryStore())
+    _run(lambda: _timed_runs(engine, 20, 30))  # warm up
+    memory, bare = _run(
+        lambda: _paired(lambda: _one_run(engine, 20), lambda: _one_bare_run(20), 300)
+    )
+    results["in_memory"] = _stats(memory)
+    results["bare_loop"] = _stats(bare)
+    results["in_memory_over_bare"] = round(
+        statistics.median(m / b for m, b in zip(memory, bare, strict=True)), 1
+    )
+
+    # 2: every transition committed to SQLite, against raw inserts of the same rows.
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        normal_store = SqliteStore(folder / "NORMAL.sqlite", synchronous="NORMAL")
+        normal_engine = _engine(contracts, normal_store)
+        durable, in_memory = _run(
+            lambda: _paired(lambda: _one_run(normal_engine, 20), lambda: _one_run(engine, 20), 150)
+        )
+        normal_store.close()
+        results["durable_normal"] = _stats(durable)
+        results["store_share_us"] = _us(
+            statistics.median(d - m for d, m in zip(durable, in_memory, strict=True))
+        )
+        full_store = SqliteStore(folder / "FULL.sqlite", synchronous="FULL")
+        results["durable_full"] = _stats(
+            _run(lambda: _timed_runs(_engine(contracts, full_store), 20, 60))
+        )
+        full_store.close()
+        rows = _rows_of(folder / "NORMAL.sqlite")
+        results["raw_sqlite_insert_per_step_us"] = _us(_raw_insert_per_step(rows, 150 * 20, folder))
+        results["rows_per_step"] = round(len(rows) / (150 * 20), 2)
+        print(f"stores measured ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+        # 5: replay speed from a stored log of about 10,000 transitions.
+        log_path = folder / "replay.jsonl"
+        sink = FanoutStore(MemoryStore(), JsonlLog(log_path))
+        _run(lambda: _timed_runs(_engine(contracts, sink), 20, 164))  # 164 runs x 61 transitions
+        sink.close()
+        recordings = Recording.from_log(log_path)
+        transitions = sum(len(r.transitions) for r in recordings)
+        replay_started = time.perf_counter()
+        for recording in recordings:
+            outcome = replay(recording, contracts)
+            assert outcome.identical, outcome.divergence
+        elapsed = time.perf_counter() - replay_started
+        results["replay"] = {
+            "transitions": transitions,
+            "transitions_per_s": round(transitions / elapsed),
+        }
+        print(f"replay measured ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    # 3: fixed cost of a run (created, one answer, finished and released).
+    results["fixed_per_run"] = _stats(_run(lambda: _timed_runs(engine, 0, 500)))
+
+    # 6: does a step cost more as the run grows?
+    growth = []
+    for steps in (20, 200, 2_000):
+        runs = max(3, 4_000 // steps)
+        per_step = _stats(_run(lambda: _timed_runs(engine, steps, runs)))  # noqa: B023
+        tracemalloc.start()
+        _run(lambda: _timed_runs(engine, steps, 1))  # noqa: B023
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        growth.append({"steps": steps, **per_step, "run_peak_kb": round(peak / 1024, 1)})
+    results["growth"] = growth
+    results["total_s"] = round(time.perf_counter() - started, 1)
+
+    _report(results)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten to {RESULTS} in {results['total_s']} s")
+    return 0
+
+
+def _report(r: dict[str, Any]) -> None:
+    memory, bare = r["in_memory"]["median_us"], r["bare_loop"]["median_us"]
+    normal, full = r["durable_normal"]["median_us"], r["durable_full"]["median_us"]
+    raw = r["raw_sqlite_insert_per_step_us"]
+    store_share = r["store_share_us"]
+    print(f"{'measure':<44} {'median':>10} {'p90':>10}  against")
+    print(
+        f"{'step, in memory (us)':<44} {memory:>10} {r['in_memory']['p90_us']:>10}  "
+        f"{r['in_memory_over_bare']}x the bare loop ({bare} us); LangGraph 420 us is "
+        f"{PEERS_US['langgraph'] / memory:.1f}x this"
+    )
+    print(
+        f"{'step, SQLite every transition, NORMAL (us)':<44} {normal:>10} "
+        f"{r['durable_normal']['p90_us']:>10}  LangGraph+SQLite 1850 us is "
+        f"{PEERS_US['langgraph_sqlite'] / normal:.1f}x this"
+    )
+    print(
+        f"{'step, SQLite every transition, FULL (us)':<44} {full:>10} {r['durable_full']['p90_us']:>10}"
+    )
+    print(
+        f"{'store share of a step (durable - memory, us)':<44} {store_share:>10.1f} {'':>10}  "
+        f"{store_share / raw:.2f}x raw inserts of the same rows ({raw} us)"
+    )
+    print(
+        f"{'fixed cost per run (us)':<44} {r['fixed_per_run']['median_us']:>10} "
+        f"{r['fixed_per_run']['p90_us']:>10}"
+    )
+    for c in r["concurrency"]:
+        print(
+            f"{str(c['runs']) + ' concurrent 20-step runs':<44} {c['runs_per_s']:>10} runs/s"
+            f"  peak RSS {c['peak_rss_mb']} MB"
+        )
+    print(
+        f"{'replay (transitions/s)':<44} {r['replay']['transitions_per_s']:>10}  "
+        f"over {r['replay']['transitions']} transitions"
+    )
+    first = r["growth"][0]["median_us"]
+    for g in r["growth"]:
+        print(
+            f"{'step at ' + str(g['steps']) + ' steps (us)':<44} {g['median_us']:>10} "
+            f"{g['p90_us']:>10}  {g['median_us'] / first:.2f}x the 20-step cost; "
+            f"run peak {g['run_peak_kb']} KB"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
