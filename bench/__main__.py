@@ -159,80 +159,60 @@ def _run(coro_factory: Callable[[], Awaitable[Any]]) -> Any:
     return asyncio.run(coro_factory())  # type: ignore[arg-type]
 
 
-def main() -> int:
-    log.configure(json=True, level=logging.WARNING)
-    contracts = workloads.contracts()
-    results: dict[str, Any] = {
-        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
-        "peers_us_per_step": PEERS_US,
-    }
-    started = time.perf_counter()
-
-    # 4 first: peak RSS only ever grows, so measure it before anything else inflates it.
-    results["baseline_rss_mb"] = _peak_rss_mb()
-    results["concurrency"] = [
-        _run(lambda: _concurrent(contracts, 1_000, 20)),
-        _run(lambda: _concurrent(contracts, 10_000, 20)),
-    ]
-    print(f"concurrency measured ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-
-    # 1: a full step in memory, against the bare loop, alternating.
-    engine = _engine(contracts, MemoryStore())
+def _steps(contracts: ContractSet, engine: Engine, results: dict[str, Any]) -> None:
+    """1: a full step in memory, against the bare loop, alternating."""
     _run(lambda: _timed_runs(engine, 20, 30))  # warm up
     memory, bare = _run(
         lambda: _paired(lambda: _one_run(engine, 20), lambda: _one_bare_run(20), 300)
     )
     results["in_memory"] = _stats(memory)
     results["bare_loop"] = _stats(bare)
-    results["in_memory_over_bare"] = round(
-        statistics.median(m / b for m, b in zip(memory, bare, strict=True)), 1
+    ratios = [m / b for m, b in zip(memory, bare, strict=True)]
+    results["in_memory_over_bare"] = round(statistics.median(ratios), 1)
+
+
+def _stores(contracts: ContractSet, engine: Engine, folder: Path, results: dict[str, Any]) -> None:
+    """2: every transition committed to SQLite, against raw inserts of the same rows."""
+    normal_store = SqliteStore(folder / "NORMAL.sqlite", synchronous="NORMAL")
+    normal_engine = _engine(contracts, normal_store)
+    durable, in_memory = _run(
+        lambda: _paired(lambda: _one_run(normal_engine, 20), lambda: _one_run(engine, 20), 150)
     )
+    normal_store.close()
+    results["durable_normal"] = _stats(durable)
+    shares = [d - m for d, m in zip(durable, in_memory, strict=True)]
+    results["store_share_us"] = _us(statistics.median(shares))
+    full_store = SqliteStore(folder / "FULL.sqlite", synchronous="FULL")
+    full_engine = _engine(contracts, full_store)
+    results["durable_full"] = _stats(_run(lambda: _timed_runs(full_engine, 20, 60)))
+    full_store.close()
+    rows = _rows_of(folder / "NORMAL.sqlite")
+    raw = _raw_insert_per_step(rows, 150 * 20, folder)
+    results["raw_sqlite_insert_per_step_us"] = _us(raw)
+    results["rows_per_step"] = round(len(rows) / (150 * 20), 2)
 
-    # 2: every transition committed to SQLite, against raw inserts of the same rows.
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        normal_store = SqliteStore(folder / "NORMAL.sqlite", synchronous="NORMAL")
-        normal_engine = _engine(contracts, normal_store)
-        durable, in_memory = _run(
-            lambda: _paired(lambda: _one_run(normal_engine, 20), lambda: _one_run(engine, 20), 150)
-        )
-        normal_store.close()
-        results["durable_normal"] = _stats(durable)
-        results["store_share_us"] = _us(
-            statistics.median(d - m for d, m in zip(durable, in_memory, strict=True))
-        )
-        full_store = SqliteStore(folder / "FULL.sqlite", synchronous="FULL")
-        results["durable_full"] = _stats(
-            _run(lambda: _timed_runs(_engine(contracts, full_store), 20, 60))
-        )
-        full_store.close()
-        rows = _rows_of(folder / "NORMAL.sqlite")
-        results["raw_sqlite_insert_per_step_us"] = _us(_raw_insert_per_step(rows, 150 * 20, folder))
-        results["rows_per_step"] = round(len(rows) / (150 * 20), 2)
-        print(f"stores measured ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
 
-        # 5: replay speed from a stored log of about 10,000 transitions.
-        log_path = folder / "replay.jsonl"
-        sink = FanoutStore(MemoryStore(), JsonlLog(log_path))
-        _run(lambda: _timed_runs(_engine(contracts, sink), 20, 164))  # 164 runs x 61 transitions
-        sink.close()
-        recordings = Recording.from_log(log_path)
-        transitions = sum(len(r.transitions) for r in recordings)
-        replay_started = time.perf_counter()
-        for recording in recordings:
-            outcome = replay(recording, contracts)
-            assert outcome.identical, outcome.divergence
-        elapsed = time.perf_counter() - replay_started
-        results["replay"] = {
-            "transitions": transitions,
-            "transitions_per_s": round(transitions / elapsed),
-        }
-        print(f"replay measured ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+def _replay_speed(contracts: ContractSet, folder: Path, results: dict[str, Any]) -> None:
+    """5: replay speed from a stored log of about 10,000 transitions."""
+    log_path = folder / "replay.jsonl"
+    sink = FanoutStore(MemoryStore(), JsonlLog(log_path))
+    _run(lambda: _timed_runs(_engine(contracts, sink), 20, 164))  # 164 runs x 61 transitions
+    sink.close()
+    recordings = Recording.from_log(log_path)
+    transitions = sum(len(r.transitions) for r in recordings)
+    started = time.perf_counter()
+    for recording in recordings:
+        outcome = replay(recording, contracts)
+        assert outcome.identical, outcome.divergence
+    elapsed = time.perf_counter() - started
+    results["replay"] = {
+        "transitions": transitions,
+        "transitions_per_s": round(transitions / elapsed),
+    }
 
-    # 3: fixed cost of a run (created, one answer, finished and released).
-    results["fixed_per_run"] = _stats(_run(lambda: _timed_runs(engine, 0, 500)))
 
-    # 6: does a step cost more as the run grows?
+def _growth(engine: Engine, results: dict[str, Any]) -> None:
+    """6: does a step cost more as the run grows? And what does the run hold in memory?"""
     growth = []
     for steps in (20, 200, 2_000):
         runs = max(3, 4_000 // steps)
@@ -243,6 +223,37 @@ def main() -> int:
         tracemalloc.stop()
         growth.append({"steps": steps, **per_step, "run_peak_kb": round(peak / 1024, 1)})
     results["growth"] = growth
+
+
+def main() -> int:
+    log.configure(json=True, level=logging.WARNING)
+    contracts = workloads.contracts()
+    results: dict[str, Any] = {
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
+        "peers_us_per_step": PEERS_US,
+    }
+    started = time.perf_counter()
+
+    def progress(what: str) -> None:
+        print(f"{what} ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    # 4 first: peak RSS only ever grows, so measure it before anything else inflates it.
+    results["baseline_rss_mb"] = _peak_rss_mb()
+    results["concurrency"] = [
+        _run(lambda: _concurrent(contracts, 1_000, 20)),
+        _run(lambda: _concurrent(contracts, 10_000, 20)),
+    ]
+    progress("concurrency measured")
+    engine = _engine(contracts, MemoryStore())
+    _steps(contracts, engine, results)
+    with tempfile.TemporaryDirectory() as tmp:
+        _stores(contracts, engine, Path(tmp), results)
+        progress("stores measured")
+        _replay_speed(contracts, Path(tmp), results)
+        progress("replay measured")
+    # 3: fixed cost of a run (created, one answer, finished and released).
+    results["fixed_per_run"] = _stats(_run(lambda: _timed_runs(engine, 0, 500)))
+    _growth(engine, results)
     results["total_s"] = round(time.perf_counter() - started, 1)
 
     _report(results)
@@ -268,7 +279,8 @@ def _report(r: dict[str, Any]) -> None:
         f"{PEERS_US['langgraph_sqlite'] / normal:.1f}x this"
     )
     print(
-        f"{'step, SQLite every transition, FULL (us)':<44} {full:>10} {r['durable_full']['p90_us']:>10}"
+        f"{'step, SQLite every transition, FULL (us)':<44} {full:>10} "
+        f"{r['durable_full']['p90_us']:>10}"
     )
     print(
         f"{'store share of a step (durable - memory, us)':<44} {store_share:>10.1f} {'':>10}  "
