@@ -60,6 +60,14 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
         return
     slot.contract = contract
+    if call.arguments_error is not None:  # the provider's arguments were not even JSON
+        slot.observation = ArgumentsRejected(
+            call_id=call.id,
+            tool=call.name,
+            field=None,
+            reason=f"arguments are not a JSON object: {call.arguments_error}",
+        )
+        return
     problem = contract.check_arguments(call.arguments, spec.context)
     if problem is not None:
         slot.observation = ArgumentsRejected(

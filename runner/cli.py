@@ -15,6 +15,7 @@ from .contracts import ContractSet, default_contracts_dir, load_contracts, load_
 from .errors import LoadError, RunFailure
 from .fixtures import Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
+from .models import live_model
 from .policy import Policy
 from .recording import RAW_OUTCOME_ADAPTER, Responded
 from .replay import Recording, describe, replay
@@ -75,6 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
     run.add_argument("--seed", type=int, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", default=None, help="default, naive, or a policy file")
+    run.add_argument(
+        "--model", default=None, help="plan with a live model: openai:MODEL or anthropic:MODEL"
+    )
+    run.add_argument("--base-url", default=None, help="with --model: the provider's endpoint")
+    run.add_argument("--fallback-model", default=None, help="with --model: same-family fallback")
     with_db(run)
 
     resume = commands.add_parser("resume", help="continue a run that was killed")
@@ -164,6 +170,9 @@ def _run(args: argparse.Namespace) -> int:
     contracts = _contracts(args.contracts)
     policy = _policy(args.policy)
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
+    model = None
+    if args.model is not None:
+        model = live_model(args.model, base_url=args.base_url, fallback_model=args.fallback_model)
     store: Store = _open_store(args.db, must_exist=False)
     if args.log is not None:
         store = FanoutStore(store, JsonlLog(args.log))
@@ -173,7 +182,13 @@ def _run(args: argparse.Namespace) -> int:
         for fixture in fixtures:
             for index in range(1, args.repeat + 1):
                 outcome = run_fixture(
-                    fixture, contracts, store, seed=args.seed, policy=policy, world_dir=world
+                    fixture,
+                    contracts,
+                    store,
+                    seed=args.seed,
+                    policy=policy,
+                    world_dir=world,
+                    model=model,
                 )
                 _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed

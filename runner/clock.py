@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -41,6 +42,11 @@ class Clock(Protocol):
         """The event loop runs on this clock must use (None: the default loop)."""
         ...
 
+    def real_io(self) -> AbstractContextManager[None]:
+        """Mark a span of real I/O (a live model request): a fake clock must not skip ahead
+        while it is in flight, or its own timeouts would fire before any answer could come."""
+        ...
+
 
 class SystemClock:
     """The real clock."""
@@ -58,6 +64,9 @@ class SystemClock:
     def loop_factory(self) -> LoopFactory | None:
         return None
 
+    def real_io(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
 
 class _JumpingSelector(selectors.DefaultSelector):
     """A selector that advances virtual time instead of blocking until the next timer."""
@@ -67,6 +76,9 @@ class _JumpingSelector(selectors.DefaultSelector):
         self._clock = clock
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
+        if self._clock.holding:  # real I/O in flight: wait for it in real time
+            waited: list[tuple[Any, int]] = super().select(timeout)
+            return waited
         ready: list[tuple[Any, int]] = super().select(0)
         if ready or (timeout is not None and timeout <= 0):
             return ready
@@ -100,6 +112,8 @@ class FakeClock:
         self._start = start.astimezone(UTC)
         self._elapsed = 0.0
         self.sleeps: list[float] = []
+        self.holding = 0
+        """How many spans of real I/O are in flight (see `real_io`)."""
 
     def now(self) -> datetime:
         return self._start + timedelta(seconds=self._elapsed)
@@ -125,6 +139,14 @@ class FakeClock:
     @property
     def loop_factory(self) -> LoopFactory:
         return lambda: _VirtualTimeLoop(self)
+
+    @contextmanager
+    def real_io(self) -> Iterator[None]:
+        self.holding += 1
+        try:
+            yield
+        finally:
+            self.holding -= 1
 
 
 async def within(seconds: float, awaitable: Awaitable[T]) -> T:

@@ -17,13 +17,22 @@ after a bound, whose text cannot change the outcome and is stood in for.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
 from .clock import Clock, within
 from .errors import OutsideRecording, ReplayDivergence, RunFailure
-from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolChoice, ToolSpec
+from .models.base import (
+    ModelAdapter,
+    ModelRejected,
+    ModelReply,
+    ModelUnavailable,
+    TokenUsage,
+    ToolChoice,
+    ToolSpec,
+)
 from .recording import (
     Recorded,
     RecordedOutput,
@@ -62,6 +71,10 @@ class Effects(Protocol):
         """The inputs taken in since the last call, to be stored with the next transition."""
         ...
 
+    def use_fallback(self) -> bool:
+        """Switch to the model's same-family fallback; False when there is none."""
+        ...
+
 
 class LiveEffects:
     """Calls the model and tools for real and records each reply and outcome."""
@@ -91,7 +104,8 @@ class LiveEffects:
         asked_at, digest = self.since_start(), transcript.digest
         request = self.model.generate(transcript, tools, choice)
         try:
-            reply = await (within(timeout, request) if timeout is not None else request)
+            with self.clock.real_io():
+                reply = await (within(timeout, request) if timeout is not None else request)
         except RunFailure:
             raise
         except Exception as exc:
@@ -102,27 +116,47 @@ class LiveEffects:
                 usage=TokenUsage(input_tokens=0, output_tokens=0),
                 stop_reason=f"{FAILED_PREFIX}{kind}",
             )
-            self._record_turn(ordinal, choice, failed, asked_at, digest)
+            self._record_turn(ordinal, choice, failed, asked_at, digest, error=exc)
             raise
         self._record_turn(ordinal, choice, reply, asked_at, digest)
         return reply
 
+    def use_fallback(self) -> bool:
+        """Switch to the adapter's fallback model, if it has one."""
+        fallback = getattr(self.model, "fallback", None)
+        if fallback is None:
+            return False
+        self.model = fallback
+        return True
+
     def _record_turn(
-        self, ordinal: int, choice: str, reply: ModelReply, asked_at: float, digest: str
+        self,
+        ordinal: int,
+        choice: str,
+        reply: ModelReply,
+        asked_at: float,
+        digest: str,
+        *,
+        error: Exception | None = None,
     ) -> None:
         snapshot = getattr(self.model, "snapshot", None)
-        self.recorded.append(
-            RecordedTurn.of(
-                run_id=self.run_id,
-                ordinal=ordinal,
-                tool_choice=choice,
-                reply=reply,
-                started_at=asked_at,
-                ended_at=self.since_start(),
-                transcript_digest=digest,
-                model_state=snapshot() if callable(snapshot) else None,
-            )
+        turn = RecordedTurn.of(
+            run_id=self.run_id,
+            ordinal=ordinal,
+            tool_choice=choice,
+            reply=reply,
+            started_at=asked_at,
+            ended_at=self.since_start(),
+            transcript_digest=digest,
+            model_state=snapshot() if callable(snapshot) else None,
         )
+        if isinstance(error, ModelUnavailable | ModelRejected):
+            turn = dataclasses.replace(
+                turn,
+                error_status=error.status,
+                retry_after=getattr(error, "retry_after", None),
+            )
+        self.recorded.append(turn)
 
     async def call(
         self, ordinal: int, invocation: ToolInvocation, implementation: ToolImplementation
@@ -191,6 +225,7 @@ class ReplayEffects:
         self.stood_in = False
         """Whether a final answer had to be stood in for (counterfactual replays only)."""
         self._restored = False
+        self._asked = 0
 
     def drain(self) -> list[Recorded]:
         return self.live.drain() if self.live is not None else []
@@ -221,6 +256,7 @@ class ReplayEffects:
         choice: ToolChoice,
         timeout: float | None,
     ) -> ModelReply:
+        self._asked = ordinal
         turn = self.turns.get(ordinal)
         if self.counterfactual and turn is not None and turn.transcript_digest != transcript.digest:
             turn = None  # the model would have seen something else: its reply is unknown
@@ -248,8 +284,20 @@ class ReplayEffects:
             kind = turn.stop_reason.removeprefix(FAILED_PREFIX)
             if kind == "TimeoutError":
                 raise TimeoutError(turn.text)
+            if kind == "ModelUnavailable":
+                raise ModelUnavailable(
+                    turn.text, status=turn.error_status, retry_after=turn.retry_after
+                )
+            if kind == "ModelRejected":
+                raise ModelRejected(turn.text, status=turn.error_status)
             raise ReplayedError(kind, turn.text)
         return turn.reply()
+
+    def use_fallback(self) -> bool:
+        """The recording switched models if it went on asking; past it, ask the live adapter."""
+        if self.turns and max(self.turns) > self._asked:
+            return True
+        return self.live.use_fallback() if self.live is not None else False
 
     async def call(
         self, ordinal: int, invocation: ToolInvocation, implementation: ToolImplementation

@@ -39,7 +39,14 @@ from .effects import Effects, LiveEffects, ReplayEffects
 from .errors import OutsideRecording, ReplayDivergence, RunFailure, StoreError
 from .machine import Decision, Trigger, attach, detach, fire
 from .machine import decide as trigger_for
-from .models.base import ModelAdapter, ModelReply, ToolChoice, ToolSpec
+from .models.base import (
+    ModelAdapter,
+    ModelRejected,
+    ModelReply,
+    ModelUnavailable,
+    ToolChoice,
+    ToolSpec,
+)
 from .models.scripted import estimate_tokens
 from .observations import (
     AccessDenied,
@@ -54,7 +61,7 @@ from .observations import (
     WriteNotApplied,
 )
 from .operations import OperationStatus
-from .policy import Policy, retry_delay
+from .policy import Policy, retry_after_or_backoff, retry_delay
 from .recording import RecordedOutput, RecordedTurn
 from .spec import RunResult, RunSpec
 from .states import TERMINAL, State
@@ -94,6 +101,19 @@ class ReplayedRun:
     """The input the recording had no answer for."""
     stood_in: bool = False
     """Whether the final tool-free answer was not in the recording (counterfactual only)."""
+
+
+def _unusable(reply: ModelReply) -> str | None:
+    """Why a reply cannot be acted on (a refusal, nothing at all, a cut-off answer), or None."""
+    if reply.stop_reason == "refusal":
+        return "model_refused"
+    if reply.tool_calls:
+        return None
+    if not reply.text.strip():
+        return "model_empty"
+    if reply.stop_reason == "max_tokens":
+        return "model_truncated"
+    return None
 
 
 def _why(observation: ToolObservation) -> str | None:
@@ -369,22 +389,50 @@ class Engine:
     # -- plan -----------------------------------------------------------------------------------
 
     async def _ask(
-        self, run: RunState, tools: tuple[ToolSpec, ...], choice: ToolChoice, timeout: float | None
+        self, run: RunState, tools: tuple[ToolSpec, ...], choice: ToolChoice, *, bounded: bool
     ) -> tuple[ModelReply | None, float, str | None]:
-        """One model request: (reply or None, latency_ms, why there is no reply)."""
+        """One model request, asked again per the policy while the provider is unavailable.
+
+        Returns (reply or None, latency_ms, why there is no reply). A 429/5xx is retried after its
+        Retry-After (or backoff) only when the wait fits before the deadline, then once more on the
+        adapter's same-family fallback model; a rejected request (400/401/403...) is not retried.
+        """
         started = self.clock.monotonic()
-        run.model_requests += 1
-        try:
-            reply = await run.effects.ask(
-                run.model_requests, run.transcript, tools, choice, timeout
-            )
-        except TimeoutError:
-            return None, self._ms_since(started), "deadline"
-        except RunFailure:
-            raise
-        except Exception as exc:  # an adapter bug must still end the run in a declared state
-            name = getattr(exc, "type_name", type(exc).__name__)
-            return None, self._ms_since(started), f"model_error: {name}"
+        policy, limits = self.runtime.policy, run.spec.limits
+        retries, fell_back = 0, False
+        while True:
+            run.model_requests += 1
+            now = self.clock.monotonic()
+            timeout = bounds.time_left(limits, run.usage, now) if bounded else None
+            try:
+                reply = await run.effects.ask(
+                    run.model_requests, run.transcript, tools, choice, timeout
+                )
+                break
+            except TimeoutError:
+                return None, self._ms_since(started), "deadline"
+            except RunFailure:
+                raise
+            except ModelRejected as exc:
+                return None, self._ms_since(started), f"model_rejected: {exc.status} {exc}"
+            except ModelUnavailable as exc:
+                if retries < policy.max_retries:
+                    retries += 1
+                    wait = retry_after_or_backoff(
+                        policy, exc.retry_after, retries, self.runtime.rng, self.clock.now()
+                    )
+                    if self.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
+                        return None, self._ms_since(started), "deadline"
+                    await self.clock.sleep(wait)
+                    run.waits.append(wait)
+                    continue
+                if not fell_back and run.effects.use_fallback():
+                    retries, fell_back = 0, True
+                    continue
+                return None, self._ms_since(started), f"model_unavailable: {exc.status}"
+            except Exception as exc:  # an adapter bug must still end the run in a declared state
+                name = getattr(exc, "type_name", type(exc).__name__)
+                return None, self._ms_since(started), f"model_error: {name}"
         run.usage.model_steps += 1
         run.usage.tokens_in += reply.usage.input_tokens
         run.usage.tokens_out += reply.usage.output_tokens
@@ -403,8 +451,7 @@ class Engine:
         if bound is not None:
             await self._final_request(run, bound)
             return
-        left = bounds.time_left(run.spec.limits, run.usage, now)
-        reply, latency, failure = await self._ask(run, run.offered, "auto", left)
+        reply, latency, failure = await self._ask(run, run.offered, "auto", bounded=True)
         if reply is None:
             if failure == "deadline":
                 run.tripped = Bound.DEADLINE  # the next iteration makes the final request
@@ -413,6 +460,12 @@ class Engine:
             self._move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason)
             return
         tokens = {"tokens_in": reply.usage.input_tokens, "tokens_out": reply.usage.output_tokens}
+        unusable = _unusable(reply)
+        if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
+            run.transcript.append(AssistantMessage(text=reply.text))
+            run.answer, run.reason = reply.text or None, unusable
+            self._move(run, Trigger.GIVE_UP, latency_ms=latency, reason=unusable, **tokens)
+            return
         if reply.tool_calls:
             run.transcript.append(AssistantMessage(text=reply.text, tool_calls=reply.tool_calls))
             run.queue = deque(Slot(call=call) for call in reply.tool_calls)
@@ -445,11 +498,11 @@ class Engine:
             )
         )
         left = bounds.time_left(run.spec.limits, run.usage, self.clock.monotonic())
-        timeout = left if bound is Bound.DEADLINE else None
+        deadline = bound is Bound.DEADLINE
         reply: ModelReply | None = None
         latency: float | None = None
-        if timeout is None or timeout > 0:
-            reply, latency, _ = await self._ask(run, (), "none", timeout)
+        if not deadline or left > 0:  # the tools stay declared; tool_choice none forbids them
+            reply, latency, _ = await self._ask(run, run.offered, "none", bounded=deadline)
         if reply is not None:
             run.transcript.append(AssistantMessage(text=reply.text))
             run.answer = reply.text

@@ -120,6 +120,16 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+def retry_after_or_backoff(
+    policy: Policy, retry_after: str | None, retry_number: int, rng: random.Random, now: datetime
+) -> float:
+    """Retry-After when usable, else backoff: for tools and model providers alike."""
+    honoured = parse_retry_after(retry_after, now)
+    if honoured is not None:
+        return honoured
+    return backoff_delay(retry_number, rng, policy.backoff)
+
+
 def retry_delay(
     policy: Policy,
     observation: object,
@@ -127,9 +137,6 @@ def retry_delay(
     rng: random.Random,
     now: datetime,
 ) -> float:
-    """How long to wait before retry `retry_number`: Retry-After when usable, else backoff."""
-    if isinstance(observation, ToolRateLimited):
-        honoured = parse_retry_after(observation.retry_after, now)
-        if honoured is not None:
-            return honoured
-    return backoff_delay(retry_number, rng, policy.backoff)
+    """How long to wait before retry `retry_number` of a tool call."""
+    retry_after = observation.retry_after if isinstance(observation, ToolRateLimited) else None
+    return retry_after_or_backoff(policy, retry_after, retry_number, rng, now)

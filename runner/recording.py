@@ -119,6 +119,10 @@ class RecordedTurn:
     """The chained digest of the transcript the model was shown (see `Transcript.digest`)."""
     model_state: dict[str, Any] | None = None
     """What a resumable model adapter needs to continue after this turn."""
+    error_status: int | None = None
+    """For a failed request: the provider's HTTP status, when there was one."""
+    retry_after: str | None = None
+    """For a failed request: the provider's Retry-After, when it sent one."""
 
     @classmethod
     def of(

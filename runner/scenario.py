@@ -24,6 +24,7 @@ from .engine import Engine
 from .environment import HoldRoom, LookupHold, ScriptedEnvironment
 from .errors import StoreCorrupt, StoreError
 from .fixtures import Expect, Fixture
+from .models.base import ModelAdapter
 from .models.scripted import ScriptedModel
 from .policy import Policy
 from .spec import RunResult, RunSpec
@@ -82,8 +83,12 @@ def run_fixture(
     seed: int = 0,
     policy: Policy | None = None,
     world_dir: Path | None = None,
+    model: ModelAdapter | None = None,
 ) -> ScenarioRun:
-    """Run one fixture from a clean state (fresh clock, script and supplier database)."""
+    """Run one fixture from a clean state (fresh clock, script and supplier database).
+
+    `model` plans instead of the fixture's script (a live model); the tools stay simulated.
+    """
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
     spec = spec_for(fixture, seed, world)
@@ -95,7 +100,7 @@ def run_fixture(
         policy=policy,
         seed=seed,
         consumed={},
-        drive=lambda engine, model: engine.run(spec, model),
+        drive=lambda engine, scripted: engine.run(spec, model or scripted),
     )
 
 

@@ -144,7 +144,7 @@ def test_deadline_cuts_a_slow_tool_and_ends_abstain(contracts: ContractSet) -> N
     assert classified[0].result_class == "transient"
 
 
-def test_outstanding_calls_get_budget_results_and_the_final_request_has_no_tools(
+def test_outstanding_calls_get_budget_results_and_the_final_request_forbids_tools(
     contracts: ContractSet,
 ) -> None:
     fixture = make_fixture(
@@ -166,7 +166,7 @@ def test_outstanding_calls_get_budget_results_and_the_final_request_has_no_tools
     classes = [r.result_class for r in result.transitions if r.trigger == "classify"]
     assert classes == ["ok", "budget_exhausted"]
     assert len(env.tools["search_flights"].invocations) == 1
-    assert model.requests[-1] == ((), "none")
+    assert model.requests[-1] == (("search_flights",), "none")
     assert result.reason == "attempts" and result.answer == "NH7 only; HND not checked."
     results = [m for m in model.transcripts[-1] if isinstance(m, ToolResultMessage)]
     assert [m.call_id for m in results] == ["call_1_0", "call_1_1"]

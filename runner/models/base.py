@@ -18,6 +18,28 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any]
+    arguments_error: str | None = None
+    """Set when the provider's arguments were not a JSON object (`arguments` is then empty)."""
+
+
+class ModelUnavailable(Exception):  # named for what happened, like the observations
+    """The provider could not answer now (429, 5xx, a timeout, a dropped connection).
+
+    The runner's policy decides whether and when to ask again; adapters never retry.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ModelRejected(Exception):
+    """The provider refused the request itself (400, 401, 403, 404, 422): asking again is futile."""
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
