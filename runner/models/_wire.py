@@ -1,11 +1,15 @@
-"""Shared pieces of the provider adapters: argument parsing and status mapping."""
+"""Shared pieces of the provider adapters: argument parsing and failure mapping."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Awaitable
+from types import ModuleType
+from typing import Any, TypeVar
 
 from .base import ModelRejected, ModelUnavailable
+
+T = TypeVar("T")
 
 # Statuses worth asking again later (the runner's policy decides when); everything else is final.
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -31,3 +35,18 @@ def status_error(status: int | None, message: str, retry_after: str | None) -> E
     if status is None or status in RETRYABLE_STATUSES:
         return ModelUnavailable(message, status=status, retry_after=retry_after)
     return ModelRejected(message, status=status)
+
+
+async def provider_call(sdk: ModuleType, request: Awaitable[T]) -> T:
+    """Await one SDK request, turning its failures into the runner's two kinds.
+
+    Both official SDKs name their failures alike: `APIStatusError` (with the response, hence
+    Retry-After), `APITimeoutError`, `APIConnectionError`.
+    """
+    try:
+        return await request
+    except sdk.APIStatusError as exc:
+        headers = exc.response.headers if exc.response is not None else {}
+        raise status_error(exc.status_code, str(exc), headers.get("retry-after")) from exc
+    except (sdk.APITimeoutError, sdk.APIConnectionError) as exc:
+        raise ModelUnavailable(f"{type(exc).__name__}: {exc}") from exc

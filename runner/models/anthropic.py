@@ -16,8 +16,8 @@ from ..transcript import (
     Transcript,
     UserMessage,
 )
-from ._wire import parse_arguments, status_error
-from .base import ModelReply, ModelUnavailable, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from ._wire import parse_arguments, provider_call
+from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 
 _STOPS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_use",
           "max_tokens": "max_tokens", "refusal": "refusal"}  # fmt: skip
@@ -134,12 +134,5 @@ class AnthropicModel:
         if tools:
             request["tools"] = anthropic_tools(tools)
             request["tool_choice"] = {"type": tool_choice}
-        anthropic = self._anthropic
-        try:
-            message = await self.client.messages.create(**request)
-        except anthropic.APIStatusError as exc:
-            headers = exc.response.headers if exc.response is not None else {}
-            raise status_error(exc.status_code, str(exc), headers.get("retry-after")) from exc
-        except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
-            raise ModelUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        message = await provider_call(self._anthropic, self.client.messages.create(**request))
         return anthropic_reply(message)

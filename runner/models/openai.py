@@ -20,8 +20,8 @@ from ..transcript import (
     UserMessage,
     render_json,
 )
-from ._wire import parse_arguments, status_error
-from .base import ModelReply, ModelUnavailable, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from ._wire import parse_arguments, provider_call
+from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 
 _STOPS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens",
           "content_filter": "refusal"}  # fmt: skip
@@ -131,12 +131,7 @@ class OpenAIChatModel:
         if tools:
             request["tools"] = openai_tools(tools)
             request["tool_choice"] = tool_choice
-        openai = self._openai
-        try:
-            completion = await self.client.chat.completions.create(**request)
-        except openai.APIStatusError as exc:
-            headers = exc.response.headers if exc.response is not None else {}
-            raise status_error(exc.status_code, str(exc), headers.get("retry-after")) from exc
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            raise ModelUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        completion = await provider_call(
+            self._openai, self.client.chat.completions.create(**request)
+        )
         return openai_reply(completion)
