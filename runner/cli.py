@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -259,8 +260,11 @@ def _runs(args: argparse.Namespace) -> int:
         listings = store.runs()
     finally:
         store.close()
+    width = max([len(listing.header.name) for listing in listings] + [len("fixture")])
+    reasons = max([len(x.summary.reason) for x in listings if x.summary] + [len("reason")])
     print(
-        f"{'run_id':<36}  {'started':<25}  {'fixture':<26} {'terminal':<9} {'reason':<18} attempts"
+        f"{'run_id':<36}  {'started':<25}  {'fixture':<{width}}  {'terminal':<9}  "
+        f"{'reason':<{reasons}}  attempts"
     )
     for listing in listings:
         header, summary = listing.header, listing.summary
@@ -268,8 +272,8 @@ def _runs(args: argparse.Namespace) -> int:
         reason = summary.reason if summary else "-"
         attempts = str(summary.attempts) if summary else "-"
         print(
-            f"{header.run_id:<36}  {header.started_at.isoformat():<25}  {header.name:<26} "
-            f"{terminal:<9} {reason:<18} {attempts}"
+            f"{header.run_id:<36}  {header.started_at.isoformat():<25}  {header.name:<{width}}  "
+            f"{terminal:<9}  {reason:<{reasons}}  {attempts}"
         )
     return 0
 
@@ -304,7 +308,7 @@ def _replay(args: argparse.Namespace) -> int:
         if overrides:
             limits = Limits.model_validate({**recording.header.limits, **overrides})
         outcome = replay(recording, contracts, policy=policy, limits=limits)
-        diverged |= outcome.divergence is not None
+        diverged |= not outcome.changes and not outcome.identical
         sentence = describe(outcome)
         if args.json:
             print(json.dumps(replay_json(outcome, sentence), sort_keys=True))
@@ -385,6 +389,14 @@ _COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `runner ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     log.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:

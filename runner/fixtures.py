@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from .budget import Limits
 from .contracts import ContractSet
@@ -105,14 +113,24 @@ class Fixture(BaseModel):
     expect: Expect | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> Fixture:
+    def _consistent(self, info: ValidationInfo) -> Fixture:
+        problems = []
+        known = (info.context or {}).get("known_tools")
+        if known is not None:
+            missing = [tool for tool in self.tools if tool not in known]
+            if missing:
+                problems.append(f"tools without a contract: {', '.join(missing)}")
         unknown = sorted(set(self.environment) - set(self.tools))
         if unknown:
-            raise ValueError(f"environment scripts tools not in tools: {', '.join(unknown)}")
-        for turn in self.model:
-            for cls in turn.when or ():
-                if cls not in RESULT_CLASSES:
-                    raise ValueError(f"when: {cls!r} is not a result class")
+            problems.append(f"environment scripts tools not in tools: {', '.join(unknown)}")
+        problems += [
+            f"when: {cls!r} is not a result class"
+            for turn in self.model
+            for cls in turn.when or ()
+            if cls not in RESULT_CLASSES
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
 
@@ -124,8 +142,8 @@ def _format_errors(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_fixture(path: Path) -> Fixture:
-    """Read and validate one fixture file (schema only)."""
+def parse_fixture(path: Path, known_tools: Iterable[str] | None = None) -> Fixture:
+    """Read and validate one fixture file (against `known_tools` too, when given)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -141,19 +159,16 @@ def parse_fixture(path: Path) -> Fixture:
         raise FixtureError(path, f"not valid YAML{where}: {problem}") from exc
     if not isinstance(data, dict):
         raise FixtureError(path, "must be a mapping of fixture fields")
+    context = {"known_tools": set(known_tools)} if known_tools is not None else None
     try:
-        return Fixture.model_validate(data)
+        return Fixture.model_validate(data, context=context)
     except ValidationError as exc:
         raise FixtureError(path, _format_errors(exc)) from exc
 
 
 def load_fixture(path: Path, contracts: ContractSet) -> Fixture:
     """Parse a fixture and check it against the loaded contracts."""
-    fixture = parse_fixture(path)
-    missing = [tool for tool in fixture.tools if tool not in contracts]
-    if missing:
-        raise FixtureError(path, f"tools without a contract: {', '.join(missing)}")
-    return fixture
+    return parse_fixture(path, contracts)
 
 
 def collect_fixture_paths(paths: Iterable[Path]) -> list[Path]:

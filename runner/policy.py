@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
 from .machine import Decision
@@ -62,8 +62,16 @@ class Policy(BaseModel):
     """Mint a new operation key for every retry of a write. Only the naive policy does this: it
     is the bug that books a hotel twice, kept to prove the checks catch it."""
 
+    @field_validator("decisions", mode="after")
+    @classmethod
+    def _over_the_defaults(
+        cls, decisions: dict[ResultClass, Decision]
+    ) -> dict[ResultClass, Decision]:
+        """A policy file lists only what it changes; every other class keeps its default."""
+        return {**DEFAULT_DECISIONS, **decisions}
+
     def decision_for(self, result_class: ResultClass) -> Decision:
-        """The table's decision; classes missing from a custom table go back to the model."""
+        """The table's decision for a result class."""
         return self.decisions.get(result_class, Decision.BACK_TO_MODEL)
 
     @classmethod

@@ -86,7 +86,20 @@ class Replay:
 
     @property
     def identical(self) -> bool:
-        return self.divergence is None and not self.changes
+        """An exact replay that re-drove every recorded transition, and no more, the same way."""
+        if self.divergence is not None or self.changes:
+            return False
+        return self.replayed.result is not None or self.unfinished
+
+    @property
+    def unfinished(self) -> bool:
+        """The recording stops before the run ended, and the replay matched all of it."""
+        recorded = self.recording.transitions
+        return (
+            self.recording.summary is None
+            and self.replayed.result is None
+            and len(self.replayed.records) >= len(recorded)
+        )
 
     def committed_writes(self) -> int:
         result = self.replayed.result
@@ -188,6 +201,16 @@ def describe(replay: Replay) -> str:
     if replay.divergence is not None:
         return str(replay.divergence)
     result = replayed.result
+    if replay.identical and replay.unfinished:
+        return (
+            f"identical as far as it goes: {len(recording.transitions)} transitions re-driven; "
+            f"the recording stops before the run ended ({replayed.outside} is not in it)"
+        )
+    if not replay.changes and result is None:
+        return (
+            f"divergence at seq {len(replayed.records) + 1}: the recording has no "
+            f"{replayed.outside}, but its transitions go on to seq {len(recording.transitions)}"
+        )
     if replay.identical:
         assert result is not None
         return (

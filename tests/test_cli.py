@@ -217,3 +217,13 @@ def test_a_corrupt_store_is_one_clear_error(
         and "not a readable runner database" in err
         and err.count("\n") == 1
     )
+
+
+def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    command = (
+        f"{sys.executable} -m runner run {FIXTURES} --json --db {tmp_path / 'r.db'} | head -c 100"
+    )
+    done = subprocess.run(
+        command, shell=True, capture_output=True, text=True, cwd=tmp_path, check=False, timeout=120
+    )
+    assert "Traceback" not in done.stderr and len(done.stdout) == 100

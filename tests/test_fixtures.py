@@ -88,3 +88,17 @@ def test_missing_path_is_a_fixture_error(tmp_path: Path) -> None:
         collect_fixture_paths([tmp_path / "nope.yaml"])
     with pytest.raises(FixtureError, match="no fixture files"):
         collect_fixture_paths([tmp_path])
+
+
+def test_every_problem_is_named_at_once(tmp_path: Path, contracts: ContractSet) -> None:
+    path = write(
+        tmp_path,
+        "name: x\ndescription: d\ntask: t\ntenant: x\nprincipal: {id: a, scopes: []}\n"
+        "tools: [nope_tool]\nmodel: [{final: done}]\n"
+        "environment: {other_tool: [{timeout: true}]}\n",
+    )
+    with pytest.raises(FixtureError) as info:
+        load_fixture(path, contracts)
+    message = str(info.value)
+    assert "tools without a contract: nope_tool" in message
+    assert "environment scripts tools not in tools: other_tool" in message

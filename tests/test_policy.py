@@ -82,3 +82,13 @@ def test_policy_file_loads(tmp_path: Path) -> None:
     path.write_text("name: cautious\nmax_retries: 0\n")
     policy = Policy.load(path)
     assert policy.name == "cautious" and policy.max_retries == 0
+
+
+def test_a_policy_file_changes_only_the_classes_it_lists(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text("name: cautious\ndecisions: {permanent: abstain}\n")
+    policy = Policy.load(path)
+    assert policy.decision_for("permanent") is Decision.ABSTAIN
+    assert policy.decision_for("access_denied") is Decision.ESCALATE  # the default stands
+    assert policy.decision_for("rate_limited") is Decision.RETRY
+    assert policy.decision_for("ok") is Decision.CONTINUE

@@ -130,3 +130,34 @@ def test_replaying_a_truncated_log_is_one_clear_error(
     assert main(["replay", str(log)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: log ") and ", line " in err and err.count("\n") == 1
+
+
+def _log_of(tmp_path: Path, name: str) -> list[str]:
+    log = tmp_path / "full.jsonl"
+    db = str(tmp_path / "r.db")
+    assert main(["run", str(FIXTURES / f"{name}.yaml"), "--db", db, "--log", str(log)]) == 0
+    return log.read_text().splitlines()
+
+
+def test_a_log_cut_short_replays_as_far_as_it_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = _log_of(tmp_path, "rate_limited")
+    for keep in (1, 2, 5):
+        cut = tmp_path / f"cut{keep}.jsonl"
+        cut.write_text("\n".join(lines[:keep]) + "\n")
+        capsys.readouterr()
+        assert main(["replay", str(cut)]) == 0, keep
+        out = capsys.readouterr().out
+        assert "identical as far as it goes" in out
+
+
+def test_a_log_missing_an_input_is_a_divergence_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [line for line in _log_of(tmp_path, "rate_limited") if '"tool_output"' not in line]
+    log = tmp_path / "edited.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["replay", str(log)]) == 1
+    assert "divergence at seq 2: the recording has no tool call 1" in capsys.readouterr().out
