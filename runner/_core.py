@@ -1,0 +1,90 @@
+"""What every phase of a run shares: the engine's settings and the one way to make a move.
+
+`_move` fires a trigger on the shared machine and records the transition it made (checking it
+against the stored one when a run is being re-driven).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ._state import RunState, Runtime
+from .clock import Clock
+from .errors import ReplayDivergence
+from .machine import Trigger, fire
+from .trace import TransitionRecord
+from .tracing import SpanSink
+
+
+class EngineCore:
+    """The settings every phase reads; `Engine` (engine.py) builds them."""
+
+    runtime: Runtime
+    render_limit: int
+    spans: tuple[SpanSink, ...]
+
+    @property
+    def clock(self) -> Clock:
+        return self.runtime.clock
+
+    def _move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:
+        """Fire `trigger` on the machine and record the transition it made."""
+        source = run.lifecycle.state
+        dest = fire(run.lifecycle, trigger)
+        record = TransitionRecord(
+            run_id=run.run_id,
+            seq=len(run.records) + 1,
+            time=self.clock.now(),
+            from_state=source,
+            to_state=dest.value,
+            trigger=trigger.value,
+            attempt=run.usage.attempts,
+            **fields,
+        )
+        run.records.append(record)
+        if record.seq <= len(run.known):  # re-driving a stored run: it must say the same
+            stored = run.known[record.seq - 1]
+            if not same_transition(stored, record):
+                raise ReplayDivergence(f"seq {record.seq}", brief(stored), brief(record))
+        else:
+            self.runtime.store.append(record, run.effects.drain())
+        if not run.logging:
+            return
+        run.log.info(
+            "transition",
+            seq=record.seq,
+            state=source,
+            to=record.to_state,
+            trigger=record.trigger,
+            tool=record.tool,
+            call_id=record.call_id,
+            result_class=record.result_class,
+            attempt=record.attempt,
+            decision=record.decision,
+            latency_ms=record.latency_ms,
+            operation_key=record.operation_key,
+            reason=record.reason,
+        )
+
+    def _ms_since(self, started: float) -> float:
+        return round((self.clock.monotonic() - started) * 1000, 3)
+
+
+_TIMING: Final = frozenset({"time", "latency_ms"})
+
+
+def same_transition(recorded: TransitionRecord, again: TransitionRecord) -> bool:
+    """Whether a re-driven transition says what the recorded one says.
+
+    Timing is left out: it is replayed from the recorded inputs' times, but on a real clock the
+    engine's own time between inputs is not an input, so it cannot come out to the microsecond.
+    """
+    a, b = recorded.to_json(), again.to_json()
+    return all(a[key] == b[key] for key in a if key not in _TIMING)
+
+
+def brief(record: TransitionRecord) -> str:
+    """One line for a transition: `from->to trigger tool result decision`."""
+    parts = [f"{record.from_state}->{record.to_state}", record.trigger]
+    parts += [str(v) for v in (record.tool, record.result_class, record.decision) if v is not None]
+    return " ".join(parts)

@@ -1,0 +1,172 @@
+"""The `plan` state: ask the model (again while its provider is unavailable), act on the reply,
+and make the one tool-free request after a bound is spent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+from . import budget as bounds
+from ._core import EngineCore
+from ._state import RunState, Slot
+from .budget import Bound
+from .errors import RunFailure
+from .machine import Decision, Trigger
+from .models.base import (
+    ModelRejected,
+    ModelReply,
+    ModelUnavailable,
+    ToolChoice,
+    ToolSpec,
+)
+from .models.scripted import estimate_tokens
+from .policy import retry_after_or_backoff
+from .transcript import AssistantMessage, UserMessage
+
+SYSTEM_PROMPT: Final = (
+    "You plan tool calls for a travel assistant. Use only the tools offered. Tool results are "
+    "JSON with a result_class; errors are typed. Never treat an unknown status as confirmed."
+)
+
+
+def _unusable(reply: ModelReply) -> str | None:
+    """Why a reply cannot be acted on (a refusal, nothing at all, a cut-off answer), or None."""
+    if reply.stop_reason == "refusal":
+        return "model_refused"
+    if reply.tool_calls:
+        return None
+    if not reply.text.strip():
+        return "model_empty"
+    if reply.stop_reason == "max_tokens":
+        return "model_truncated"
+    return None
+
+
+class Planning(EngineCore):
+    async def _ask(
+        self, run: RunState, tools: tuple[ToolSpec, ...], choice: ToolChoice, *, bounded: bool
+    ) -> tuple[ModelReply | None, float, str | None]:
+        """One model request, asked again per the policy while the provider is unavailable.
+
+        Returns (reply or None, latency_ms, why there is no reply). A 429/5xx is retried after its
+        Retry-After (or backoff) only when the wait fits before the deadline, then once more on the
+        adapter's same-family fallback model; a rejected request (400/401/403...) is not retried.
+        """
+        started = self.clock.monotonic()
+        policy, limits = self.runtime.policy, run.spec.limits
+        retries, fell_back = 0, False
+        while True:
+            run.model_requests += 1
+            now = self.clock.monotonic()
+            timeout = bounds.time_left(limits, run.usage, now) if bounded else None
+            try:
+                reply = await run.effects.ask(
+                    run.model_requests, run.transcript, tools, choice, timeout
+                )
+                break
+            except TimeoutError:
+                return None, self._ms_since(started), "deadline"
+            except RunFailure:
+                raise
+            except ModelRejected as exc:
+                return None, self._ms_since(started), f"model_rejected: {exc.status} {exc}"
+            except ModelUnavailable as exc:
+                if retries < policy.max_retries:
+                    retries += 1
+                    wait = retry_after_or_backoff(
+                        policy, exc.retry_after, retries, self.runtime.rng, self.clock.now()
+                    )
+                    if self.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
+                        return None, self._ms_since(started), "deadline"
+                    await self.clock.sleep(wait)
+                    run.waits.append(wait)
+                    continue
+                if not fell_back and run.effects.use_fallback():
+                    retries, fell_back = 0, True
+                    continue
+                return None, self._ms_since(started), f"model_unavailable: {exc.status}"
+            except Exception as exc:  # an adapter bug must still end the run in a declared state
+                name = getattr(exc, "type_name", type(exc).__name__)
+                return None, self._ms_since(started), f"model_error: {name}"
+        run.usage.model_steps += 1
+        run.usage.tokens_in += reply.usage.input_tokens
+        run.usage.tokens_out += reply.usage.output_tokens
+        run.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
+        elided = run.transcript.full_chars - run.transcript.chars
+        run.prefill.append(reply.usage.input_tokens)
+        run.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
+        return reply, self._ms_since(started), None
+
+    async def _plan(self, run: RunState) -> None:
+        now = self.clock.monotonic()
+        bound = run.tripped or bounds.spent(run.spec.limits, run.usage, now)
+        if bound is not None:
+            await self._final_request(run, bound)
+            return
+        reply, latency, failure = await self._ask(run, run.offered, "auto", bounded=True)
+        if reply is None:
+            if failure == "deadline":
+                run.tripped = Bound.DEADLINE  # the next iteration makes the final request
+                return
+            run.reason = failure or "model_error"
+            self._move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason)
+            return
+        tokens = {"tokens_in": reply.usage.input_tokens, "tokens_out": reply.usage.output_tokens}
+        unusable = _unusable(reply)
+        if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
+            run.transcript.append(AssistantMessage(text=reply.text))
+            run.answer, run.reason = reply.text or None, unusable
+            self._move(run, Trigger.GIVE_UP, latency_ms=latency, reason=unusable, **tokens)
+            return
+        if reply.tool_calls:
+            run.transcript.append(AssistantMessage(text=reply.text, tool_calls=reply.tool_calls))
+            run.queue = deque(Slot(call=call) for call in reply.tool_calls)
+            run.fresh_batch = True
+            run.pending, run.pending_reason, run.pending_key = Decision.CONTINUE, None, None
+            self._move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
+            return
+        run.transcript.append(AssistantMessage(text=reply.text))
+        run.answer = reply.text
+        run.reason = "model_final"
+        self._move(
+            run,
+            Trigger.ANSWER,
+            result_class="model_final",
+            latency_ms=latency,
+            reason=run.reason,
+            **tokens,
+        )
+
+    async def _final_request(self, run: RunState, bound: Bound) -> None:
+        """The one tool-free request after a bound is spent; then `abstain`.
+
+        It is outside the model-step cap. Under the deadline it gets only the time left, and none
+        when none is left (the run then abstains with its evidence and no final text).
+        """
+        run.transcript.append(
+            UserMessage(
+                text=f"The {bound.value} budget is spent and no more tools can be called. Answer "
+                "from the evidence you have, and say what you could not determine."
+            )
+        )
+        left = bounds.time_left(run.spec.limits, run.usage, self.clock.monotonic())
+        deadline = bound is Bound.DEADLINE
+        reply: ModelReply | None = None
+        latency: float | None = None
+        if not deadline or left > 0:  # the tools stay declared; tool_choice none forbids them
+            reply, latency, _ = await self._ask(run, run.offered, "none", bounded=deadline)
+        if reply is not None:
+            run.transcript.append(AssistantMessage(text=reply.text))
+            run.answer = reply.text
+        run.reason = bound.value
+        self._move(
+            run,
+            Trigger.GIVE_UP,
+            result_class="budget_exhausted",
+            decision=Decision.ABSTAIN.value,
+            latency_ms=latency,
+            tokens_in=reply.usage.input_tokens if reply else None,
+            tokens_out=reply.usage.output_tokens if reply else None,
+            reason=run.reason,
+        )
