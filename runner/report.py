@@ -11,7 +11,7 @@ from typing import Any
 from .grading import FixtureGrade
 from .replay import Replay
 from .spec import RunResult
-from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
+from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord, states_visited
 
 _TRANSITION_KEYS = (
     "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
@@ -92,11 +92,6 @@ class RunView:
             prefill_untruncated=summary.prefill_untruncated,
         )
 
-    def states(self) -> list[str]:
-        if not self.transitions:
-            return []
-        return [self.transitions[0].from_state, *(r.to_state for r in self.transitions)]
-
 
 def transition_json(record: TransitionRecord) -> dict[str, Any]:
     data = record.to_json()
@@ -119,7 +114,7 @@ def run_json(view: RunView, expect: dict[str, Any] | None) -> dict[str, Any]:
         },
         "elapsed_s": round(view.elapsed_s, 6) if view.elapsed_s is not None else None,
         "waits_s": [round(w, 6) for w in view.waits_s],
-        "states": view.states(),
+        "states": states_visited(view.transitions),
         "transitions": [transition_json(r) for r in view.transitions],
         "holds": view.holds,
         "operation_keys": [

@@ -32,6 +32,7 @@ from .states import State
 from .store.base import Store
 from .supplier import SupplierDatabase
 from .tools import Principal
+from .trace import states_visited
 
 SUPPLIER_TOOLS = frozenset({HoldRoom.name, LookupHold.name})
 
@@ -174,12 +175,6 @@ def _scenario(fixture: Fixture, result: RunResult, environment: ScriptedEnvironm
     )
 
 
-def visited_states(result: RunResult) -> list[str]:
-    if not result.transitions:
-        return []
-    return [result.transitions[0].from_state, *(r.to_state for r in result.transitions)]
-
-
 def preserved_key(result: RunResult) -> str | None:
     """The key a run ending `unknown` hands over (None otherwise)."""
     if result.terminal is not State.UNKNOWN or not result.transitions:
@@ -213,7 +208,9 @@ def check_expectations(expect: Expect, result: RunResult, holds: int | None) -> 
             "waits_s", [round(w, 3) for w in expect.waits_s], [round(w, 3) for w in result.waits_s]
         )
     if expect.transitions is not None:
-        compare("transitions", [s.value for s in expect.transitions], visited_states(result))
+        compare(
+            "transitions", [s.value for s in expect.transitions], states_visited(result.transitions)
+        )
     for fragment in expect.answer_contains or ():
         if fragment not in (result.answer or ""):
             failures.append(f"answer: expected to contain {fragment!r}, got {result.answer!r}")

@@ -62,6 +62,13 @@ class TransitionRecord:
         return data
 
 
+def states_visited(records: list[TransitionRecord]) -> list[str]:
+    """The states a run passed through, starting where its first transition started."""
+    if not records:
+        return []
+    return [records[0].from_state, *(record.to_state for record in records)]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunHeader:
     """What a run was started with: enough to resume or replay it."""
