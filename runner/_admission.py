@@ -136,7 +136,7 @@ def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
     """Mint the write's key and commit its intent before dispatch; False if refused."""
     call, spec = slot.call, run.spec
     params_hash = parameter_hash(call.arguments)
-    generation = slot.retries if runtime.policy.fresh_key_on_retry else 0
+    generation = runtime.policy.key_generation(slot.retries)
     key = mint_key(spec.tenant, call.name, run.run_id, params_hash, generation)
     wall = runtime.clock.now()
     intent = Operation(
