@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Final
 
 from . import budget as bounds
-from ._admission import admit, admit_lookup
+from ._admission import admit, admit_lookup, refuse_duplicate
 from ._core import EngineCore
 from ._decisions import ENDING, decide
 from ._render import model_view, render_for_model
@@ -23,6 +23,7 @@ from .observations import (
     ArgumentsRejected,
     BudgetExhausted,
     OutcomeUnknown,
+    RepeatRefused,
     ToolFailedPermanently,
     ToolFailedTransiently,
     ToolFoundNothing,
@@ -62,6 +63,8 @@ def _why(observation: ToolObservation) -> str | None:
             return reason
         case OutcomeUnknown(reason=reason):
             return reason
+        case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=True):
+            return f"duplicate of {first} in the same reply ({kind})"
         case _:
             return None
 
@@ -83,6 +86,8 @@ class Acting(EngineCore):
                 admit(runtime, run, slot)
         slot = run.queue[0]
         latency: float | None = None
+        if slot.duplicate_of is not None and slot.observation is None:
+            slot.observation = refuse_duplicate(slot)  # the first call has been answered by now
         if slot.observation is not None:
             observation = slot.observation
             slot.looking_up = False
@@ -318,5 +323,6 @@ class Acting(EngineCore):
                     "result": observation.result,
                 }
             )
+        slot.answered = observation.kind
         if observation.kind in _SETTLING and slot.fingerprint is not None:
             run.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))
