@@ -222,7 +222,7 @@ class Acting(EngineCore):
                 decision=decision.value,
             )
             return
-        final = run.pending
+        final = self._unless_unsettled(run, run.pending)
         ending = final in ENDING
         if ending:
             run.reason = run.pending_reason or final.value
@@ -235,6 +235,23 @@ class Acting(EngineCore):
             reason=run.reason if ending else None,
             operation_key=run.pending_key if final is Decision.UNKNOWN else None,
         )
+
+    def _unless_unsettled(self, run: RunState, final: Decision) -> Decision:
+        """The batch's decision, or `unknown` while a write of this run is still unsettled.
+
+        The last guard before `plan`, the only way to `complete`: whatever the policy said, a
+        run that started a write whose outcome it does not know hands over that write's key.
+        """
+        if final is Decision.UNKNOWN:
+            return final
+        for key, (tool, status) in run.operations.items():
+            if status in (OperationStatus.PENDING, OperationStatus.UNKNOWN):
+                self.runtime.store.settle(key, OperationStatus.UNKNOWN)
+                run.operations[key] = (tool, OperationStatus.UNKNOWN)
+                run.pending, run.pending_key = Decision.UNKNOWN, key
+                run.pending_reason = "write_not_settled"
+                return Decision.UNKNOWN
+        return final
 
     async def _retry_or_stop(
         self, run: RunState, slot: Slot, observation: ToolObservation
