@@ -136,3 +136,20 @@ def test_naive_is_a_simulation_outside_the_production_type() -> None:
         Policy.model_validate(as_a_file)  # its table would never pass as a policy file
     assert Policy.recorded(stored) == naive  # a stored naive run replays under itself
     assert Policy.recorded(Policy().model_dump(mode="json")) == Policy()
+
+
+def test_policies_stored_before_the_move_still_resume_and_replay() -> None:
+    """Headers written while `fresh_key_on_retry` was a `Policy` field load as what they were."""
+    default = Policy().model_dump(mode="json")
+    assert Policy.recorded({**default, "fresh_key_on_retry": False}) == Policy()
+    naive = {**naive_policy().model_dump(mode="json"), "fresh_key_on_retry": True}
+    del naive["simulation"]
+    assert Policy.recorded(naive) == naive_policy()
+
+
+def test_a_stored_policy_that_breaks_the_rules_is_one_config_error() -> None:
+    stored = {**Policy().model_dump(mode="json"), "max_retries": 50}
+    with pytest.raises(ConfigError, match="stored policy does not load: max_retries"):
+        Policy.recorded(stored)
+    with pytest.raises(ConfigError, match="simulation policy 'other'"):
+        Policy.recorded({**stored, "simulation": "other"})

@@ -14,12 +14,16 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from runner._call_ids import unique_calls
 from runner.cli import main
 from runner.contracts import ContractSet, default_contracts_dir, load_contracts
 from runner.fixtures import load_fixture
 from runner.grading import grade
 from runner.machine import Decision
+from runner.models.base import ToolCall
 from runner.policy import DEFAULT_DECISIONS, Policy
 from runner.replay import Recording, replay
 from runner.scenario import run_fixture
@@ -180,3 +184,28 @@ def test_a_run_with_a_pending_write_cannot_end_complete(
     first, second = outcome.result.operations
     assert (first.status, second.status) == ("unknown", "committed")
     assert outcome.result.transitions[-1].operation_key == first.key
+
+
+_IDS = st.lists(st.sampled_from(["c", "c_dup2", "c_dup3", "x", ""]), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(turns=st.lists(_IDS, min_size=1, max_size=4))
+def test_call_ids_come_out_unique_and_the_same_every_time(turns: list[list[str]]) -> None:
+    """Any ids a model sends, over any turns: unique in the run, kept as sent unless already
+    taken, and renamed the same way on every pass (so replay and grading pair as the run did)."""
+    passes = []
+    for _ in range(2):
+        taken: set[str] = set()
+        given_out: list[str] = []
+        for ids in turns:
+            calls = unique_calls((ToolCall(id=i, name="t", arguments={}) for i in ids), taken)
+            given_out += [call.id for call in calls]
+        passes.append(given_out)
+    out = passes[0]
+    assert passes[1] == out
+    assert len(set(out)) == len(out)
+    sent = [i for ids in turns for i in ids]
+    for index, (original, unique) in enumerate(zip(sent, out, strict=True)):
+        assert (unique == original) == (original not in out[:index])
+        assert unique == original or unique.startswith(f"{original}_dup")
