@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Final
 
 from . import budget as bounds
-from ._admission import admit, admit_lookup
+from ._admission import admit, admit_lookup, refuse_duplicate
 from ._core import EngineCore
 from ._decisions import ENDING, decide
 from ._render import model_view, render_for_model
@@ -23,6 +23,7 @@ from .observations import (
     ArgumentsRejected,
     BudgetExhausted,
     OutcomeUnknown,
+    RepeatRefused,
     ToolFailedPermanently,
     ToolFailedTransiently,
     ToolFoundNothing,
@@ -62,6 +63,8 @@ def _why(observation: ToolObservation) -> str | None:
             return reason
         case OutcomeUnknown(reason=reason):
             return reason
+        case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=True):
+            return f"duplicate of {first} in the same reply ({kind})"
         case _:
             return None
 
@@ -83,6 +86,8 @@ class Acting(EngineCore):
                 admit(runtime, run, slot)
         slot = run.queue[0]
         latency: float | None = None
+        if slot.duplicate_of is not None and slot.observation is None:
+            slot.observation = refuse_duplicate(slot)  # the first call has been answered by now
         if slot.observation is not None:
             observation = slot.observation
             slot.looking_up = False
@@ -217,7 +222,7 @@ class Acting(EngineCore):
                 decision=decision.value,
             )
             return
-        final = run.pending
+        final = self._unless_unsettled(run, run.pending)
         ending = final in ENDING
         if ending:
             run.reason = run.pending_reason or final.value
@@ -230,6 +235,23 @@ class Acting(EngineCore):
             reason=run.reason if ending else None,
             operation_key=run.pending_key if final is Decision.UNKNOWN else None,
         )
+
+    def _unless_unsettled(self, run: RunState, final: Decision) -> Decision:
+        """The batch's decision, or `unknown` while a write of this run is still unsettled.
+
+        The last guard before `plan`, the only way to `complete`: whatever the policy said, a
+        run that started a write whose outcome it does not know hands over that write's key.
+        """
+        if final is Decision.UNKNOWN:
+            return final
+        for key, (tool, status) in run.operations.items():
+            if status in (OperationStatus.PENDING, OperationStatus.UNKNOWN):
+                self.runtime.store.settle(key, OperationStatus.UNKNOWN)
+                run.operations[key] = (tool, OperationStatus.UNKNOWN)
+                run.pending, run.pending_key = Decision.UNKNOWN, key
+                run.pending_reason = "write_not_settled"
+                return Decision.UNKNOWN
+        return final
 
     async def _retry_or_stop(
         self, run: RunState, slot: Slot, observation: ToolObservation
@@ -318,5 +340,6 @@ class Acting(EngineCore):
                     "result": observation.result,
                 }
             )
+        slot.answered = observation.kind
         if observation.kind in _SETTLING and slot.fingerprint is not None:
             run.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))

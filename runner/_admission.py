@@ -132,12 +132,30 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     )
 
 
+def refuse_duplicate(slot: Slot) -> RepeatRefused:
+    """The answer to a write that repeats an earlier call of its batch: that call's outcome."""
+    first = slot.duplicate_of
+    assert first is not None
+    return RepeatRefused(
+        call_id=slot.call.id,
+        tool=slot.call.name,
+        first_call_id=first.call.id,
+        first_kind=first.answered or "unanswered",
+        in_same_reply=True,
+    )
+
+
 def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
-    """Mint the write's key and commit its intent before dispatch; False if refused."""
+    """Mint the write's key and commit its intent before dispatch; False if refused (or if an
+    earlier call of the batch holds the key: then `slot.duplicate_of` says which)."""
     call, spec = slot.call, run.spec
     params_hash = parameter_hash(call.arguments)
-    generation = slot.retries if runtime.policy.fresh_key_on_retry else 0
+    generation = runtime.policy.key_generation(slot.retries)
     key = mint_key(spec.tenant, call.name, run.run_id, params_hash, generation)
+    first = run.batch_writes.setdefault(key, slot)
+    if first is not slot:  # the same write twice in one reply: it goes out once
+        slot.duplicate_of = first
+        return False
     wall = runtime.clock.now()
     intent = Operation(
         key=key,

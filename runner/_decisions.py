@@ -3,7 +3,8 @@
 - a second invalid-argument call to the same tool (past `corrections_per_tool`) abstains;
 - retries are bounded per call, never happen once another call has ended the run, and never
   re-send a write whose destination does not suppress duplicates;
-- an unknown write outcome is reconciled once by key; inconclusive after that means `unknown`.
+- an unknown write outcome is reconciled once by key; inconclusive after that means `unknown`;
+  a table that says to retry it on a write that may not be re-sent gets the lookup instead.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ def decide(policy: Policy, run: RunState, slot: Slot, observation: ToolObservati
             return Decision.ABSTAIN
     elif slot.validated:
         run.invalid_streak.pop(tool, None)
+    resend_unsafe = (
+        contract is not None
+        and contract.side_effect == "write"
+        and not contract.suppresses_duplicates
+    )
+    if kind == "unknown_outcome" and decision is Decision.RETRY and resend_unsafe:
+        decision = Decision.RECONCILE  # a write that may not be re-sent is looked up instead
     if decision is Decision.RECONCILE and (
         slot.reconciled or contract is None or contract.reconcile_with is None
     ):
@@ -35,10 +43,6 @@ def decide(policy: Policy, run: RunState, slot: Slot, observation: ToolObservati
     if decision is Decision.RETRY:
         if slot.retries >= policy.max_retries or run.pending in ENDING:
             return Decision.UNKNOWN if kind == "unknown_outcome" else Decision.BACK_TO_MODEL
-        if (
-            contract is not None
-            and contract.side_effect == "write"
-            and not contract.suppresses_duplicates
-        ):
+        if resend_unsafe:
             return Decision.BACK_TO_MODEL  # never re-send a write the destination may duplicate
     return decision

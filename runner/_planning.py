@@ -8,6 +8,7 @@ from collections import deque
 from typing import Final
 
 from . import budget as bounds
+from ._call_ids import unique_calls
 from ._core import EngineCore
 from ._state import RunState, Slot
 from .budget import Bound
@@ -120,9 +121,11 @@ class Planning(EngineCore):
             self._move(run, Trigger.GIVE_UP, latency_ms=latency, reason=unusable, **tokens)
             return
         if reply.tool_calls:
-            run.transcript.append(AssistantMessage(text=reply.text, tool_calls=reply.tool_calls))
-            run.queue = deque(Slot(call=call) for call in reply.tool_calls)
+            calls = unique_calls(reply.tool_calls, run.call_ids)
+            run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
+            run.queue = deque(Slot(call=call) for call in calls)
             run.fresh_batch = True
+            run.batch_writes = {}
             run.pending, run.pending_reason, run.pending_key = Decision.CONTINUE, None, None
             self._move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
             return

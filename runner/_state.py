@@ -60,6 +60,11 @@ class Slot:
     """A lookup by key has already been made for this write."""
     looking_up: bool = False
     """The dispatch in flight is the reconciliation lookup, not the write."""
+    duplicate_of: Slot | None = None
+    """An earlier call of this batch holding the same operation key: this one is never
+    dispatched; it is answered as a duplicate of that call's outcome."""
+    answered: str | None = None
+    """The result class this call was answered with."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -89,6 +94,10 @@ class RunState:
     transcript: Transcript = field(default_factory=Transcript)
     records: list[TransitionRecord] = field(default_factory=list)
     queue: deque[Slot] = field(default_factory=deque)
+    batch_writes: dict[str, Slot] = field(default_factory=dict)
+    """Operation key -> the first call of the current batch that claimed it."""
+    call_ids: set[str] = field(default_factory=set)
+    """Every call id given out in this run (ids are made unique at `plan`)."""
     fresh_batch: bool = False
     redo: Slot | None = None
     """A slot going back to `call` for a retry or a reconciliation lookup."""

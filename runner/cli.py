@@ -31,6 +31,7 @@ from .report import (
     side_by_side,
 )
 from .scenario import ScenarioRun, resume_fixture, run_fixture
+from .sim import naive_policy
 from .store import FanoutStore, JsonlLog, SqliteStore
 from .store.base import Store
 from .supplier import SupplierDatabase
@@ -50,8 +51,10 @@ def _contracts(directory: Path | None) -> ContractSet:
 def _policy(value: str | None) -> Policy | None:
     if value is None:
         return None
-    if value in {"default", "naive"}:
-        return Policy.named(value)
+    if value == "default":
+        return Policy()
+    if value == "naive":  # a simulation of the broken runner, to show the checks catch it
+        return naive_policy()
     return Policy.load(Path(value))
 
 
@@ -76,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
     run.add_argument("--seed", type=int, default=0, help="seed for backoff jitter (default 0)")
-    run.add_argument("--policy", default=None, help="default, naive, or a policy file")
+    run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
     run.add_argument(
         "--model", default=None, help="plan with a live model: openai:MODEL or anthropic:MODEL"
     )
@@ -99,7 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("source", help="a RUN_ID in --db, or a JSONL log file")
     replay.add_argument("--run", default=None, help="with a log file: only this run")
-    replay.add_argument("--policy", default=None, help="counterfactual: default, naive, or a file")
+    replay.add_argument(
+        "--policy", default=None, help="counterfactual: default, naive (simulation), or a file"
+    )
     for bound, kind in (
         ("max_attempts", int),
         ("max_model_steps", int),
@@ -128,7 +133,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="RUN_ID",
         help="grade runs stored in --db instead (all of them when no id is given)",
     )
-    grade.add_argument("--policy", default=None, help="default, naive, or a policy file")
+    grade.add_argument(
+        "--policy", default=None, help="default, naive (simulation), or a policy file"
+    )
     grade.add_argument("--json", action="store_true", help="print the grades as JSON")
     with_db(grade)
 

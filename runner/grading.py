@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from ._call_ids import unique_id
 from .contracts import ContractSet
 from .fixtures import Expect
 from .replay import Recording
@@ -165,10 +166,11 @@ def attempts_within_cap(recording: Recording, contracts: ContractSet) -> Check:
 def every_call_answered_in_order(recording: Recording, contracts: ContractSet) -> Check:
     name = "every_call_answered_in_order"
     proposals = [turn for turn in recording.turns if turn.tool_calls]
+    taken: set[str] = set()  # the ids as the runner made them unique, proposal by proposal
     for batch_number, batch in enumerate(_batches(recording.transitions)):
         if batch_number >= len(proposals):
             return Check(name, False, f"batch {batch_number + 1} has no recorded proposal")
-        wanted = [call["id"] for call in proposals[batch_number].tool_calls]
+        wanted = [unique_id(call["id"], taken) for call in proposals[batch_number].tool_calls]
         answered = _answered_in_batch(batch)
         if answered != wanted:
             return Check(

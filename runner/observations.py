@@ -137,12 +137,15 @@ class WriteNotApplied:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RepeatRefused:
-    """The same tool with the same canonical arguments already settled; not dispatched again."""
+    """The same tool with the same canonical arguments already settled, or a write already
+    claimed by an earlier call of the same reply; not dispatched again."""
 
     call_id: str
     tool: str
     first_call_id: str
     first_kind: str
+    in_same_reply: bool = False
+    """The first call came in the same reply (same operation key): only it was dispatched."""
     kind: Literal["repeat_refused"] = "repeat_refused"
 
 

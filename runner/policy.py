@@ -7,13 +7,16 @@ Pure: nothing here sleeps or reads a clock. The engine asks `decision_for()` wha
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError
 from .machine import Decision
@@ -36,31 +39,111 @@ DEFAULT_DECISIONS: Final[dict[ResultClass, Decision]] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """The decisions a result class may get, and the safety rule that says why."""
+
+    allowed: frozenset[Decision]
+    rule: str
+
+
+_TO_PLAN: Final = frozenset({Decision.CONTINUE, Decision.BACK_TO_MODEL})
+_STOP: Final = frozenset({Decision.ABSTAIN, Decision.ESCALATE})
+_HAND_BACK: Final = frozenset({Decision.BACK_TO_MODEL}) | _STOP
+_RETRYABLE: Final = frozenset({Decision.RETRY}) | _HAND_BACK
+
+# What a policy may decide per result class: the failure classes of DESIGN.md as data, checked
+# whenever a `Policy` is built. No table can retry a denial, skip the lookup of an unknown write,
+# re-send a settled call, or keep calling tools once a bound is spent.
+ALLOWED_DECISIONS: Final[dict[ResultClass, Rule]] = {
+    "ok": Rule(_TO_PLAN, "a success is final: never retried nor reconciled"),
+    "empty": Rule(_TO_PLAN, "an empty result is an answer: never retried nor reconciled"),
+    "invalid_arguments": Rule(
+        _HAND_BACK, "invalid arguments go back to the model for correction, never re-sent as is"
+    ),
+    "rate_limited": Rule(
+        _RETRYABLE, "a rate limit is retried (bounded) or handed back; nothing to reconcile"
+    ),
+    "transient": Rule(
+        _RETRYABLE, "a transient failure is retried (bounded) or handed back; nothing to reconcile"
+    ),
+    "access_denied": Rule(
+        _STOP, "access denied is never retried, reconciled or handed back: escalate or abstain"
+    ),
+    "permanent": Rule(_HAND_BACK, "a permanent failure is never retried: the same call fails"),
+    "malformed_result": Rule(_HAND_BACK, "a malformed result is never retried nor reconciled"),
+    "unknown_tool": Rule(_HAND_BACK, "a call to an unknown tool is never retried"),
+    "unknown_outcome": Rule(
+        frozenset({Decision.RECONCILE, Decision.UNKNOWN}),
+        "an unknown write outcome is reconciled by its key before anything else, or ends unknown",
+    ),
+    "not_applied": Rule(
+        _RETRYABLE, "a write proven not applied may be re-sent under its key, never looked up again"
+    ),
+    "repeat_refused": Rule(_HAND_BACK, "a refused repeat is never re-sent"),
+    "budget_exhausted": Rule(
+        frozenset({Decision.FINAL_ANSWER, Decision.ABSTAIN}),
+        "a spent budget allows only the final tool-free answer or abstain",
+    ),
+    "model_final": Rule(frozenset(), "the model's final answer is not a tool outcome"),
+}
+
+MAX_RETRIES: Final = 10
+MAX_CORRECTIONS: Final = 5
+MAX_BACKOFF_S: Final = 300.0
+
+
+def unsafe_decisions(decisions: Mapping[ResultClass, Decision]) -> list[str]:
+    """Every entry of a decision table that breaks the matrix, each naming its rule."""
+    problems = []
+    for result_class, decision in decisions.items():
+        rule = ALLOWED_DECISIONS.get(result_class)
+        if rule is not None and decision not in rule.allowed:
+            allowed = ", ".join(sorted(rule.allowed)) or "none"
+            problems.append(
+                f"{result_class}: {decision.value} breaks the rule '{rule.rule}' "
+                f"(allowed: {allowed})"
+            )
+    return problems
+
+
 class Backoff(BaseModel):
     """Exponential backoff, full jitter: uniform(0, min(max_s, initial_s * multiplier**n))."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    initial_s: float = Field(default=0.5, gt=0)
-    multiplier: float = Field(default=2.0, ge=1)
-    max_s: float = Field(default=8.0, gt=0)
+    initial_s: float = Field(default=0.5, gt=0, le=MAX_BACKOFF_S)
+    multiplier: float = Field(default=2.0, ge=1, le=10)
+    max_s: float = Field(default=8.0, gt=0, le=MAX_BACKOFF_S)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Backoff:
+        if self.initial_s > self.max_s:
+            raise PydanticCustomError(
+                "backoff_order",
+                "initial_s {initial} is above max_s {most}",
+                {"initial": self.initial_s, "most": self.max_s},
+            )
+        return self
 
 
 class Policy(BaseModel):
-    """What the runner does with each observation class. Configurable, never prompt text."""
+    """What the runner does with each observation class. Configurable, never prompt text.
+
+    Every table is checked against `ALLOWED_DECISIONS` and every bound is finite, so no policy can
+    switch a safety rule off. (The deliberately broken naive policy is simulation code:
+    `runner.sim`.)
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = "default"
     decisions: dict[ResultClass, Decision] = Field(default_factory=lambda: dict(DEFAULT_DECISIONS))
-    max_retries: int = Field(default=2, ge=0)
+    max_retries: int = Field(default=2, ge=0, le=MAX_RETRIES)
     """Retries of one call after rate limiting or a transient failure (first try not counted)."""
-    corrections_per_tool: int = Field(default=1, ge=0)
+    corrections_per_tool: int = Field(default=1, ge=0, le=MAX_CORRECTIONS)
     """Invalid-argument calls to one tool handed back for correction before the run abstains."""
     backoff: Backoff = Field(default_factory=Backoff)
-    fresh_key_on_retry: bool = False
-    """Mint a new operation key for every retry of a write. Only the naive policy does this: it
-    is the bug that books a hotel twice, kept to prove the checks catch it."""
 
     @field_validator("decisions", mode="after")
     @classmethod
@@ -68,22 +151,56 @@ class Policy(BaseModel):
         cls, decisions: dict[ResultClass, Decision]
     ) -> dict[ResultClass, Decision]:
         """A policy file lists only what it changes; every other class keeps its default."""
-        return {**DEFAULT_DECISIONS, **decisions}
+        merged = {**DEFAULT_DECISIONS, **decisions}
+        problems = unsafe_decisions(merged)
+        if problems:
+            raise PydanticCustomError("unsafe_decision", "; ".join(problems))
+        return merged
 
     def decision_for(self, result_class: ResultClass) -> Decision:
         """The table's decision for a result class."""
         return self.decisions.get(result_class, Decision.BACK_TO_MODEL)
 
+    def key_generation(self, retries: int) -> int:
+        """The generation of the operation key a write's retry is sent under: always 0, so one
+        intent keeps one key however often it is re-sent."""
+        del retries
+        return 0
+
     @classmethod
     def named(cls, name: str) -> Policy:
-        """A built-in policy: `default`, or `naive` (the broken runner of the design)."""
+        """A built-in policy: `default`."""
         if name == "default":
             return cls()
         if name == "naive":
-            decisions = dict(DEFAULT_DECISIONS)
-            decisions["unknown_outcome"] = Decision.RETRY  # retry blindly, no lookup
-            return cls(name="naive", decisions=decisions, fresh_key_on_retry=True)
+            raise ConfigError(
+                "the naive policy is a simulation of a broken runner: runner.sim.naive_policy()"
+            )
         raise ConfigError(f"unknown policy {name!r}: use default, naive, or a policy file")
+
+    @classmethod
+    def recorded(cls, data: Any) -> Policy:
+        """The policy a stored run ran under, to resume or replay it under the same rules.
+
+        A simulation policy comes back as itself (from `runner.sim`, imported only here, so a
+        production run never loads it); anything else must validate like a policy file, or it is
+        one `ConfigError`.
+        """
+        if isinstance(data, dict) and "fresh_key_on_retry" in data:  # stored before runner.sim
+            fresh = data["fresh_key_on_retry"] is True
+            data = {key: value for key, value in data.items() if key != "fresh_key_on_retry"}
+            data = {**data, "simulation": "naive"} if fresh else data
+        if isinstance(data, dict) and data.get("simulation") is not None:
+            from .sim import recorded_simulation  # noqa: PLC0415  (production never loads sim)
+
+            return recorded_simulation(data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            details = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"the run's stored policy does not load: {details}") from exc
 
     @classmethod
     def load(cls, path: Path) -> Policy:

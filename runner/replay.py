@@ -148,7 +148,7 @@ def replay(
 ) -> Replay:
     """Replay exactly (no `policy`/`limits`), or counterfactually under the ones given."""
     header = recording.header
-    recorded_policy = Policy.model_validate(header.policy)
+    recorded_policy = Policy.recorded(header.policy)
     recorded_limits = Limits.model_validate(header.limits)
     use_policy = policy or recorded_policy
     use_limits = limits or recorded_limits

@@ -114,7 +114,7 @@ def resume_fixture(run_id: str, contracts: ContractSet, store: Store) -> Scenari
         raise StoreError(f"run {run_id} was not started from a fixture; it cannot be resumed here")
     try:
         fixture = Fixture.model_validate(header.fixture)
-        policy = Policy.model_validate(header.policy)
+        policy = Policy.recorded(header.policy)
     except ValidationError as exc:
         raise StoreCorrupt(
             f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"

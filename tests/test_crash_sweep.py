@@ -125,6 +125,7 @@ def test_every_crash_point_of_every_hold_fixture_resumes_safely(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert len(HOLD_FIXTURES) >= 5
+    assert FIXTURES / "hold_duplicate_calls.yaml" in HOLD_FIXTURES  # a batch with duplicate writes
     with ThreadPoolExecutor(max_workers=2) as pool:
         sweeps = list(pool.map(lambda p: _sweep(p, tmp_path), HOLD_FIXTURES))
     problems = [problem for sweep in sweeps for problem in sweep.problems]

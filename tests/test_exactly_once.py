@@ -12,8 +12,8 @@ from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.environment import HoldRoom
 from runner.fixtures import load_fixture
-from runner.policy import Policy
 from runner.scenario import resume_fixture, run_fixture
+from runner.sim import naive_policy
 from runner.store import MemoryStore, SqliteStore
 from runner.supplier import SupplierDatabase
 from runner.tools import Principal, ToolInvocation
@@ -32,7 +32,7 @@ def test_default_policy_makes_one_hold_and_naive_makes_two(
     fixture = load_fixture(FIXTURES / "hold_timeout_after_commit.yaml", contracts)
     default = run_fixture(fixture, contracts, MemoryStore(), world_dir=tmp_path / "a")
     naive = run_fixture(
-        fixture, contracts, MemoryStore(), policy=Policy.named("naive"), world_dir=tmp_path / "b"
+        fixture, contracts, MemoryStore(), policy=naive_policy(), world_dir=tmp_path / "b"
     )
     assert default.holds == 1 and default.passed
     assert naive.holds == 2

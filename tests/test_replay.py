@@ -12,10 +12,10 @@ from runner.budget import Limits
 from runner.cli import main
 from runner.contracts import ContractSet
 from runner.fixtures import collect_fixture_paths, load_fixture
-from runner.policy import Policy
 from runner.recording import Responded
 from runner.replay import Recording, describe, replay
 from runner.scenario import run_fixture
+from runner.sim import naive_policy
 from runner.store import FanoutStore, JsonlLog, SqliteStore
 
 from .conftest import FIXTURES
@@ -89,7 +89,7 @@ def test_a_policy_that_needs_an_unrecorded_answer_stops_outside_the_recording(
     store, run_id = record_fixture("hold_timeout_after_commit", tmp_path, contracts)
     recording = Recording.from_store(store, run_id)
     store.close()
-    outcome = replay(recording, contracts, policy=Policy.named("naive"))
+    outcome = replay(recording, contracts, policy=naive_policy())
     assert outcome.replayed.result is None
     assert outcome.replayed.outside is not None and "hold_room" in outcome.replayed.outside
     assert "outside_recording" in describe(outcome)
