@@ -224,12 +224,13 @@ def compile_contract(
         ("input_schema", contract.input_schema),
         ("result_schema", contract.result_schema),
     ):
+        # First, so a pattern is refused with its reason, not the meta-schema's "is not a regex".
+        _refuse_what_cannot_be_checked(source, label, schema)
         try:
             ReferenceValidator.check_schema(schema)
         except SchemaError as exc:
             where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
             raise ContractError(source, f"{label} at {where}: {exc.message}") from exc
-        _refuse_what_cannot_be_checked(source, label, schema)
     if contract.input_schema.get("type") != "object":
         raise ContractError(source, "input_schema must have type object")
     if contract.input_schema.get("additionalProperties") is not False:
