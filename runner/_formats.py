@@ -21,10 +21,17 @@ from collections.abc import Callable, Mapping
 from datetime import date
 from typing import Any, Final
 
-import idna
 from jsonschema import FormatChecker
 
 from ._schema_walk import subschemas
+from .errors import ConfigError
+
+try:
+    import idna
+except ImportError as exc:  # a declared dependency; refuse to start rather than check less
+    raise ConfigError(
+        "format hostname (and email domains) needs idna: install runner's dependencies"
+    ) from exc
 
 _A = re.ASCII
 
