@@ -6,6 +6,9 @@ the standard each follows; `tests/test_fast_validation.py` proves both validator
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from runner._formats import ASSERTED_FORMATS, unasserted_formats
@@ -134,3 +137,11 @@ def test_only_format_keywords_in_schema_positions_count() -> None:
         ("/properties/when", "iri"),
         ("/oneOf/1/$defs/x", "regex"),
     ]
+
+
+def test_without_idna_the_runner_refuses_to_start_and_says_why() -> None:
+    """A checker's library missing is a clear error at import, never a format checked less."""
+    code = "import sys; sys.modules['idna'] = None; import runner"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "ConfigError" in done.stderr and "needs idna" in done.stderr
