@@ -1,15 +1,16 @@
 """Tool contracts: load `contracts/*.json`, compile their schemas once, validate calls and results.
 
-Schemas are Draft 2020-12 with format assertions really enabled (jsonschema skips formats unless a
-format checker is passed, and skips `date-time` unless rfc3339-validator is installed; both are
-checked here at import). Arguments pass the schema first, then the tool's semantic rules (a pydantic
-model validated with the run's context). A contract that does not compile is one `ContractError`.
+Schemas are Draft 2020-12 with format assertions really enabled: every format a contract uses is
+one the runner checks itself (`_formats.ASSERTED_FORMATS`), and a contract using any other format,
+or a `pattern` the reference cannot read as ECMA-262 does, is refused when it loads. Arguments pass
+the schema first, then the tool's semantic rules (a pydantic model validated with the run's
+context). A contract that does not compile is one `ContractError`.
 
 Two validators per schema: `jsonschema` is the reference (meta-schema checks, detailed messages);
-a compiled `jsonschema-rs` validator is the hot path and decides alone only when it accepts. Its
-format checks are slightly more lenient than the reference's in two places (year 0000 and leap
-seconds), so its copy of each schema carries guards for exactly those. The differential test
-(`tests/test_fast_validation.py`) proves on every contract that both accept and reject alike.
+a compiled `jsonschema-rs` validator is the hot path and decides alone only when it accepts. Both
+call the same format functions, and the reference reads patterns as ECMA-262 (`_patterns.py`), so
+they agree; the differential test (`tests/test_fast_validation.py`) proves it on every contract
+and on every asserted format.
 """
 
 from __future__ import annotations
@@ -28,16 +29,11 @@ from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from referencing.exceptions import Unresolvable
 
-from .errors import ConfigError, ContractError
+from ._formats import ASSERTED_FORMATS, FORMAT_CHECKER, unasserted_formats
+from ._patterns import PatternRefused, ReferenceValidator, for_reference, python_source
+from ._schema_walk import subschemas
+from .errors import ContractError
 from .travel import SEMANTIC_RULES
-
-FORMAT_CHECKER: Final = Draft202012Validator.FORMAT_CHECKER
-
-if not {"date", "date-time"} <= set(FORMAT_CHECKER.checkers):
-    raise ConfigError(
-        "jsonschema cannot assert format date-time: install rfc3339-validator "
-        "(a declared dependency of runner)"
-    )
 
 RESERVED_ARGUMENTS: Final[frozenset[str]] = frozenset(
     {
@@ -89,29 +85,16 @@ class ArgumentProblem:
     reason: str
 
 
-# Where jsonschema-rs's native format checks accept what the reference rejects.
-_FORMAT_GUARDS: Final[dict[str, list[str]]] = {
-    "date": ["^0000-"],
-    "date-time": ["^0000-", "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:60"],
-}
-
-
-def _guarded(schema: Any) -> Any:
-    """A copy of `schema` whose date and date-time formats also refuse the guarded cases."""
-    if isinstance(schema, list):
-        return [_guarded(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    copy = {key: _guarded(value) for key, value in schema.items()}
-    form = copy.get("format")
-    guards = _FORMAT_GUARDS.get(form) if isinstance(form, str) else None
-    if guards:
-        copy["allOf"] = [*copy.get("allOf", []), *({"not": {"pattern": g}} for g in guards)]
-    return copy
-
-
 def fast_validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
-    return jsonschema_rs.validator_for(_guarded(schema), validate_formats=True)
+    """The compiled validator, its formats checked by the same functions as the reference's."""
+    return jsonschema_rs.validator_for(
+        schema, validate_formats=True, ignore_unknown_formats=False, formats=dict(ASSERTED_FORMATS)
+    )
+
+
+def reference_validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """The reference validator: jsonschema, asserting exactly the runner's formats."""
+    return ReferenceValidator(for_reference(schema), format_checker=FORMAT_CHECKER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +192,30 @@ def _describe_argument_error(
     return ArgumentProblem(path, error.message)
 
 
+def _refuse_what_cannot_be_checked(source: str | Path, label: str, schema: Any) -> None:
+    """A format the runner cannot assert, or a pattern it cannot read as ECMA-262, is refused."""
+    unasserted = unasserted_formats(schema)
+    if unasserted:
+        where, name = unasserted[0]
+        raise ContractError(
+            source,
+            f"{label} at {where}: format {name!r} cannot be asserted "
+            f"(asserted: {', '.join(ASSERTED_FORMATS)})",
+        )
+    for where, sub in subschemas(schema):
+        pattern = sub.get("pattern")
+        keys = sub.get("patternProperties")
+        candidates = [pattern] if isinstance(pattern, str) else []
+        candidates += list(keys) if isinstance(keys, dict) else []
+        for candidate in candidates:
+            try:
+                python_source(candidate)
+            except PatternRefused as exc:
+                raise ContractError(
+                    source, f"{label} at {where}: pattern {candidate!r} is refused: {exc}"
+                ) from exc
+
+
 def compile_contract(
     contract: Contract, source: str | Path, rules: type[BaseModel] | None = None
 ) -> CompiledContract:
@@ -217,8 +224,10 @@ def compile_contract(
         ("input_schema", contract.input_schema),
         ("result_schema", contract.result_schema),
     ):
+        # First, so a pattern is refused with its reason, not the meta-schema's "is not a regex".
+        _refuse_what_cannot_be_checked(source, label, schema)
         try:
-            Draft202012Validator.check_schema(schema)
+            ReferenceValidator.check_schema(schema)
         except SchemaError as exc:
             where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
             raise ContractError(source, f"{label} at {where}: {exc.message}") from exc
@@ -233,8 +242,8 @@ def compile_contract(
         )
     if contract.side_effect == "write" and contract.reconcile_with is None:
         raise ContractError(source, "a write tool must name its reconcile_with lookup tool")
-    input_validator = Draft202012Validator(contract.input_schema, format_checker=FORMAT_CHECKER)
-    result_validator = Draft202012Validator(contract.result_schema, format_checker=FORMAT_CHECKER)
+    input_validator = reference_validator(contract.input_schema)
+    result_validator = reference_validator(contract.result_schema)
     for label, validator in (
         ("input_schema", input_validator),
         ("result_schema", result_validator),

@@ -227,3 +227,21 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
         command, shell=True, capture_output=True, text=True, cwd=tmp_path, check=False, timeout=120
     )
     assert "Traceback" not in done.stderr and len(done.stdout) == 100
+
+
+@pytest.mark.parametrize(
+    ("keywords", "fragment"),
+    [
+        ({"format": "iri"}, "format 'iri' cannot be asserted"),
+        ({"pattern": "\\p{Digit}"}, "pattern"),
+    ],
+)
+def test_contracts_check_refuses_what_cannot_be_checked_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], keywords: dict[str, str], fragment: str
+) -> None:
+    data = json.loads((ROOT / "contracts" / "search_flights.json").read_text())
+    data["input_schema"]["properties"]["origin"] = {"type": "string", **keywords}
+    (tmp_path / "search_flights.json").write_text(json.dumps(data))
+    assert main(["--contracts", str(tmp_path), "contracts", "check"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: contract ") and fragment in err and err.count("\n") == 1

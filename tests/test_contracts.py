@@ -151,3 +151,175 @@ def test_name_must_match_file(tmp_path: Path) -> None:
 
 def test_contracts_are_compiled_once_per_process() -> None:
     assert load_default_contracts() is load_default_contracts()
+
+
+# Issue 17: validation that keeps its word.
+
+
+def _with_string(tmp_path: Path, name: str, **string_schema: Any) -> Path:
+    """A contract whose arguments are one string `value` with the given keywords."""
+    return _write(
+        tmp_path,
+        name,
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"value": {"type": "string", **string_schema}},
+        },
+    )
+
+
+def _value_problem(tmp_path: Path, value: str, **string_schema: Any) -> str | None:
+    _with_string(tmp_path, "probe_tool", **string_schema)
+    problem = load_contracts(tmp_path)["probe_tool"].check_arguments({"value": value}, {})
+    return None if problem is None else f"{problem.field}: {problem.reason}"
+
+
+@pytest.mark.parametrize(
+    ("form", "value"),
+    [
+        ("uri", "http:// shouldfail.com"),
+        ("uri", "https://example.org/foobar\\.txt"),
+        ("uri", "https://example.org/foobar<>.txt"),
+        ("uri", "https://example.org/foobar®.txt"),
+        ("email", "@example.com"),
+        ("email", "user1@oceania.org, user2@oceania.org"),
+        ("email", '"Winston Smith" <winston.smith@recdep.minitrue> (Records Department)'),
+        ("email", "joe bloggs@example.com"),
+        ("hostname", "example.com\n"),
+        ("uuid", "2eb8aa08-aa98-11ea-b4aa-73b441d16380\n"),
+        ("ipv6", "fe80::a%eth1"),
+    ],
+)
+def test_every_asserted_format_is_really_checked(tmp_path: Path, form: str, value: str) -> None:
+    """Issue 17.1: these passed before, because jsonschema skipped the format or checked "@"."""
+    problem = _value_problem(tmp_path, value, format=form)
+    assert problem is not None and problem.startswith("value:") and form in problem
+
+
+@pytest.mark.parametrize(
+    ("form", "value"),
+    [
+        ("uri", "https://example.org/a%20b?q=1#frag"),
+        ("email", '"joe@bloggs"@example.com'),
+        ("email", "joe.bloggs@[IPv6:::1]"),
+        ("hostname", "xn--9n2bp8q.xn--9t4b11yi5a"),
+    ],
+)
+def test_valid_values_of_asserted_formats_pass(tmp_path: Path, form: str, value: str) -> None:
+    assert _value_problem(tmp_path, value, format=form) is None
+
+
+@pytest.mark.parametrize("form", ["idn-email", "iri", "uri-template", "regex", "int64", "color"])
+def test_a_format_the_runner_cannot_assert_is_refused_at_load(tmp_path: Path, form: str) -> None:
+    """Issue 17.1: never accepted silently; the message names the format and where it is."""
+    _with_string(tmp_path, "odd_format", format=form)
+    with pytest.raises(ContractError) as info:
+        load_contracts(tmp_path)
+    message = str(info.value)
+    assert f"format {form!r} cannot be asserted" in message
+    assert "odd_format.json" in message and "/properties/value" in message and "\n" not in message
+
+
+def test_a_property_named_format_is_not_a_format(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "named_format",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"format": {"enum": ["pdf", "html"]}},
+        },
+    )
+    assert load_contracts(tmp_path)["named_format"].check_arguments({"format": "pdf"}, {}) is None
+
+
+def test_a_date_time_with_a_trailing_newline_is_rejected(contracts: ContractSet) -> None:
+    """Issue 17.2: `$` in Python's regex also matches before a final newline."""
+    errors = contracts["search_flights"].check_result(
+        {**FLIGHTS_OK, "source_timestamp": "1963-06-19T08:30:06Z\n"}
+    )
+    assert errors and "source_timestamp" in errors[0] and "date-time" in errors[0]
+
+
+@pytest.mark.parametrize(
+    "stamp", ["1998-12-31T23:59:60Z", "1998-12-31T15:59:60.123-08:00", "1998-12-31t23:59:60z"]
+)
+def test_a_leap_second_is_a_valid_date_time(contracts: ContractSet, stamp: str) -> None:
+    """Issue 17.3: RFC 3339 allows second 60 in the last minute of the day (UTC)."""
+    assert contracts["search_flights"].check_result({**FLIGHTS_OK, "source_timestamp": stamp}) == ()
+
+
+@pytest.mark.parametrize(
+    "stamp", ["1998-12-31T23:59:61Z", "1998-12-31T23:58:60Z", "1998-12-31T23:59:60-08:00"]
+)
+def test_second_60_outside_the_last_utc_minute_is_rejected(
+    contracts: ContractSet, stamp: str
+) -> None:
+    assert contracts["search_flights"].check_result({**FLIGHTS_OK, "source_timestamp": stamp})
+
+
+@pytest.mark.parametrize("where", ["pattern", "patternProperties"])
+def test_a_pattern_python_cannot_compile_is_refused_at_load(tmp_path: Path, where: str) -> None:
+    """Issue 17.4: refused when the contract loads, not raised while validating a call."""
+    value: dict[str, Any] = {"type": "string"}
+    if where == "pattern":
+        value["pattern"] = "^\\p{Digit}+$"
+    else:
+        value = {"type": "object", "patternProperties": {"^\\p{Digit}+$": {"type": "string"}}}
+    _write(
+        tmp_path,
+        "digits_tool",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"value": value},
+        },
+    )
+    with pytest.raises(ContractError) as info:
+        load_contracts(tmp_path)
+    message = str(info.value)
+    assert "digits_tool.json" in message and "pattern '^\\\\p{Digit}+$' is refused" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value"),
+    [
+        ("^[A-Z]{3}$", "SFO\n"),  # `$` is the end of the string
+        ("^\\d+$", "১২"),  # `\d` is [0-9]
+        ("^\\w+$", "école"),  # `\w` is [A-Za-z0-9_]
+        ("^.$", "\r"),  # `.` stops at line terminators
+        ("^\\s$", "\x1c"),  # `\s` is ECMA-262 white space, not Python's
+    ],
+)
+def test_patterns_mean_what_ecma_262_says(tmp_path: Path, pattern: str, value: str) -> None:
+    assert _value_problem(tmp_path, value, pattern=pattern) is not None
+
+
+def test_an_ecma_white_space_matches_backslash_s(tmp_path: Path) -> None:
+    assert _value_problem(tmp_path, "\u00a0", pattern="^\\s$") is None
+
+
+def test_pattern_properties_and_additional_properties_agree_on_ecma_meaning(
+    tmp_path: Path,
+) -> None:
+    _write(
+        tmp_path,
+        "keyed_tool",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "tags": {
+                    "type": "object",
+                    "patternProperties": {"^\\wcole$": True},
+                    "additionalProperties": False,
+                }
+            },
+        },
+    )
+    contract = load_contracts(tmp_path)["keyed_tool"]
+    assert contract.check_arguments({"tags": {"ecole": 1}}, {}) is None
+    assert contract.check_arguments({"tags": {"école": 1}}, {}) is not None
+    assert contract.check_arguments({"tags": {"ecole\n": 1}}, {}) is not None

@@ -1,9 +1,12 @@
 """The hot path's compiled validator accepts and rejects exactly what jsonschema does.
 
 For every contract (the travel ones and the benchmark's), on payloads generated from each schema,
-on arbitrary JSON, on mutations of valid payloads, and on the format edge cases where the two
-libraries are known to part ways (year 0000, leap seconds) or could (lower-case separators,
-offsets, fractions, impossible dates).
+on arbitrary JSON, on mutations of valid payloads, and on edge strings where Python's regular
+expressions and ECMA-262 part ways (a trailing newline, Unicode digits and spaces) or formats have
+their corners (year 0000, leap seconds, lower-case separators, offsets, fractions, impossible
+dates). And for every format a contract may use (`ASSERTED_FORMATS`), on strings generated around
+that format's edges: the effective verdict (the compiled validator's acceptance, else the
+reference's) must be the reference's verdict.
 
 One known difference is outside JSON itself: Python's infinities and NaN (which `json.loads`
 accepts as `Infinity`/`NaN`). The compiled validator rejects them and jsonschema accepts them; the
@@ -18,11 +21,17 @@ from datetime import UTC, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from bench.workloads import contracts as bench_contracts
-from runner.contracts import CompiledContract, load_default_contracts
+from runner._formats import ASSERTED_FORMATS
+from runner.contracts import (
+    CompiledContract,
+    fast_validator,
+    load_default_contracts,
+    reference_validator,
+)
 
 CONTRACTS: list[CompiledContract] = [
     *load_default_contracts().values(),
@@ -44,6 +53,8 @@ EDGE_STRINGS = [
     "2027-03-01T09:00:00-00:00", "2027-03-01T09:00Z", "2027-03-01T09:00:00+0900",
     "2027-02-29T09:00:00Z", "2027-03-01T25:00:00Z", "SFO", "sfo", "SFOO", "", "x",
     "wheelchair", "reported_available", "ok", "error", "rate_limited", "é", "\u0000",
+    "SFO\n", "SF\u09e7", "2027-04-01\n", "2027-03-01T09:00:00Z\n", "1998-12-31T23:59:60Z",
+    "1998-12-31T15:59:60.123-08:00", "1998-12-31T23:58:60Z", "2027-0\u09ea-01", "\r", "\u00a0",
 ]  # fmt: skip
 
 
@@ -179,3 +190,106 @@ def test_non_finite_numbers_fall_back_to_the_reference() -> None:
     assert not contract.fast_result.is_valid(payload)
     assert contract.result_validator.is_valid(payload)
     assert contract.check_result(payload) == ()  # the hot path decides as the reference does
+
+
+# Per format: strings that are valid or nearly so, then mutated at the places formats break.
+_DIGITS = "0123456789"
+_EDGE_CHARS = '\n\r\t \u00a0\u09ea\u0663\uff11é-:.+%@/~#?[]TtZz0169_\\"<>'
+
+
+def _format_seeds(form: str) -> st.SearchStrategy[str]:
+    zones = st.sampled_from([UTC, timezone(timedelta(hours=9)), timezone(-timedelta(hours=8))])
+    date_times = st.datetimes(timezones=zones).map(lambda d: d.isoformat())
+    leap = st.from_regex(
+        r"[0-9]{4}-12-31[Tt]((23:59)|(15:59)|(22:59)|(23:58)|(00:29)):60(\.[0-9]{1,3})?"
+        r"([Zz]|[+-](00|08|23|01):(00|30|59))",
+        fullmatch=True,
+    )
+    seeds: dict[str, st.SearchStrategy[str]] = {
+        "date": st.dates().map(lambda d: d.isoformat())
+        | st.from_regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", fullmatch=True),
+        "date-time": date_times | leap,
+        "time": date_times.map(lambda s: s[11:]) | leap.map(lambda s: s[11:]),
+        "duration": st.from_regex(
+            r"P([0-9]{1,3}[YMWD]){0,3}(T([0-9]{1,3}[HMS]){0,3})?", fullmatch=True
+        ),
+        "email": st.emails()
+        | st.from_regex(
+            r'("[a-z @.]{0,5}"|[a-z.~]{0,6})@([a-z0-9.-]{0,10}|\[(IPv6:)?[0-9a-f:.]{1,15}\])',
+            fullmatch=True,
+        ),
+        "hostname": st.from_regex(
+            r"(xn--)?[a-zA-Z0-9-]{0,10}(\.[a-zA-Z0-9-]{0,64}){0,3}", fullmatch=True
+        )
+        | st.sampled_from(["xn--9n2bp8q.xn--9t4b11yi5a", "xn--X", "XN--aa---o47jg78q", "a--b.com"]),
+        "ipv4": st.ip_addresses(v=4).map(str) | st.from_regex(r"[0-9.]{0,16}", fullmatch=True),
+        "ipv6": st.ip_addresses(v=6).map(str)
+        | st.from_regex(r"[0-9a-f:]{0,20}(%eth0|/64|:1\.2\.3\.4|:01\.2\.3\.4)?", fullmatch=True),
+        "uuid": st.uuids().map(str),
+        "json-pointer": st.from_regex(r"(/([a-z~01]|~[0-2]){0,4}){0,3}", fullmatch=True),
+        "relative-json-pointer": st.from_regex(
+            r"[0-9]{0,3}#?(/([a-z~01]|~[0-2]){0,4}){0,3}", fullmatch=True
+        ),
+    }
+    uris = st.from_regex(
+        r"([a-z][a-z0-9+.-]{0,4}:)?(//([a-z]{0,3}@)?([a-z0-9.-]{0,8}|\[[0-9a-f:.]{1,12}\]|\[v1\.x\])"
+        r"(:[0-9a-z]{0,3})?)?(/[a-zA-Z0-9%:@!$&'()*+,;= \\<>^`{|}-]{0,6}){0,3}"
+        r"(\?[a-z=&/?]{0,6})?(#[a-z/?\\]{0,4})?",
+        fullmatch=True,
+    )
+    seeds["uri"] = uris | st.sampled_from(["http://foo.bar/?baz=qux#quux", "urn:isbn:0451450523"])
+    seeds["uri-reference"] = seeds["uri"] | st.sampled_from(["", "//", "./a:b", "1:b", "#f"])
+    return seeds[form]
+
+
+@st.composite
+def _mutated(draw: st.DrawFn, seed: str) -> str:
+    """One edit where formats break: an edge character put in, a character dropped or doubled."""
+    char = draw(st.sampled_from(_EDGE_CHARS + _DIGITS))
+    if not seed:
+        return char
+    at = draw(st.integers(0, len(seed)))
+    edit = draw(st.sampled_from(["insert", "replace", "drop", "double", "newline"]))
+    if edit == "insert":
+        return seed[:at] + char + seed[at:]
+    if edit == "replace":
+        return seed[:at] + char + seed[at + 1 :]
+    if edit == "drop":
+        return seed[:at] + seed[at + 1 :]
+    if edit == "double":
+        return seed[:at] + seed[at : at + 1] * 2 + seed[at + 1 :]
+    return seed + "\n"
+
+
+def _around(form: str) -> st.SearchStrategy[str]:
+    """Strings around `form`'s edges: seeds, and seeds with one edit."""
+    seeds = _format_seeds(form)
+    return seeds | seeds.flatmap(_mutated)
+
+
+FORMATS = sorted(ASSERTED_FORMATS)
+
+
+@pytest.mark.parametrize("form", FORMATS)
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_asserted_format_decides_alike_on_its_edges(form: str, data: st.DataObject) -> None:
+    """Both validators, compiled as the runner compiles them, on seeds and their mutations."""
+    schema = {"type": "object", "properties": {"value": {"type": "string", "format": form}}}
+    fast, reference = fast_validator(schema), reference_validator(schema)
+    for text in (data.draw(_around(form)), data.draw(_around(form))):
+        payload = {"value": text}
+        expected = reference.is_valid(payload)
+        effective = fast.is_valid(payload) or expected
+        assert fast.is_valid(payload) == expected, f"{form}: {text!r} fast/reference disagree"
+        assert effective == expected == ASSERTED_FORMATS[form](text), f"{form}: {text!r}"
+
+
+def test_the_strings_around_each_format_hold_valid_and_invalid_ones() -> None:
+    """The generators are not vacuous: for each format they reach both verdicts."""
+    for form in FORMATS:
+        check = ASSERTED_FORMATS[form]
+        quick = settings(phases=[Phase.generate], database=None, max_examples=500)
+        assert check(find(_around(form), check, settings=quick)), form
+        invalid = find(_around(form), lambda text, check=check: not check(text), settings=quick)
+        assert not check(invalid), form

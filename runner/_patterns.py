@@ -1,0 +1,126 @@
+"""Schema patterns read as JSON Schema says (ECMA-262), checked by Python's `re` in the reference.
+
+jsonschema hands `pattern` straight to `re.search`, where `$` also matches before a trailing
+newline, `.` matches `\\r` and U+2028, and `\\d`, `\\w`, `\\s` cover Unicode digits, letters and
+spaces. ECMA-262 (and the compiled validator) disagree on each, so "SFO\\n" would pass
+`^[A-Z]{3}$`. `python_source` rewrites exactly those constructs; a pattern that cannot be rewritten
+faithfully or that `re` cannot compile (a Unicode property escape such as `\\p{Digit}`) raises
+`PatternRefused`, which the contract loader turns into a `ContractError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, cast
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
+
+from ._schema_walk import SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_ONES
+
+# ECMA-262 WhiteSpace and LineTerminator.
+_SPACE: Final = r"\t\n\x0b\f\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_LINE_END: Final = r"\n\r\u2028\u2029"
+_OUTSIDE: Final = {
+    "d": "[0-9]",
+    "D": "[^0-9]",
+    "w": "[A-Za-z0-9_]",
+    "W": "[^A-Za-z0-9_]",
+    "s": f"[{_SPACE}]",
+    "S": f"[^{_SPACE}]",
+}
+_INSIDE: Final = {"d": "0-9", "w": "A-Za-z0-9_", "s": _SPACE}
+
+
+class PatternRefused(ValueError):
+    """A pattern the reference validator cannot check as ECMA-262 reads it."""
+
+
+def _rewrite(pattern: str) -> Iterator[str]:
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            if index + 1 == len(pattern):
+                raise PatternRefused("ends with a lone backslash")
+            escaped = pattern[index + 1]
+            index += 2
+            if in_class and escaped in "DWS":
+                raise PatternRefused(f"\\{escaped} inside a character class")
+            table = _INSIDE if in_class else _OUTSIDE
+            yield table.get(escaped, "\\" + escaped)
+            continue
+        index += 1
+        if in_class:
+            in_class = char != "]"
+            yield char
+        elif char == "[":
+            if pattern[index : index + 1] == "]" or pattern[index : index + 2] == "^]":
+                raise PatternRefused("empty character class [] or [^]")
+            in_class = True
+            yield char
+        elif char == "$":
+            yield r"\Z"
+        elif char == ".":
+            yield f"[^{_LINE_END}]"
+        else:
+            yield char
+
+
+@functools.cache
+def python_source(pattern: str) -> str:
+    """`pattern` rewritten for `re` with its ECMA-262 meaning; raises `PatternRefused`.
+
+    ASCII mode is a scoped flag, so sources can be joined with `|` (jsonschema joins the
+    `patternProperties` keys that way to find additional properties).
+    """
+    rewritten = "".join(_rewrite(pattern))
+    try:
+        re.compile(rewritten, re.ASCII)
+    except re.error as exc:
+        raise PatternRefused(f"Python's re cannot compile it: {exc}") from exc
+    return f"(?a:{rewritten})"
+
+
+def _pattern(
+    validator: Draft202012Validator, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not re.search(python_source(pattern), instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def for_reference(schema: Any) -> Any:
+    """A copy of `schema` whose `patternProperties` keys are `python_source` rewrites.
+
+    jsonschema reads those keys in three keywords (patternProperties, additionalProperties,
+    unevaluatedProperties); rewriting the keys serves all three. `pattern` keeps its text, so
+    messages quote the pattern as the contract wrote it.
+    """
+    if not isinstance(schema, Mapping):
+        return schema
+    copy: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "patternProperties" and isinstance(value, Mapping):
+            copy[key] = {python_source(k): for_reference(v) for k, v in value.items()}
+        elif key in SCHEMA_MAPS and isinstance(value, Mapping):
+            copy[key] = {name: for_reference(sub) for name, sub in value.items()}
+        elif key in SCHEMA_LISTS and isinstance(value, list):
+            copy[key] = [for_reference(sub) for sub in value]
+        elif key in SCHEMA_ONES:
+            copy[key] = for_reference(value)
+        else:
+            copy[key] = value
+    return copy
+
+
+ReferenceValidator: Final = cast(
+    "type[Draft202012Validator]",
+    validators.extend(  # type: ignore[no-untyped-call]  # jsonschema leaves extend untyped
+        Draft202012Validator, {"pattern": _pattern}
+    ),
+)
+"""Draft 2020-12 as jsonschema implements it, `pattern` read as an ECMA-262 regular expression
+(give it schemas passed through `for_reference`, for `patternProperties`)."""

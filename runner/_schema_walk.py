@@ -1,0 +1,45 @@
+"""Where the schemas inside a JSON Schema are: keywords whose values are subschemas (2020-12)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+SCHEMA_ONES: Final = frozenset(
+    {
+        "additionalProperties",
+        "propertyNames",
+        "items",
+        "contains",
+        "not",
+        "if",
+        "then",
+        "else",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "additionalItems",
+    }
+)
+"""Keywords whose value is one subschema."""
+SCHEMA_LISTS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+"""Keywords whose value is a list of subschemas (`items` was one before 2020-12)."""
+SCHEMA_MAPS: Final = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+"""Keywords whose value maps names to subschemas."""
+
+
+def subschemas(schema: Any, where: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every schema object inside `schema` with its JSON pointer (data such as `enum` skipped)."""
+    if not isinstance(schema, Mapping):
+        return
+    yield where or "/", schema
+    for key, value in schema.items():
+        if key in SCHEMA_MAPS and isinstance(value, Mapping):
+            for name, sub in value.items():
+                yield from subschemas(sub, f"{where}/{key}/{name}")
+        elif key in SCHEMA_LISTS and isinstance(value, list):
+            for index, sub in enumerate(value):
+                yield from subschemas(sub, f"{where}/{key}/{index}")
+        elif key in SCHEMA_ONES:
+            yield from subschemas(value, f"{where}/{key}")
