@@ -62,10 +62,16 @@ def _cut(latency: float, timeout: float | None) -> bool:
     return timeout is not None and latency >= timeout - CUT_SLACK_S
 
 
-def _waited_past(latency: float, timeout: float | None) -> bool:
-    """Whether a recorded timeout after `latency` came before `timeout` would have fired: under
-    `timeout` the call would still have been waiting, for an answer nobody recorded."""
-    return timeout is None or latency < timeout - CUT_SLACK_S
+def _waited_past(
+    started_at: float, ended_at: float, timeout: float | None, deadline: float | None
+) -> bool:
+    """Whether a recorded timeout was the recorded deadline's cut (it ended at that deadline;
+    None: it may have been) and `timeout` would have waited longer: the call would still have
+    been waiting, for an answer nobody recorded. A timeout of the tool's or adapter's own, or of
+    the contract, comes again at the same latency."""
+    cut_by_deadline = deadline is None or ended_at >= deadline - CUT_SLACK_S
+    waits_longer = timeout is None or ended_at - started_at < timeout - CUT_SLACK_S
+    return cut_by_deadline and waits_longer
 
 
 class Effects(Protocol):
@@ -226,6 +232,7 @@ class ReplayEffects:
         live: LiveEffects | None = None,
         in_flight: set[int] | None = None,
         counterfactual: bool = False,
+        recorded_seconds: float | None = None,
     ) -> None:
         self.turns = {turn.ordinal: turn for turn in turns}
         self.outputs = {output.ordinal: output for output in outputs}
@@ -241,6 +248,8 @@ class ReplayEffects:
         self.in_flight = in_flight or set()
         """Dispatch ordinals of writes whose intent was recorded but whose outcome was not."""
         self.counterfactual = counterfactual
+        self.recorded_seconds = recorded_seconds
+        """The recorded run's deadline, in seconds from its start (None: not known)."""
         self.stood_in = False
         """Whether a final answer had to be stood in for (counterfactual replays only)."""
         self._restored = False
@@ -285,7 +294,9 @@ class ReplayEffects:
                 assert timeout is not None
                 await self.clock.sleep(timeout)  # the reply would have come too late
                 raise TimeoutError()
-            elif turn.stop_reason == TIMEOUT_FAILURE and _waited_past(latency, timeout):
+            elif turn.stop_reason == TIMEOUT_FAILURE and _waited_past(
+                turn.started_at, turn.ended_at, timeout, self.recorded_seconds
+            ):
                 turn = None  # with more time the request might have been answered
         if turn is None:
             if self.counterfactual and choice == "none":
@@ -356,7 +367,9 @@ class ReplayEffects:
                 await self.clock.sleep(timeout)  # the live runner's timeout ends the call here
                 return TimeoutError()
             timed_out = isinstance(output.outcome, Raised) and output.outcome.type == "TimeoutError"
-            if timed_out and _waited_past(latency, timeout):
+            if timed_out and _waited_past(
+                output.started_at, output.ended_at, timeout, self.recorded_seconds
+            ):
                 raise OutsideRecording(
                     f"tool call {ordinal} ({invocation.tool} {invocation.call_id}) given "
                     f"{timeout:g} s; the recording timed out after {latency:g} s"

@@ -134,19 +134,26 @@ def test_a_recorded_timeout_the_new_budget_would_have_waited_out_cannot_be_told(
 def test_a_recorded_model_timeout_the_new_budget_would_have_waited_out_cannot_be_told(
     tmp_path: Path, contracts: ContractSet
 ) -> None:
+    """Recorded under a 2 s deadline, the second request timed out at the deadline: with 30 s it
+    might have been answered. A timeout of the adapter's own (before the deadline) comes again."""
     fixture = load_fixture(FIXTURES / "read_only_success.yaml", contracts)
-    recording = _recorded(fixture, contracts, tmp_path)
-    first = recording.turns[0]
-    recording.turns[0] = dataclasses.replace(
-        first,
-        ended_at=first.started_at + 2.0,
-        stop_reason="failed:TimeoutError",
-        tool_calls=[],
-        text="",
+    short = fixture.model_copy(
+        update={"budget": fixture.budget.model_copy(update={"max_seconds": 2.0})}
     )
-    predicted = _counterfactual(recording, contracts, fixture.budget, Policy(name="other"))
-    assert predicted.replayed.result is None, describe(predicted)
-    assert predicted.replayed.outside == "model request 1"
+    recording = _recorded(short, contracts, tmp_path)
+    second = recording.turns[1]
+    for ended_at, outside in ((2.0, True), (1.5, False)):
+        recording.turns[1] = dataclasses.replace(
+            second, ended_at=ended_at, stop_reason="failed:TimeoutError", tool_calls=[], text=""
+        )
+        predicted = replay(recording, contracts, limits=fixture.budget)
+        if outside:
+            assert predicted.replayed.result is None, describe(predicted)
+            assert predicted.replayed.outside == "model request 2"
+        else:
+            result = predicted.replayed.result
+            assert result is not None, describe(predicted)
+            assert (result.terminal.value, result.reason) == ("abstain", "deadline")
 
 
 def test_the_token_estimate_does_not_depend_on_the_attempts_left_annotation(
