@@ -194,13 +194,27 @@ def _budgets(fixture: Fixture, recording: Recording) -> list[Limits]:
     return [base.model_copy(update=change) for change in changes]
 
 
+def _disagreement(predicted: Replay, real: ScenarioRun) -> str | None:
+    """How a confident prediction differs from the real run (None: it does not). Holds are
+    compared where the prediction says every write settled (an unknown write may have landed)."""
+    result = predicted.replayed.result
+    assert result is not None
+    settled = all(op.status in ("committed", "failed") for op in result.operations)
+    holds = predicted.committed_writes() if settled and real.holds is not None else None
+    if _ending(result) == _ending(real.result) and holds in (None, real.holds):
+        return None
+    return (
+        f"predicted {_ending(result)} ({holds} holds), "
+        f"real {_ending(real.result)} ({real.holds} holds)"
+    )
+
+
 def test_counterfactual_replay_agrees_with_real_runs_wherever_it_is_confident(
     tmp_path: Path, contracts: ContractSet
 ) -> None:
     """Every fixture, under budgets and policies it was not recorded with: each replay either
-    says it cannot tell (outside the recording) or predicts what the real run does, and where
-    it says every write settled, as many holds as the supplier really has. (1,800 pairs, of
-    which 1,698 confident, all matching, when this was written.)"""
+    says it cannot tell (outside the recording) or predicts what the real run does. (1,800
+    pairs, of which 1,698 confident, all matching, when this was written.)"""
     pairs = confident = 0
     mismatches: list[str] = []
     for path in PATHS:
@@ -209,18 +223,47 @@ def test_counterfactual_replay_agrees_with_real_runs_wherever_it_is_confident(
         for limits, policy in itertools.product(_budgets(fixture, recording), POLICIES):
             pairs += 1
             predicted = _counterfactual(recording, contracts, limits, policy)
-            result = predicted.replayed.result
-            if result is None:
+            if predicted.replayed.result is None:
                 continue  # the replay said it cannot tell
             confident += 1
             real = _real(fixture, contracts, tmp_path, limits, policy)
-            settled = all(op.status in ("committed", "failed") for op in result.operations)
-            holds = predicted.committed_writes() if settled and real.holds is not None else None
-            if _ending(result) != _ending(real.result) or holds not in (None, real.holds):
-                mismatches.append(
-                    f"{fixture.name} {policy.name} {limits.model_dump()}: predicted "
-                    f"{_ending(result)} ({holds} holds), real {_ending(real.result)} "
-                    f"({real.holds} holds)"
-                )
+            wrong = _disagreement(predicted, real)
+            if wrong is not None:
+                mismatches.append(f"{fixture.name} {policy.name} {limits.model_dump()}: {wrong}")
     assert not mismatches, "\n".join(mismatches)
     assert pairs > 1500 and confident > 0.9 * pairs, (pairs, confident)
+
+
+def test_runs_recorded_under_a_tighter_budget_replay_under_the_fixtures_own_as_it_really_runs(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    """The other way round: recorded under less time (or fewer attempts or steps), replayed
+    under the fixture's budget. What the tighter deadline cut is not in the recording, and the
+    replay must say so rather than serve the cut. (504 pairs, 255 confident, all matching.)"""
+    changes = [{"max_seconds": s} for s in (0.5, 1, 2, 5)]
+    changes += [{"max_attempts": 2}, {"max_model_steps": 1}]
+    pairs = confident = 0
+    mismatches: list[str] = []
+    for path in PATHS:
+        fixture = load_fixture(path, contracts)
+        tighter = [
+            _recorded(
+                fixture.model_copy(update={"budget": fixture.budget.model_copy(update=change)}),
+                contracts,
+                tmp_path,
+            )
+            for change in changes
+        ]
+        for policy in POLICIES:
+            real = _real(fixture, contracts, tmp_path, fixture.budget, policy)
+            for change, recording in zip(changes, tighter, strict=True):
+                pairs += 1
+                predicted = _counterfactual(recording, contracts, fixture.budget, policy)
+                if predicted.replayed.result is None:
+                    continue
+                confident += 1
+                wrong = _disagreement(predicted, real)
+                if wrong is not None:
+                    mismatches.append(f"{fixture.name} {policy.name} recorded {change}: {wrong}")
+    assert not mismatches, "\n".join(mismatches)
+    assert confident > 0.4 * pairs, (pairs, confident)
