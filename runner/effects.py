@@ -11,8 +11,11 @@ Replays come in two kinds. An exact replay (and a resume) must ask for the same 
 order: inputs are served by position and at their recorded times. A counterfactual replay (another
 policy or budget) may ask differently: a tool outcome is served to the same call (by call id and
 try), and a model reply only for the same transcript (by its digest), each with its recorded
-latency. What the recording cannot answer stops the replay, except the final tool-free request
-after a bound, whose text cannot change the outcome and is stood in for.
+latency. An input the other budget would have cut (its recorded latency reaches the call's timeout
+or the time left) is replaced by what the cut produces, a timeout, as the live effects would; a
+recorded timeout that the other budget would have waited past is not an answer the recording has.
+What the recording cannot answer stops the replay, except the final tool-free request after a
+bound, whose text cannot change the outcome and is stood in for.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .models.base import (
     ToolSpec,
 )
 from .recording import (
+    Raised,
     Recorded,
     RecordedOutput,
     RecordedTurn,
@@ -47,6 +51,27 @@ from .transcript import Transcript
 
 FAILED_PREFIX = "failed:"
 STAND_IN_ANSWER = "[the final answer is not in the recording]"
+TIMEOUT_FAILURE = f"{FAILED_PREFIX}TimeoutError"
+CUT_SLACK_S = 1e-6
+"""Recorded times are sums of float steps: a latency this close to a timeout reaches it."""
+
+
+def _cut(latency: float, timeout: float | None) -> bool:
+    """Whether a call that took `latency` would have been cut by `timeout` (the live runner's
+    timeout fires first when both fall due at once)."""
+    return timeout is not None and latency >= timeout - CUT_SLACK_S
+
+
+def _waited_past(
+    started_at: float, ended_at: float, timeout: float | None, deadline: float | None
+) -> bool:
+    """Whether a recorded timeout was the recorded deadline's cut (it ended at that deadline;
+    None: it may have been) and `timeout` would have waited longer: the call would still have
+    been waiting, for an answer nobody recorded. A timeout of the tool's or adapter's own, or of
+    the contract, comes again at the same latency."""
+    cut_by_deadline = deadline is None or ended_at >= deadline - CUT_SLACK_S
+    waits_longer = timeout is None or ended_at - started_at < timeout - CUT_SLACK_S
+    return cut_by_deadline and waits_longer
 
 
 class Effects(Protocol):
@@ -207,6 +232,7 @@ class ReplayEffects:
         live: LiveEffects | None = None,
         in_flight: set[int] | None = None,
         counterfactual: bool = False,
+        recorded_seconds: float | None = None,
     ) -> None:
         self.turns = {turn.ordinal: turn for turn in turns}
         self.outputs = {output.ordinal: output for output in outputs}
@@ -222,6 +248,8 @@ class ReplayEffects:
         self.in_flight = in_flight or set()
         """Dispatch ordinals of writes whose intent was recorded but whose outcome was not."""
         self.counterfactual = counterfactual
+        self.recorded_seconds = recorded_seconds
+        """The recorded run's deadline, in seconds from its start (None: not known)."""
         self.stood_in = False
         """Whether a final answer had to be stood in for (counterfactual replays only)."""
         self._restored = False
@@ -258,8 +286,18 @@ class ReplayEffects:
     ) -> ModelReply:
         self._asked = ordinal
         turn = self.turns.get(ordinal)
-        if self.counterfactual and turn is not None and turn.transcript_digest != transcript.digest:
-            turn = None  # the model would have seen something else: its reply is unknown
+        if self.counterfactual and turn is not None:
+            latency = turn.ended_at - turn.started_at
+            if turn.transcript_digest != transcript.digest:
+                turn = None  # the model would have seen something else: its reply is unknown
+            elif turn.tool_choice == choice and _cut(latency, timeout):
+                assert timeout is not None
+                await self.clock.sleep(timeout)  # the reply would have come too late
+                raise TimeoutError()
+            elif turn.stop_reason == TIMEOUT_FAILURE and _waited_past(
+                turn.started_at, turn.ended_at, timeout, self.recorded_seconds
+            ):
+                turn = None  # with more time the request might have been answered
         if turn is None:
             if self.counterfactual and choice == "none":
                 self.stood_in = True
@@ -323,5 +361,18 @@ class ReplayEffects:
                 f"{output.tool} {output.call_id}",
                 f"{invocation.tool} {invocation.call_id}",
             )
+        if self.counterfactual:
+            latency, timeout = output.ended_at - output.started_at, invocation.timeout_s
+            if _cut(latency, timeout):
+                await self.clock.sleep(timeout)  # the live runner's timeout ends the call here
+                return TimeoutError()
+            timed_out = isinstance(output.outcome, Raised) and output.outcome.type == "TimeoutError"
+            if timed_out and _waited_past(
+                output.started_at, output.ended_at, timeout, self.recorded_seconds
+            ):
+                raise OutsideRecording(
+                    f"tool call {ordinal} ({invocation.tool} {invocation.call_id}) given "
+                    f"{timeout:g} s; the recording timed out after {latency:g} s"
+                )
         await self._serve_at(output.started_at, output.ended_at)
         return rebuild_outcome(output.outcome)

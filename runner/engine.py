@@ -147,17 +147,24 @@ class Engine(Planning, Acting):
         outputs: list[RecordedOutput],
         *,
         expected: list[TransitionRecord] | None,
+        recorded_seconds: float | None = None,
     ) -> ReplayedRun:
         """Re-drive a recorded run with no live model or tool, on this engine's (fake) clock.
 
         With `expected` (an exact replay) every transition must equal the recorded one, or
         `ReplayDivergence` is raised. Without it (a counterfactual replay under another policy or
         budget) the run goes where the policy takes it, until it ends or needs an input the
-        recording does not have.
+        recording does not have. `recorded_seconds`: the recorded run's deadline, which tells a
+        timeout the deadline cut (and a longer one might not have) from one that comes again.
         """
         started = self.clock.monotonic()
         effects = ReplayEffects(
-            turns, outputs, self.clock, started, counterfactual=expected is None
+            turns,
+            outputs,
+            self.clock,
+            started,
+            counterfactual=expected is None,
+            recorded_seconds=recorded_seconds,
         )
         run = self._new_run(run_id, spec, effects, started, known=expected or [])
         self.runtime.store.begin_run(self._header(run))

@@ -176,6 +176,7 @@ def replay(
         recording.turns,
         recording.outputs,
         expected=None if changes else recording.transitions,
+        recorded_seconds=recorded_limits.max_seconds,
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:

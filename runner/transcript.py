@@ -86,6 +86,9 @@ class Transcript:
     chars: int = 0
     full_chars: int = 0
     """What `chars` would be if no tool result had been truncated."""
+    stable_chars: int = 0
+    """`chars` without the budget annotations (what the digest takes): what a token estimate
+    counts, so that a replay under another budget estimates what a real run under it would."""
     digest: str = ""
 
     def append(
@@ -98,6 +101,7 @@ class Transcript:
         self.chars += len(text)
         self.full_chars += len(text) if full_size is None else full_size
         part = text if fingerprint is None else fingerprint
+        self.stable_chars += len(part)
         chained = f"{self.digest}\x1e{message.role}\x1f{part}"
         self.digest = hashlib.sha256(chained.encode()).hexdigest()
 

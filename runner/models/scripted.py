@@ -119,7 +119,8 @@ class ScriptedModel:
         if usage is None:
             out_chars = len(text) + sum(len(c.name) + len(render_json(c.arguments)) for c in calls)
             tokens = TokenUsage(
-                input_tokens=estimate_tokens(transcript.chars),
+                # Budget annotations left out: the estimate must not move with another budget.
+                input_tokens=estimate_tokens(transcript.stable_chars),
                 output_tokens=estimate_tokens(out_chars),
             )
         else:
