@@ -226,6 +226,14 @@ class ReplayEffects:
         """Whether a final answer had to be stood in for (counterfactual replays only)."""
         self._restored = False
         self._asked = 0
+        self.served: set[int] = set()
+        """Dispatch ordinals answered from the recording."""
+
+    def unserved(self) -> list[str]:
+        """Recorded inputs an exact re-drive never asked for (a recording with extra inputs)."""
+        turns = [f"model turn {n}" for n in sorted(self.turns) if n > self._asked]
+        outputs = [f"tool output {n}" for n in sorted(self.outputs) if n not in self.served]
+        return turns + outputs
 
     def drain(self) -> list[Recorded]:
         return self.live.drain() if self.live is not None else []
@@ -323,5 +331,12 @@ class ReplayEffects:
                 f"{output.tool} {output.call_id}",
                 f"{invocation.tool} {invocation.call_id}",
             )
+        if not self.counterfactual and output.operation_key != invocation.operation_key:
+            raise ReplayDivergence(
+                f"dispatch {ordinal}",
+                f"operation_key={output.operation_key!r}",
+                f"operation_key={invocation.operation_key!r}",
+            )
+        self.served.add(ordinal)
         await self._serve_at(output.started_at, output.ended_at)
         return rebuild_outcome(output.outcome)

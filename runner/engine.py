@@ -172,6 +172,11 @@ class Engine(Planning, Acting):
             got = brief(run.records[seq - 1]) if seq <= len(run.records) else "the run ended"
             want = brief(expected[seq - 1]) if seq <= len(expected) else "the run ended"
             raise ReplayDivergence(f"seq {seq}", want, got)
+        unserved = effects.unserved() if expected is not None else []
+        if unserved:
+            raise ReplayDivergence(
+                "the end of the run", f"{', '.join(unserved)} used", "the run ended without them"
+            )
         return ReplayedRun(records=run.records, result=result, stood_in=effects.stood_in)
 
     # -- lifecycle ------------------------------------------------------------------------------
