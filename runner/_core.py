@@ -45,10 +45,10 @@ class EngineCore:
         run.records.append(record)
         if record.seq <= len(run.known):  # re-driving a stored run: it must say the same
             stored = run.known[record.seq - 1]
-            fields = differing_fields(stored, record)
-            if fields:
+            differing = differing_fields(stored, record)
+            if differing:
                 raise ReplayDivergence(
-                    f"seq {record.seq}", brief(stored, fields), brief(record, fields)
+                    f"seq {record.seq}", brief(stored, differing), brief(record, differing)
                 )
         else:
             self.runtime.store.append(record, run.effects.drain())
