@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
         help="grade runs stored in --db instead (all of them when no id is given)",
     )
     grade.add_argument("--policy", default=None, help="default, naive, or a policy file")
+    grade.add_argument(
+        "--seed", type=int, default=0, help="trial i runs with seed SEED + i (default 0)"
+    )
     grade.add_argument("--json", action="store_true", help="print the grades as JSON")
     with_db(grade)
 
@@ -355,18 +358,25 @@ def _grade(args: argparse.Namespace) -> int:
             for path in collect_fixture_paths(args.paths):
                 fixture = load_fixture(path, contracts)
                 graded = grades.setdefault(fixture.name, FixtureGrade(fixture=fixture.name))
-                for _ in range(args.trials):
-                    outcome = run_fixture(fixture, contracts, store, policy=policy, world_dir=world)
+                for index in range(args.trials):  # trials differ: a seed each, recorded
+                    outcome = run_fixture(
+                        fixture,
+                        contracts,
+                        store,
+                        seed=args.seed + index,
+                        policy=policy,
+                        world_dir=world,
+                    )
                     recording = Recording.from_store(store, outcome.result.run_id)
                     graded.trials.append(grade(recording, contracts, fixture.expect, outcome.holds))
     finally:
         store.close()
     ordered = list(grades.values())
-    trials = max((len(g.trials) for g in ordered), default=0)
+    base_seed = None if args.stored is not None else args.seed
     if args.json:
-        print(json.dumps(grade_json(ordered, trials), sort_keys=True))
+        print(json.dumps(grade_json(ordered, base_seed), sort_keys=True))
     else:
-        print(grade_text(ordered, trials))
+        print(grade_text(ordered, base_seed))
     return 0 if ordered and all(g.pass_k for g in ordered) else EXIT_EXPECTATION_FAILED
 
 
