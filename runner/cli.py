@@ -25,6 +25,7 @@ from .report import (
     context_table,
     grade_json,
     grade_text,
+    printable,
     replay_json,
     run_json,
     run_text,
@@ -164,7 +165,7 @@ def _print_scenario(outcome: ScenarioRun, heading: str, as_json: bool) -> None:
     print(run_text(view, heading))
     if outcome.fixture.expect is not None:
         verdict = "met" if outcome.passed else "FAILED: " + "; ".join(outcome.failures)
-        print(f"  expect: {verdict}")
+        print(f"  expect: {printable(verdict)}")
     print()
 
 
@@ -213,7 +214,9 @@ def _resume(args: argparse.Namespace) -> int:
     try:
         summary = store.summary(args.run_id)
         if summary is not None:
-            print(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
+            print(
+                printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
+            )
             return 0
         outcome = resume_fixture(args.run_id, contracts, store)
     finally:
@@ -275,8 +278,10 @@ def _runs(args: argparse.Namespace) -> int:
         reason = summary.reason if summary else "-"
         attempts = str(summary.attempts) if summary else "-"
         print(
-            f"{header.run_id:<36}  {header.started_at.isoformat():<25}  {header.name:<{width}}  "
-            f"{terminal:<9}  {reason:<{reasons}}  {attempts}"
+            printable(
+                f"{header.run_id:<36}  {header.started_at.isoformat():<25}  "
+                f"{header.name:<{width}}  {terminal:<9}  {reason:<{reasons}}  {attempts}"
+            )
         )
     return 0
 
@@ -316,10 +321,10 @@ def _replay(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(replay_json(outcome, sentence), sort_keys=True))
             continue
-        print(f"{recording.header.name}  run {recording.header.run_id}")
+        print(printable(f"{recording.header.name}  run {recording.header.run_id}"))
         if outcome.changes or outcome.divergence is not None:
             print(side_by_side(recording.transitions, outcome.replayed.records))
-        print(f"  {sentence}\n")
+        print(f"  {printable(sentence)}\n")
     return EXIT_EXPECTATION_FAILED if diverged else 0
 
 
@@ -412,10 +417,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except LoadError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RunFailure as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

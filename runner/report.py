@@ -167,7 +167,7 @@ def transition_line(record: TransitionRecord) -> str:
         extra += f"  ({record.reason})"
     if record.operation_key is not None:
         extra += f"  key {record.operation_key}"
-    return (
+    return printable(
         f"  {record.seq:>3}  {record.from_state + ' -> ' + record.to_state:<20} "
         f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.result_class):<18} "
         f"attempt {record.attempt:<3} {_dash(record.decision):<14} {latency:>8}{extra}"
@@ -189,11 +189,12 @@ def context_table(view: RunView) -> str:
 
 
 def run_text(view: RunView, heading: str) -> str:
-    lines = [f"{heading}  run {view.run_id}"]
+    """The run for people: one line per transition; every value from outside made printable."""
+    lines = [printable(f"{heading}  run {view.run_id}")]
     lines.extend(transition_line(record) for record in view.transitions)
     waits = ", ".join(f"{w:g}" for w in view.waits_s)
     elapsed = "-" if view.elapsed_s is None else f"{view.elapsed_s:g} s"
-    outcome = f"{view.terminal} ({view.reason})" if view.terminal else "not finished"
+    outcome = printable(f"{view.terminal} ({view.reason})") if view.terminal else "not finished"
     lines.append(
         f"  => {outcome}  attempts {view.attempts}  steps {view.model_steps}  "
         f"tokens {view.tokens_in + view.tokens_out}  {elapsed}  waits [{waits}]"
@@ -201,9 +202,9 @@ def run_text(view: RunView, heading: str) -> str:
     if view.holds is not None:
         lines.append(f"  holds: {view.holds}")
     for op in view.operations:
-        lines.append(f"  operation {op.key} ({op.tool}): {op.status}")
+        lines.append(printable(f"  operation {op.key} ({op.tool}): {op.status}"))
     if view.answer:
-        lines.append(f"  answer: {view.answer}")
+        lines.append(f"  answer: {printable(view.answer)}")
     return "\n".join(lines)
 
 
@@ -212,7 +213,7 @@ def _cell(record: TransitionRecord | None) -> str:
         return ""
     parts = [f"{record.from_state}->{record.to_state}", record.trigger]
     parts += [v for v in (record.tool, record.result_class, record.decision) if v is not None]
-    return " ".join(parts)
+    return printable(" ".join(parts))
 
 
 def side_by_side(recorded: list[TransitionRecord], replayed: list[TransitionRecord]) -> str:
