@@ -42,6 +42,7 @@ from .recording import (
     raw_outcome,
     rebuild_outcome,
 )
+from .redaction import Redactor
 from .tools import ToolImplementation, ToolInvocation, ToolResponse
 from .transcript import Transcript
 
@@ -79,12 +80,21 @@ class Effects(Protocol):
 class LiveEffects:
     """Calls the model and tools for real and records each reply and outcome."""
 
-    def __init__(self, run_id: str, model: ModelAdapter, clock: Clock, started: float) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        model: ModelAdapter,
+        clock: Clock,
+        started: float,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.run_id = run_id
         self.model = model
         self.clock = clock
         self.started = started
         self.recorded: list[Recorded] = []
+        self.redactor = redactor or Redactor(())
+        """Takes the runtime's credentials out of every input before it is acted on or kept."""
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -111,13 +121,17 @@ class LiveEffects:
         except Exception as exc:
             kind = "TimeoutError" if isinstance(exc, TimeoutError) else type(exc).__name__
             failed = ModelReply(
-                text=str(exc),
+                text=self.redactor.text(str(exc)),
                 tool_calls=(),
                 usage=TokenUsage(input_tokens=0, output_tokens=0),
                 stop_reason=f"{FAILED_PREFIX}{kind}",
             )
             self._record_turn(ordinal, choice, failed, asked_at, digest, error=exc)
-            raise
+            redacted = self.redactor.model_error(exc)
+            if redacted is exc:
+                raise
+            raise redacted from None  # the original's message holds a credential
+        reply = self.redactor.reply(reply)
         self._record_turn(ordinal, choice, reply, asked_at, digest)
         return reply
 
@@ -148,7 +162,7 @@ class LiveEffects:
             started_at=asked_at,
             ended_at=self.since_start(),
             transcript_digest=digest,
-            model_state=snapshot() if callable(snapshot) else None,
+            model_state=self.redactor.value(snapshot()) if callable(snapshot) else None,
         )
         if isinstance(error, ModelUnavailable | ModelRejected):
             turn = dataclasses.replace(
@@ -170,6 +184,7 @@ class LiveEffects:
             raise
         except Exception as exc:
             outcome = exc
+        outcome = self.redactor.outcome(outcome)
         self.record(ordinal, invocation, outcome, started)
         return outcome
 
