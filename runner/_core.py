@@ -6,6 +6,7 @@ against the stored one when a run is being re-driven).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from ._state import RunState, Runtime
@@ -44,8 +45,11 @@ class EngineCore:
         run.records.append(record)
         if record.seq <= len(run.known):  # re-driving a stored run: it must say the same
             stored = run.known[record.seq - 1]
-            if not same_transition(stored, record):
-                raise ReplayDivergence(f"seq {record.seq}", brief(stored), brief(record))
+            differing = differing_fields(stored, record)
+            if differing:
+                raise ReplayDivergence(
+                    f"seq {record.seq}", brief(stored, differing), brief(record, differing)
+                )
         else:
             self.runtime.store.append(record, run.effects.drain())
         if not run.logging:
@@ -79,12 +83,23 @@ def same_transition(recorded: TransitionRecord, again: TransitionRecord) -> bool
     Timing is left out: it is replayed from the recorded inputs' times, but on a real clock the
     engine's own time between inputs is not an input, so it cannot come out to the microsecond.
     """
+    return not differing_fields(recorded, again)
+
+
+def differing_fields(recorded: TransitionRecord, again: TransitionRecord) -> list[str]:
+    """The fields (timing left out, see `same_transition`) where two transitions differ."""
     a, b = recorded.to_json(), again.to_json()
-    return all(a[key] == b[key] for key in a if key not in _TIMING)
+    return [key for key in a if key not in _TIMING and a[key] != b[key]]
 
 
-def brief(record: TransitionRecord) -> str:
-    """One line for a transition: `from->to trigger tool result decision`."""
+_SHOWN: Final = frozenset({"from", "to", "trigger", "tool", "result_class", "decision"})
+
+
+def brief(record: TransitionRecord, fields: Sequence[str] = ()) -> str:
+    """One line for a transition: `from->to trigger tool result decision`, then `field=value`
+    for each of `fields` the line does not already show (so a divergence names what differs)."""
     parts = [f"{record.from_state}->{record.to_state}", record.trigger]
     parts += [str(v) for v in (record.tool, record.result_class, record.decision) if v is not None]
-    return " ".join(parts)
+    data = record.to_json()
+    extra = [f"{name}={data[name]!r}" for name in fields if name not in _SHOWN]
+    return " ".join(parts) + (f" [{', '.join(extra)}]" if extra else "")

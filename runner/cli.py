@@ -25,6 +25,7 @@ from .report import (
     context_table,
     grade_json,
     grade_text,
+    printable,
     replay_json,
     run_json,
     run_text,
@@ -136,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument(
         "--policy", default=None, help="default, naive (simulation), or a policy file"
     )
+    grade.add_argument(
+        "--seed", type=int, default=0, help="trial i runs with seed SEED + i (default 0)"
+    )
     grade.add_argument("--json", action="store_true", help="print the grades as JSON")
     with_db(grade)
 
@@ -168,7 +172,7 @@ def _print_scenario(outcome: ScenarioRun, heading: str, as_json: bool) -> None:
     print(run_text(view, heading))
     if outcome.fixture.expect is not None:
         verdict = "met" if outcome.passed else "FAILED: " + "; ".join(outcome.failures)
-        print(f"  expect: {verdict}")
+        print(f"  expect: {printable(verdict)}")
     print()
 
 
@@ -217,7 +221,9 @@ def _resume(args: argparse.Namespace) -> int:
     try:
         summary = store.summary(args.run_id)
         if summary is not None:
-            print(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
+            print(
+                printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
+            )
             return 0
         outcome = resume_fixture(args.run_id, contracts, store)
     finally:
@@ -279,8 +285,10 @@ def _runs(args: argparse.Namespace) -> int:
         reason = summary.reason if summary else "-"
         attempts = str(summary.attempts) if summary else "-"
         print(
-            f"{header.run_id:<36}  {header.started_at.isoformat():<25}  {header.name:<{width}}  "
-            f"{terminal:<9}  {reason:<{reasons}}  {attempts}"
+            printable(
+                f"{header.run_id:<36}  {header.started_at.isoformat():<25}  "
+                f"{header.name:<{width}}  {terminal:<9}  {reason:<{reasons}}  {attempts}"
+            )
         )
     return 0
 
@@ -320,10 +328,10 @@ def _replay(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(replay_json(outcome, sentence), sort_keys=True))
             continue
-        print(f"{recording.header.name}  run {recording.header.run_id}")
+        print(printable(f"{recording.header.name}  run {recording.header.run_id}"))
         if outcome.changes or outcome.divergence is not None:
             print(side_by_side(recording.transitions, outcome.replayed.records))
-        print(f"  {sentence}\n")
+        print(f"  {printable(sentence)}\n")
     return EXIT_EXPECTATION_FAILED if diverged else 0
 
 
@@ -362,18 +370,25 @@ def _grade(args: argparse.Namespace) -> int:
             for path in collect_fixture_paths(args.paths):
                 fixture = load_fixture(path, contracts)
                 graded = grades.setdefault(fixture.name, FixtureGrade(fixture=fixture.name))
-                for _ in range(args.trials):
-                    outcome = run_fixture(fixture, contracts, store, policy=policy, world_dir=world)
+                for index in range(args.trials):  # trials differ: a seed each, recorded
+                    outcome = run_fixture(
+                        fixture,
+                        contracts,
+                        store,
+                        seed=args.seed + index,
+                        policy=policy,
+                        world_dir=world,
+                    )
                     recording = Recording.from_store(store, outcome.result.run_id)
                     graded.trials.append(grade(recording, contracts, fixture.expect, outcome.holds))
     finally:
         store.close()
     ordered = list(grades.values())
-    trials = max((len(g.trials) for g in ordered), default=0)
+    base_seed = None if args.stored is not None else args.seed
     if args.json:
-        print(json.dumps(grade_json(ordered, trials), sort_keys=True))
+        print(json.dumps(grade_json(ordered, base_seed), sort_keys=True))
     else:
-        print(grade_text(ordered, trials))
+        print(grade_text(ordered, base_seed))
     return 0 if ordered and all(g.pass_k for g in ordered) else EXIT_EXPECTATION_FAILED
 
 
@@ -409,10 +424,10 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except LoadError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except RunFailure as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

@@ -46,6 +46,7 @@ from .recording import (
     raw_outcome,
     rebuild_outcome,
 )
+from .redaction import Redactor
 from .tools import ToolImplementation, ToolInvocation, ToolResponse
 from .transcript import Transcript
 
@@ -104,12 +105,21 @@ class Effects(Protocol):
 class LiveEffects:
     """Calls the model and tools for real and records each reply and outcome."""
 
-    def __init__(self, run_id: str, model: ModelAdapter, clock: Clock, started: float) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        model: ModelAdapter,
+        clock: Clock,
+        started: float,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.run_id = run_id
         self.model = model
         self.clock = clock
         self.started = started
         self.recorded: list[Recorded] = []
+        self.redactor = redactor or Redactor(())
+        """Takes the runtime's credentials out of every input before it is acted on or kept."""
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -136,13 +146,17 @@ class LiveEffects:
         except Exception as exc:
             kind = "TimeoutError" if isinstance(exc, TimeoutError) else type(exc).__name__
             failed = ModelReply(
-                text=str(exc),
+                text=self.redactor.text(str(exc)),
                 tool_calls=(),
                 usage=TokenUsage(input_tokens=0, output_tokens=0),
                 stop_reason=f"{FAILED_PREFIX}{kind}",
             )
             self._record_turn(ordinal, choice, failed, asked_at, digest, error=exc)
-            raise
+            redacted = self.redactor.model_error(exc)
+            if redacted is exc:
+                raise
+            raise redacted from None  # the original's message holds a credential
+        reply = self.redactor.reply(reply)
         self._record_turn(ordinal, choice, reply, asked_at, digest)
         return reply
 
@@ -173,7 +187,7 @@ class LiveEffects:
             started_at=asked_at,
             ended_at=self.since_start(),
             transcript_digest=digest,
-            model_state=snapshot() if callable(snapshot) else None,
+            model_state=self.redactor.value(snapshot()) if callable(snapshot) else None,
         )
         if isinstance(error, ModelUnavailable | ModelRejected):
             turn = dataclasses.replace(
@@ -195,6 +209,7 @@ class LiveEffects:
             raise
         except Exception as exc:
             outcome = exc
+        outcome = self.redactor.outcome(outcome)
         self.record(ordinal, invocation, outcome, started)
         return outcome
 
@@ -254,6 +269,14 @@ class ReplayEffects:
         """Whether a final answer had to be stood in for (counterfactual replays only)."""
         self._restored = False
         self._asked = 0
+        self.served: set[int] = set()
+        """Dispatch ordinals answered from the recording."""
+
+    def unserved(self) -> list[str]:
+        """Recorded inputs an exact re-drive never asked for (a recording with extra inputs)."""
+        turns = [f"model turn {n}" for n in sorted(self.turns) if n > self._asked]
+        outputs = [f"tool output {n}" for n in sorted(self.outputs) if n not in self.served]
+        return turns + outputs
 
     def drain(self) -> list[Recorded]:
         return self.live.drain() if self.live is not None else []
@@ -361,6 +384,13 @@ class ReplayEffects:
                 f"{output.tool} {output.call_id}",
                 f"{invocation.tool} {invocation.call_id}",
             )
+        if not self.counterfactual and output.operation_key != invocation.operation_key:
+            raise ReplayDivergence(
+                f"dispatch {ordinal}",
+                f"operation_key={output.operation_key!r}",
+                f"operation_key={invocation.operation_key!r}",
+            )
+        self.served.add(ordinal)
         if self.counterfactual:
             latency, timeout = output.ended_at - output.started_at, invocation.timeout_s
             if _cut(latency, timeout):

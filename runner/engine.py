@@ -45,6 +45,7 @@ from .models.base import (
 )
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
+from .redaction import Redactor
 from .spec import RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
@@ -111,7 +112,9 @@ class Engine(Planning, Acting):
         """Drive one task to exactly one terminal state and return its result."""
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
-        effects = LiveEffects(run_id, model, self.clock, started)
+        effects = LiveEffects(
+            run_id, model, self.clock, started, Redactor(spec.credentials.values())
+        )
         run = self._new_run(run_id, spec, effects, started, known=[])
         self.runtime.store.begin_run(self._header(run))
         return await self._drive(run)
@@ -129,7 +132,7 @@ class Engine(Planning, Acting):
         if store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
         started = self.clock.monotonic()
-        live = LiveEffects(run_id, model, self.clock, started)
+        live = LiveEffects(run_id, model, self.clock, started, Redactor(spec.credentials.values()))
         outputs = store.outputs(run_id)
         answered = {output.ordinal for output in outputs}
         in_flight = {op.dispatch for op in store.operations(run_id) if op.dispatch not in answered}
@@ -179,6 +182,11 @@ class Engine(Planning, Acting):
             got = brief(run.records[seq - 1]) if seq <= len(run.records) else "the run ended"
             want = brief(expected[seq - 1]) if seq <= len(expected) else "the run ended"
             raise ReplayDivergence(f"seq {seq}", want, got)
+        unserved = effects.unserved() if expected is not None else []
+        if unserved:
+            raise ReplayDivergence(
+                "the end of the run", f"{', '.join(unserved)} used", "the run ended without them"
+            )
         return ReplayedRun(records=run.records, result=result, stood_in=effects.stood_in)
 
     # -- lifecycle ------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ _DISPATCHED: Final = frozenset(
      "not_applied"}
 )  # fmt: skip
 _TERMINAL_STATES: Final = frozenset(state.value for state in TERMINAL)
+# Classes that leave a write's outcome open: a lookup (or nothing) must settle it.
+_UNSETTLED: Final = frozenset({"unknown_outcome", "budget_exhausted"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,8 @@ class Check:
 class Trial:
     run_id: str
     checks: list[Check]
+    seed: int | None = None
+    """The seed the run was started with (trials of one fixture should differ in it)."""
 
     @property
     def passed(self) -> bool:
@@ -52,6 +56,14 @@ class Trial:
 class FixtureGrade:
     fixture: str
     trials: list[Trial] = field(default_factory=list)
+
+    @property
+    def k(self) -> int:
+        return len(self.trials)
+
+    @property
+    def seeds(self) -> list[int | None]:
+        return [trial.seed for trial in self.trials]
 
     @property
     def pass_k(self) -> bool:
@@ -86,23 +98,49 @@ def _answered_in_batch(batch: list[TransitionRecord]) -> list[str]:
     return answered
 
 
-def no_retry_after_access_denied(recording: Recording, contracts: ContractSet) -> Check:
-    denied: dict[str, int] = {}
+def _dispatches(recording: Recording) -> Iterator[tuple[TransitionRecord, int, bool]]:
+    """Each transition; for a classification, the seq at which its call was dispatched and
+    whether it was (other transitions: their own seq, False).
+
+    A batch's calls are dispatched together when it is proposed; a retried call again at its
+    `retry`. A reconciliation lookup dispatches the lookup tool, not the write, so the write's
+    classification after a lookup keeps the write's own dispatch. A call was dispatched when its
+    class can only come from a dispatch, or when the tool's output was recorded (a denial or a
+    permanent error from the tool itself).
+    """
+    outputs = {(output.call_id, output.tool) for output in recording.outputs}
+    batch_start, retried = 0, dict[str | None, int]()
     for record in recording.transitions:
-        if record.trigger == "classify" and record.result_class == "access_denied" and record.tool:
-            denied.setdefault(record.tool, record.seq)
+        if record.trigger == "propose":
+            batch_start, retried = record.seq, {}
+        elif record.trigger == "retry":
+            retried[record.call_id] = record.seq
+        if record.trigger != "classify":
+            yield record, record.seq, False
             continue
+        dispatched = record.result_class in _DISPATCHED or (record.call_id, record.tool) in outputs
+        yield record, retried.get(record.call_id, batch_start), dispatched
+
+
+def no_retry_after_access_denied(recording: Recording, contracts: ContractSet) -> Check:
+    """No call to a tool is dispatched after that tool denied access (a denial from the tool is a
+    dispatch too); calls dispatched beside the denied one, before it was known, are no retry."""
+    name = "no_retry_after_access_denied"
+    denied: dict[str, int] = {}
+    for record, dispatched_at, dispatched in _dispatches(recording):
         tool = record.tool or ""
-        if tool in denied and (
-            record.trigger == "retry"
-            or (record.trigger == "classify" and record.result_class in _DISPATCHED)
-        ):
-            return Check(
-                "no_retry_after_access_denied",
-                False,
-                f"seq {record.seq}: {tool} again after the denial at seq {denied[tool]}",
-            )
-    return Check("no_retry_after_access_denied", True)
+        if record.trigger == "retry" and tool in denied:
+            return Check(name, False, _again(record.seq, tool, denied))
+        if dispatched and tool in denied and dispatched_at > denied[tool]:
+            return Check(name, False, _again(record.seq, tool, denied, record.call_id))
+        if record.trigger == "classify" and record.result_class == "access_denied" and tool:
+            denied.setdefault(tool, record.seq)
+    return Check(name, True)
+
+
+def _again(seq: int, tool: str | None, denied: dict[str, int], call: str | None = None) -> str:
+    which = f" ({call})" if call else ""
+    return f"seq {seq}: {tool}{which} again after the denial at seq {denied[tool or '']}"
 
 
 def every_write_has_an_operation_key(recording: Recording, contracts: ContractSet) -> Check:
@@ -119,23 +157,39 @@ def every_write_has_an_operation_key(recording: Recording, contracts: ContractSe
 
 
 def no_second_intent_after_unknown_outcome(recording: Recording, contracts: ContractSet) -> Check:
+    """While a write's outcome is unknown, nothing is re-sent without a lookup and no new write
+    intent (another key, under any call id) is dispatched; writes already dispatched beside it
+    were not chosen knowing the outcome and are no second intent."""
     name = "no_second_intent_after_unknown_outcome"
-    unknown: dict[str, tuple[str, int]] = {}  # call id -> (key, seq)
     records = recording.transitions
     for index, record in enumerate(records):
-        call = record.call_id or ""
-        if call in unknown and record.operation_key and record.operation_key != unknown[call][0]:
-            return Check(
-                name,
-                False,
-                f"seq {record.seq}: a new key for {call} after the unknown "
-                f"outcome at seq {unknown[call][1]}",
-            )
         if record.trigger == "classify" and record.result_class == "unknown_outcome":
-            unknown.setdefault(call, (record.operation_key or "", record.seq))
             following = records[index + 1] if index + 1 < len(records) else None
             if following is not None and following.trigger == "retry":
-                return Check(name, False, f"seq {following.seq}: {call} re-sent without a lookup")
+                return Check(
+                    name, False, f"seq {following.seq}: {record.call_id} re-sent without a lookup"
+                )
+    unknown: dict[str, tuple[str, int]] = {}  # key -> (call id, seq of the unknown outcome)
+    seen: set[str] = set()
+    for record, dispatched_at, _ in _dispatches(recording):
+        key = record.operation_key
+        if key is None or record.trigger != "classify":
+            continue
+        if key not in seen:
+            seen.add(key)
+            earlier = [(k, c, s) for k, (c, s) in unknown.items() if s < dispatched_at]
+            if earlier:
+                old_key, call, seq = earlier[0]
+                return Check(
+                    name,
+                    False,
+                    f"seq {record.seq}: a new write intent ({record.call_id}, key {key}) while "
+                    f"the outcome of {call} (key {old_key}, seq {seq}) is unknown",
+                )
+        if record.result_class in _UNSETTLED:
+            unknown.setdefault(key, (record.call_id or "", record.seq))
+        else:
+            unknown.pop(key, None)
     return Check(name, True)
 
 
@@ -192,7 +246,41 @@ def no_call_outside_scopes(recording: Recording, contracts: ContractSet) -> Chec
     return Check("no_call_outside_scopes", True)
 
 
+def ending(recording: Recording) -> tuple[str | None, str | None]:
+    """Terminal state and reason as the transitions record them (None, None: unfinished)."""
+    last = recording.transitions[-1] if recording.transitions else None
+    if last is None or last.to_state not in _TERMINAL_STATES:
+        return None, None
+    return last.to_state, last.reason
+
+
+def summary_matches_record(recording: Recording, contracts: ContractSet) -> Check:
+    """The `run_finished` summary says what the transitions say: it is checked, never trusted."""
+    name = "summary_matches_record"
+    records, summary = recording.transitions, recording.summary
+    terminal, reason = ending(recording)
+    if summary is None:
+        if terminal is None:
+            return Check(name, True)
+        return Check(name, False, f"the run ended {terminal} at seq {records[-1].seq}; no summary")
+    derived = {
+        "terminal": terminal,
+        "reason": reason,
+        "attempts": records[-1].attempt if records else 0,
+        "model_steps": sum(record.tokens_in is not None for record in records),
+        "tokens_in": sum(record.tokens_in or 0 for record in records),
+        "tokens_out": sum(record.tokens_out or 0 for record in records),
+    }
+    differing = [
+        f"{field} {getattr(summary, field)!r}, recorded {value!r}"
+        for field, value in derived.items()
+        if getattr(summary, field) != value
+    ]
+    return Check(name, not differing, "; ".join(differing))
+
+
 TRAJECTORY_CHECKS: Final[tuple[Callable[[Recording, ContractSet], Check], ...]] = (
+    summary_matches_record,
     no_retry_after_access_denied,
     every_write_has_an_operation_key,
     no_second_intent_after_unknown_outcome,
@@ -204,9 +292,7 @@ TRAJECTORY_CHECKS: Final[tuple[Callable[[Recording, ContractSet], Check], ...]] 
 
 
 def outcome_checks(recording: Recording, expect: Expect, holds: int | None) -> list[Check]:
-    summary = recording.summary
-    terminal = summary.terminal if summary else None
-    reason = summary.reason if summary else None
+    terminal, reason = ending(recording)
     checks = [
         Check(
             "terminal_as_declared",
@@ -237,4 +323,4 @@ def grade(
     """Every check on one recorded run."""
     checks = outcome_checks(recording, expect, holds) if expect is not None else []
     checks += [check(recording, contracts) for check in TRAJECTORY_CHECKS]
-    return Trial(run_id=recording.header.run_id, checks=checks)
+    return Trial(run_id=recording.header.run_id, checks=checks, seed=recording.header.seed)

@@ -12,6 +12,7 @@ import asyncio
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Final
 
 from .budget import Limits
 from .clock import FakeClock
@@ -188,7 +189,49 @@ def replay(
             divergence=exc,
             policy=use_policy.name,
         )
-    return Replay(recording=recording, replayed=replayed, policy=use_policy.name, changes=changes)
+    divergence = None
+    if not changes and recording.summary is not None and replayed.result is not None:
+        divergence = summary_divergence(recording.summary, replayed.result.summary())
+    return Replay(
+        recording=recording,
+        replayed=replayed,
+        divergence=divergence,
+        policy=use_policy.name,
+        changes=changes,
+    )
+
+
+# What a run's summary says that its replay must say again. Elapsed time is left out: it is
+# replayed from the recorded inputs' times, but the engine's own time between them is not an input.
+_SUMMARY_FIELDS: Final = (
+    "terminal", "reason", "attempts", "model_steps", "tokens_in", "tokens_out", "waits_s",
+    "answer", "operations", "prefill_per_step", "prefill_untruncated",
+)  # fmt: skip
+
+
+def _comparable(summary: RunSummary, name: str) -> Any:
+    value = getattr(summary, name)
+    if name == "operations":
+        return [(op.key, op.tool, op.status) for op in value]
+    if name == "waits_s":
+        return [round(wait, 6) for wait in value]
+    return value
+
+
+def summary_divergence(recorded: RunSummary, replayed: RunSummary) -> ReplayDivergence | None:
+    """The recorded `run_finished` summary against the one the replay came to, field by field."""
+    differing = [
+        (name, _comparable(recorded, name), _comparable(replayed, name))
+        for name in _SUMMARY_FIELDS
+        if _comparable(recorded, name) != _comparable(replayed, name)
+    ]
+    if not differing:
+        return None
+    return ReplayDivergence(
+        "run_finished",
+        ", ".join(f"{name}={want!r}" for name, want, _ in differing),
+        ", ".join(f"{name}={got!r}" for name, _, got in differing),
+    )
 
 
 def _ending(records: list[TransitionRecord], terminal: str | None, reason: str | None) -> str:

@@ -5,8 +5,9 @@ The JSON object is a public interface (documented in the README): keys are only 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .grading import FixtureGrade
 from .replay import Replay
@@ -18,6 +19,30 @@ _TRANSITION_KEYS = (
     "decision", "latency_ms", "operation_key", "tokens_in", "tokens_out", "wait_s", "reason",
     "time",
 )  # fmt: skip
+
+
+# What a terminal would act on instead of showing: C0 and C1 controls (ESC, NUL, CR, LF, TAB...),
+# DEL, Unicode line and paragraph separators, and bidirectional overrides that reorder a line.
+_CONTROL: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(value: object) -> str:
+    """`value` as text that shows on one line exactly as written: every control character (an
+    ANSI escape, NUL, CR, a newline...) is shown escaped, so text from a model or a tool can
+    neither drive the terminal nor forge a line of the report."""
+    text = value if isinstance(value, str) else str(value)
+    return _CONTROL.sub(_escape, text)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -142,7 +167,7 @@ def transition_line(record: TransitionRecord) -> str:
         extra += f"  ({record.reason})"
     if record.operation_key is not None:
         extra += f"  key {record.operation_key}"
-    return (
+    return printable(
         f"  {record.seq:>3}  {record.from_state + ' -> ' + record.to_state:<20} "
         f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.result_class):<18} "
         f"attempt {record.attempt:<3} {_dash(record.decision):<14} {latency:>8}{extra}"
@@ -164,11 +189,12 @@ def context_table(view: RunView) -> str:
 
 
 def run_text(view: RunView, heading: str) -> str:
-    lines = [f"{heading}  run {view.run_id}"]
+    """The run for people: one line per transition; every value from outside made printable."""
+    lines = [printable(f"{heading}  run {view.run_id}")]
     lines.extend(transition_line(record) for record in view.transitions)
     waits = ", ".join(f"{w:g}" for w in view.waits_s)
     elapsed = "-" if view.elapsed_s is None else f"{view.elapsed_s:g} s"
-    outcome = f"{view.terminal} ({view.reason})" if view.terminal else "not finished"
+    outcome = printable(f"{view.terminal} ({view.reason})") if view.terminal else "not finished"
     lines.append(
         f"  => {outcome}  attempts {view.attempts}  steps {view.model_steps}  "
         f"tokens {view.tokens_in + view.tokens_out}  {elapsed}  waits [{waits}]"
@@ -176,9 +202,9 @@ def run_text(view: RunView, heading: str) -> str:
     if view.holds is not None:
         lines.append(f"  holds: {view.holds}")
     for op in view.operations:
-        lines.append(f"  operation {op.key} ({op.tool}): {op.status}")
+        lines.append(printable(f"  operation {op.key} ({op.tool}): {op.status}"))
     if view.answer:
-        lines.append(f"  answer: {view.answer}")
+        lines.append(f"  answer: {printable(view.answer)}")
     return "\n".join(lines)
 
 
@@ -187,7 +213,7 @@ def _cell(record: TransitionRecord | None) -> str:
         return ""
     parts = [f"{record.from_state}->{record.to_state}", record.trigger]
     parts += [v for v in (record.tool, record.result_class, record.decision) if v is not None]
-    return " ".join(parts)
+    return printable(" ".join(parts))
 
 
 def side_by_side(recorded: list[TransitionRecord], replayed: list[TransitionRecord]) -> str:
@@ -220,41 +246,85 @@ def replay_json(replay: Replay, sentence: str) -> dict[str, Any]:
     }
 
 
-def grade_text(grades: list[FixtureGrade], trials: int) -> str:
+def _seeds(seeds: list[int | None]) -> str:
+    """`0..2` for a run of consecutive seeds, else the list; `-` for a run without one."""
+    known = [seed for seed in seeds if seed is not None]
+    if len(known) != len(seeds) or not known:
+        return ",".join("-" if seed is None else str(seed) for seed in seeds) or "-"
+    if len(known) > 1 and known == list(range(known[0], known[0] + len(known))):
+        return f"{known[0]}..{known[-1]}"
+    return ",".join(str(seed) for seed in known)
+
+
+def _repeated_seeds(fixture: FixtureGrade) -> int:
+    known = [seed for seed in fixture.seeds if seed is not None]
+    return len(known) - len(set(known))
+
+
+def grade_text(grades: list[FixtureGrade], base_seed: int | None = None) -> str:
+    """pass^k per fixture with its own k and seeds; pass^k overall only when every k is one."""
     width = max([len(g.fixture) for g in grades] + [len("fixture")])
-    lines = [f"{'fixture':<{width}}  trials  pass^k  failed checks"]
+    lines = [f"{'fixture':<{width}}  trials  pass^k    seeds   failed checks"]
     for fixture in grades:
         passed = sum(trial.passed for trial in fixture.trials)
         failed: dict[str, int] = {}
         for trial in fixture.trials:
             for check in trial.failed:
                 failed[check.name] = failed.get(check.name, 0) + 1
-        names = ", ".join(
-            f"{name} ({count}/{len(fixture.trials)})" for name, count in failed.items()
-        )
-        verdict = "pass" if fixture.pass_k else "FAIL"
+        names = ", ".join(f"{name} ({count}/{fixture.k})" for name, count in failed.items())
+        verdict = f"pass^{fixture.k}" if fixture.pass_k else "FAIL"
         lines.append(
-            f"{fixture.fixture:<{width}}  {passed}/{len(fixture.trials):<4}  {verdict:<6}  {names}"
+            printable(
+                f"{fixture.fixture:<{width}}  {passed}/{fixture.k:<4}  {verdict:<8}  "
+                f"{_seeds(fixture.seeds):<6}  {names}"
+            ).rstrip()
         )
+        repeated = _repeated_seeds(fixture)
+        if repeated:
+            lines.append(
+                f"{'':<{width}}    note: {repeated} of {fixture.k} trials repeat a seed "
+                "(a scripted fixture then repeats the same trial)"
+            )
         for trial in fixture.trials:
             for check in trial.failed:
-                lines.append(f"{'':<{width}}    {trial.run_id[:8]} {check.name}: {check.detail}")
+                lines.append(
+                    f"{'':<{width}}    {trial.run_id[:8]} {printable(check.name)}: "
+                    f"{printable(check.detail)}"
+                )
     passing = sum(g.pass_k for g in grades)
-    lines.append(f"overall: {passing}/{len(grades)} fixtures pass^{trials}")
+    ks = sorted({g.k for g in grades})
+    if len(ks) == 1:
+        lines.append(f"overall: {passing}/{len(grades)} fixtures pass^{ks[0]}")
+    else:
+        lines.append(
+            f"overall: {passing}/{len(grades)} fixtures passed every trial; trials per fixture "
+            f"differ ({ks[0]} to {ks[-1]}), so there is no one pass^k"
+        )
+    if base_seed is not None and len(ks) == 1:
+        seeds = _seeds(list(range(base_seed, base_seed + ks[0])))
+        lines.append(
+            f"each trial ran with its own seed: seeds {seeds} (--seed {base_seed} + trial index)"
+        )
     return "\n".join(lines)
 
 
-def grade_json(grades: list[FixtureGrade], trials: int) -> dict[str, Any]:
+def grade_json(grades: list[FixtureGrade], base_seed: int | None = None) -> dict[str, Any]:
+    ks = {g.k for g in grades}
     return {
-        "trials": trials,
+        "trials": max(ks, default=0),
+        "uniform_k": len(ks) <= 1,
+        "base_seed": base_seed,
         "pass_k": all(g.pass_k for g in grades),
         "fixtures": [
             {
                 "fixture": g.fixture,
+                "k": g.k,
                 "pass_k": g.pass_k,
+                "seeds": g.seeds,
                 "trials": [
                     {
                         "run_id": t.run_id,
+                        "seed": t.seed,
                         "passed": t.passed,
                         "checks": [
                             {"name": c.name, "passed": c.passed, "detail": c.detail}
