@@ -40,7 +40,8 @@ class Variant:
     elsewhere: bool = False
     """Run with a relative `--db` inside the run's folder; resume from another folder."""
     stride: int = 1
-    """Crash at every stride-th point only (1, 1 + stride, ...), to keep a sweep short."""
+    """Crash at every stride-th point only (first, first + stride, ...), to keep a sweep short."""
+    first: int = 1
 
 
 @dataclass(slots=True)
@@ -122,7 +123,7 @@ def _sweep(path: Path, workdir: Path, variant: Variant = Variant()) -> Sweep:
     fixture = load_fixture(path, load_default_contracts())
     assert fixture.expect is not None and fixture.expect.holds is not None
     sweep = Sweep(fixture=fixture.name)
-    point = 1
+    point = variant.first
     while True:
         folder = workdir / f"{fixture.name}-{point}"
         folder.mkdir()
@@ -137,8 +138,8 @@ def _sweep(path: Path, workdir: Path, variant: Variant = Variant()) -> Sweep:
             sweep.problems.append(f"crash point {point}: exit {done.returncode}: {done.stderr}")
             return sweep
         sweep.points += 1
-        if elsewhere is not None:
-            elsewhere.mkdir()
+        if elsewhere is not None:  # another store's world lives there: a place to go wrong in
+            (elsewhere / "runs.sqlite.world").mkdir(parents=True)
         world = folder / "runs.sqlite.world"
         _check(sweep, point, fixture.expect.holds, db, world, elsewhere=elsewhere)
         point += variant.stride

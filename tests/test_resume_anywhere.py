@@ -116,8 +116,8 @@ def test_a_resumed_live_run_goes_on_with_its_live_model(
 def test_a_live_run_resumes_with_the_same_model_named_again(
     tmp_path: Path, llm: RecordedLLMServer
 ) -> None:
-    run_id = crash_after_the_hold(tmp_path, live_args(llm, "anthropic"))
-    code, _, err = resume(tmp_path, run_id, *live_args(llm, "anthropic"))
+    run_id = crash_after_the_hold(tmp_path, live_args(llm))
+    code, _, err = resume(tmp_path, run_id, *live_args(llm))
     assert code == 0, err
     assert all_holds(tmp_path) == 1
 
@@ -159,12 +159,12 @@ def test_resuming_from_another_directory_does_not_hold_again(tmp_path: Path) -> 
     the lookup found nothing there, and the hold was sent again."""
     run_id = crash_after_the_hold(tmp_path, [])
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    (elsewhere / "runs.sqlite.world").mkdir(parents=True)  # another store's world lives there
     code, out, err = resume(tmp_path, run_id, cwd=elsewhere)
+    assert all_holds(tmp_path) == 1
     assert code == 0, err
     assert json.loads(out)["holds"] == 1
-    assert all_holds(tmp_path) == 1
-    assert list(elsewhere.iterdir()) == []
+    assert list(elsewhere.rglob("*.sqlite")) == []
 
 
 def test_a_missing_supplier_database_is_refused_by_name(tmp_path: Path) -> None:
@@ -222,13 +222,14 @@ def test_sweep_resume_from_another_directory(tmp_path: Path) -> None:
 
 
 def test_sweep_resume_of_a_live_model_run(tmp_path: Path, llm: RecordedLLMServer) -> None:
-    """The hold fixture driven by a live model unlike its script: every crash point over the
-    OpenAI protocol; every third over the Anthropic one, resumed from another folder."""
+    """The hold fixture driven by a live model unlike its script: every second crash point over
+    the OpenAI protocol (1, 3, 5, ...); every fifth over the Anthropic one (2, 7, 12, 17),
+    resumed from another folder."""
     variants = [
-        (HOLD_AFTER_COMMIT, Variant(run_args=tuple(live_args(llm)))),
+        (HOLD_AFTER_COMMIT, Variant(run_args=tuple(live_args(llm)), stride=2)),
         (
             HOLD_AFTER_COMMIT,
-            Variant(run_args=tuple(live_args(llm, "anthropic")), elsewhere=True, stride=3),
+            Variant(run_args=tuple(live_args(llm, "anthropic")), elsewhere=True, stride=5, first=2),
         ),
     ]
     assert _sweeps(variants, tmp_path) == []
