@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
+from runner.errors import StoreError
 from runner.store import SqliteStore
+from runner.supplier import SupplierDatabase, locate
 
 from .conftest import FIXTURES
 from .llm_server import RecordedLLMServer, load_recordings
@@ -233,3 +235,22 @@ def test_sweep_resume_of_a_live_model_run(tmp_path: Path, llm: RecordedLLMServer
         ),
     ]
     assert _sweeps(variants, tmp_path) == []
+
+
+def test_a_relative_path_from_an_older_runner_is_found_beside_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Older headers recorded the supplier database relative to where the run was started."""
+    store_dir = tmp_path / "project" / "sub"
+    world = store_dir / "runs.sqlite.world"
+    world.mkdir(parents=True)
+    SupplierDatabase(world / "supplier-abc.sqlite").close()
+    monkeypatch.chdir(tmp_path)  # neither where the run started nor where the store is
+    for recorded in ("sub/runs.sqlite.world/supplier-abc.sqlite",  # run from project/
+                     "runs.sqlite.world/supplier-abc.sqlite"):  # run from project/sub/  # fmt: skip
+        assert locate(recorded, store_dir) == world / "supplier-abc.sqlite"
+    assert locate("runs.sqlite.world/supplier-other.sqlite", store_dir) is None
+    assert locate(str(world / "supplier-abc.sqlite"), None) == world / "supplier-abc.sqlite"
+    with pytest.raises(StoreError, match=r"supplier-gone\.sqlite does not exist"):
+        SupplierDatabase.open_existing(world / "supplier-gone.sqlite")
+    assert sorted(p.name for p in world.glob("*.sqlite")) == ["supplier-abc.sqlite"]
