@@ -17,6 +17,7 @@ from .errors import LoadError, RunFailure
 from .fixtures import Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
 from .models import live_model
+from .models.base import ModelAdapter
 from .policy import Policy
 from .recording import RAW_OUTCOME_ADAPTER, Responded
 from .replay import Recording, describe, replay
@@ -35,7 +36,7 @@ from .scenario import ScenarioRun, resume_fixture, run_fixture
 from .sim import naive_policy
 from .store import FanoutStore, JsonlLog, SqliteStore
 from .store.base import Store
-from .supplier import SupplierDatabase
+from .supplier import SupplierDatabase, locate
 from .travel import SEMANTIC_RULES
 
 EXIT_EXPECTATION_FAILED = 1
@@ -57,6 +58,12 @@ def _policy(value: str | None) -> Policy | None:
     if value == "naive":  # a simulation of the broken runner, to show the checks catch it
         return naive_policy()
     return Policy.load(Path(value))
+
+
+def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
+    sub.add_argument("--model", default=None, help=f"{purpose}: openai:MODEL or anthropic:MODEL")
+    sub.add_argument("--base-url", default=None, help="with --model: the provider's endpoint")
+    sub.add_argument("--fallback-model", default=None, help="with --model: same-family fallback")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,15 +88,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
     run.add_argument("--seed", type=int, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
-    run.add_argument(
-        "--model", default=None, help="plan with a live model: openai:MODEL or anthropic:MODEL"
-    )
-    run.add_argument("--base-url", default=None, help="with --model: the provider's endpoint")
-    run.add_argument("--fallback-model", default=None, help="with --model: same-family fallback")
+    _with_model(run, "plan with a live model")
     with_db(run)
 
     resume = commands.add_parser("resume", help="continue a run that was killed")
     resume.add_argument("run_id")
+    _with_model(resume, "the live model the run was started with (default: from its header)")
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(resume)
 
@@ -176,19 +180,31 @@ def _print_scenario(outcome: ScenarioRun, heading: str, as_json: bool) -> None:
     print()
 
 
+def _model(args: argparse.Namespace) -> ModelAdapter | None:
+    if args.model is None:
+        if args.base_url is not None or args.fallback_model is not None:
+            raise LoadError("--base-url and --fallback-model go with --model")
+        return None
+    return live_model(args.model, base_url=args.base_url, fallback_model=args.fallback_model)
+
+
+def _world_dir(db: Path) -> Path:
+    """Where runs stored in `db` keep their simulated world: beside it, by absolute path."""
+    db = db.resolve()
+    return db.parent / f"{db.name}.world"
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
     contracts = _contracts(args.contracts)
     policy = _policy(args.policy)
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
-    model = None
-    if args.model is not None:
-        model = live_model(args.model, base_url=args.base_url, fallback_model=args.fallback_model)
+    model = _model(args)
     store: Store = _open_store(args.db, must_exist=False)
     if args.log is not None:
         store = FanoutStore(store, JsonlLog(args.log))
-    world = args.db.parent / f"{args.db.name}.world"
+    world = _world_dir(args.db)
     failed = passed = 0
     try:
         for fixture in fixtures:
@@ -225,7 +241,9 @@ def _resume(args: argparse.Namespace) -> int:
                 printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
             )
             return 0
-        outcome = resume_fixture(args.run_id, contracts, store)
+        outcome = resume_fixture(
+            args.run_id, contracts, store, model=_model(args), store_dir=args.db.resolve().parent
+        )
     finally:
         store.close()
     _print_scenario(outcome, f"{outcome.fixture.name} (resumed)", args.json)
@@ -335,11 +353,12 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_EXPECTATION_FAILED if diverged else 0
 
 
-def _stored_holds(recording: Recording) -> int | None:
-    path = recording.header.world.get("supplier_db")
-    if not path or not Path(path).exists():
+def _stored_holds(recording: Recording, store_dir: Path) -> int | None:
+    recorded = recording.header.world.get("supplier_db")
+    path = locate(recorded, store_dir) if recorded else None
+    if path is None:
         return None
-    supplier = SupplierDatabase(Path(path))
+    supplier = SupplierDatabase.open_existing(path)
     try:
         return supplier.active_holds()
     finally:
@@ -359,14 +378,15 @@ def _grade(args: argparse.Namespace) -> int:
                 recording = Recording.from_store(store, run_id)
                 document = recording.header.fixture
                 expect = Fixture.model_validate(document).expect if document else None
-                trial = grade(recording, contracts, expect, _stored_holds(recording))
+                holds = _stored_holds(recording, args.db.resolve().parent)
+                trial = grade(recording, contracts, expect, holds)
                 name = recording.header.name
                 grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
         else:
             if not args.paths:
                 raise LoadError("grade needs fixture paths, or --stored to grade stored runs")
             policy = _policy(args.policy)
-            world = args.db.parent / f"{args.db.name}.world"
+            world = _world_dir(args.db)
             for path in collect_fixture_paths(args.paths):
                 fixture = load_fixture(path, contracts)
                 graded = grades.setdefault(fixture.name, FixtureGrade(fixture=fixture.name))

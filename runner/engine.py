@@ -43,6 +43,7 @@ from .models.base import (
     ModelAdapter,
     ToolSpec,
 )
+from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
@@ -116,7 +117,7 @@ class Engine(Planning, Acting):
             run_id, model, self.clock, started, Redactor(spec.credentials.values())
         )
         run = self._new_run(run_id, spec, effects, started, known=[])
-        self.runtime.store.begin_run(self._header(run))
+        self.runtime.store.begin_run(self._header(run, identity_of(model)))
         return await self._drive(run)
 
     async def resume(self, run_id: str, spec: RunSpec, model: ModelAdapter) -> RunResult:
@@ -232,7 +233,7 @@ class Engine(Planning, Acting):
         run.transcript.append(UserMessage(text=spec.task))
         return run
 
-    def _header(self, run: RunState) -> RunHeader:
+    def _header(self, run: RunState, model: ModelIdentity | None = None) -> RunHeader:
         spec = run.spec
         return RunHeader(
             run_id=run.run_id,
@@ -249,6 +250,7 @@ class Engine(Planning, Acting):
             seed=spec.seed,
             fixture=spec.fixture,
             world=dict(spec.world),
+            model=model,
         )
 
     async def _drive(self, run: RunState) -> RunResult:

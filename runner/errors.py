@@ -9,7 +9,8 @@ infrastructure during one::
     │   ├── ContractError         a tool contract does not compile or breaks a rule
     │   ├── FixtureError          a scenario file is malformed or fails its schema
     │   ├── ConfigError           settings or environment unusable (policy, budget, checker)
-    │   └── LogFormatError        a persisted transition log cannot be read
+    │   ├── LogFormatError        a persisted transition log cannot be read
+    │   └── ResumeRefused         a stored run cannot go on as it began (its model or world)
     └── RunFailure                the run itself cannot go on
         ├── IllegalTransition     the engine asked the machine for a move the table forbids (a bug)
         ├── BudgetExceeded        a bound found exceeded where it must have been enforced
@@ -61,6 +62,14 @@ class LogFormatError(LoadError):
         self.source = str(source)
         self.line = line
         super().__init__(f"log {self.source}, line {line}: {message}")
+
+
+class ResumeRefused(LoadError):
+    """A stored run cannot be continued with the model and world it began with; nothing ran."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"cannot resume run {run_id}: {message}")
 
 
 class RunFailure(RunnerError):

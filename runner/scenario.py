@@ -1,7 +1,7 @@
 """Run a fixture on its fake clock with its scripted tools and model; check its `expect`.
 
 Also resumes a fixture run that was killed: everything needed (the fixture, policy, seed, where the
-supplier database lives) is in the run's header.
+supplier database lives, which model drove it) is in the run's header.
 """
 
 from __future__ import annotations
@@ -22,15 +22,16 @@ from .clock import FakeClock
 from .contracts import ContractSet
 from .engine import Engine
 from .environment import HoldRoom, LookupHold, ScriptedEnvironment
-from .errors import StoreCorrupt, StoreError
+from .errors import ResumeRefused, StoreCorrupt, StoreError
 from .fixtures import Expect, Fixture
 from .models.base import ModelAdapter
+from .models.identity import model_for_resume
 from .models.scripted import ScriptedModel
 from .policy import Policy
 from .spec import RunResult, RunSpec
 from .states import State
 from .store.base import Store
-from .supplier import SupplierDatabase
+from .supplier import SupplierDatabase, locate
 from .tools import Principal
 from .trace import states_visited
 
@@ -71,7 +72,8 @@ def spec_for(fixture: Fixture, seed: int | None, world: dict[str, Any] | None = 
 def _open_supplier(fixture: Fixture, world_dir: Path | None) -> SupplierDatabase | None:
     if not SUPPLIER_TOOLS & set(fixture.tools):
         return None
-    folder = world_dir or Path(tempfile.mkdtemp(prefix="runner-world-"))
+    # Absolute: a resume from another working directory must find this very database.
+    folder = (world_dir or Path(tempfile.mkdtemp(prefix="runner-world-"))).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     return SupplierDatabase(folder / f"supplier-{uuid.uuid4().hex[:12]}.sqlite")
 
@@ -105,8 +107,20 @@ def run_fixture(
     )
 
 
-def resume_fixture(run_id: str, contracts: ContractSet, store: Store) -> ScenarioRun:
-    """Continue a killed fixture run from its store (and its supplier database)."""
+def resume_fixture(
+    run_id: str,
+    contracts: ContractSet,
+    store: Store,
+    *,
+    model: ModelAdapter | None = None,
+    store_dir: Path | None = None,
+) -> ScenarioRun:
+    """Continue a killed fixture run from its store (and its supplier database).
+
+    It goes on with the model its header names (the script, or a live model rebuilt from the
+    record), or `model` if that is the same one; `store_dir` (the store file's folder) anchors
+    world paths recorded by older runners. Raises `ResumeRefused` when either cannot be had.
+    """
     header = store.header(run_id)
     if header is None:
         raise StoreError(f"no run {run_id} in the store")
@@ -119,8 +133,9 @@ def resume_fixture(run_id: str, contracts: ContractSet, store: Store) -> Scenari
         raise StoreCorrupt(
             f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
         ) from exc
-    supplier_path = header.world.get("supplier_db")
-    supplier = SupplierDatabase(Path(supplier_path)) if supplier_path else None
+    replied_live = any(turn.model_state is None for turn in store.turns(run_id))
+    live = model_for_resume(run_id, header.model, model, replied_live=replied_live)
+    supplier = _reopen_supplier(run_id, header.world.get("supplier_db"), store_dir)
     consumed = Counter(output.tool for output in store.outputs(run_id))
     spec = spec_for(fixture, header.seed, header.world)
     return _play(
@@ -131,8 +146,20 @@ def resume_fixture(run_id: str, contracts: ContractSet, store: Store) -> Scenari
         policy=policy,
         seed=header.seed,
         consumed=consumed,
-        drive=lambda engine, model: engine.resume(run_id, spec, model),
+        drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
     )
+
+
+def _reopen_supplier(
+    run_id: str, recorded: str | None, store_dir: Path | None
+) -> SupplierDatabase | None:
+    """The run's own supplier database; a missing one is refused, never created empty."""
+    if not recorded:
+        return None
+    path = locate(recorded, store_dir)
+    if path is None:
+        raise ResumeRefused(run_id, f"its supplier database {recorded} does not exist")
+    return SupplierDatabase.open_existing(path)
 
 
 def _play(

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from .errors import StoreError
 from .store._sqlite_base import open_database, transaction
 
 MIGRATIONS: Final[tuple[str, ...]] = (
@@ -53,12 +54,38 @@ def payload_hash(payload: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+def locate(recorded: str, store_dir: Path | None) -> Path | None:
+    """Where the supplier database a run header names is now (None: nowhere to be found).
+
+    Headers record an absolute path. Older ones recorded it relative to the directory the run was
+    started from, which a resume from elsewhere cannot know: those are also looked for beside the
+    store (`store_dir`), under the tail of the recorded path. The file names are unique per run,
+    so a file found is the run's own.
+    """
+    path = Path(recorded)
+    if path.is_absolute() or store_dir is None:
+        return path if path.is_file() else None
+    tails = [Path(*path.parts[index:]) for index in range(len(path.parts))]
+    for candidate in (path, *(store_dir / tail for tail in tails)):
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
 class SupplierDatabase:
     """The supplier's durable state: holds by idempotency key, and how many calls it received."""
 
     def __init__(self, path: Path) -> None:
+        """Open the database at `path`, creating it if missing (see `open_existing` for resume)."""
         self.path = path
         self._conn = open_database(path, kind="supplier", migrations=MIGRATIONS)
+
+    @classmethod
+    def open_existing(cls, path: Path) -> SupplierDatabase:
+        """Open a database that must already exist: a resumed run's world is never a fresh one."""
+        if not path.is_file():
+            raise StoreError(f"supplier database {path} does not exist")
+        return cls(path)
 
     def close(self) -> None:
         self._conn.close()

@@ -2,7 +2,9 @@
 
 Log format `runner-log/1`, one JSON object a line, runs one after another:
 - `run_started`: `format`, `run_id`, `name`, `tenant`, `principal`, `started_at`, `task`,
-  `tools`, `scopes`, `context`, `limits`, `policy`, `seed`, `fixture`, `world`
+  `tools`, `scopes`, `context`, `limits`, `policy`, `seed`, `fixture`, `world`, `model`
+  (`{provider, name, base_url, fallback}`: the model that drove the run, no secrets; absent or
+  null in logs written before it was recorded)
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`
 - `model_turn`: one per model request (the reply, its usage, when it arrived)
 - `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
@@ -22,6 +24,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from .errors import LogFormatError
+from .models.identity import ModelIdentity
 from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
 
 LOG_FORMAT: Final = "runner-log/1"
@@ -90,7 +93,10 @@ class RunHeader:
     fixture: dict[str, Any] | None = None
     """The fixture document a scenario run was started from (None for embedded runs)."""
     world: dict[str, Any] = field(default_factory=dict)
-    """Where the simulated world lives (e.g. the supplier database), for resume."""
+    """Where the simulated world lives (e.g. the supplier database's absolute path), for resume."""
+    model: ModelIdentity | None = None
+    """The model that drove the run, so a resume continues with it (None: not recorded, a run
+    stored before the runner recorded it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

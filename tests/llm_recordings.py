@@ -3,8 +3,9 @@
 Run: `python -m tests.llm_recordings`.
 
 Two kinds: behaviour scenarios (tool calls, parallel calls, invalid JSON arguments, an invented
-tool, 429 with Retry-After, 500, a refusal, 401, a fallback) and, for every fixture, the model turns
-its scripted model plays, as each provider would have sent them.
+tool, 429 with Retry-After, 500, a refusal, 401, a fallback, a hold unlike the fixture's script)
+and, for every fixture, the model turns its scripted model plays, as each provider would have sent
+them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ OUT = HERE / "data" / "llm"
 FIXTURES = HERE.parent / "fixtures"
 FLIGHT = {"origin": "SFO", "destination": "NRT", "date_start": "2027-04-01",
           "date_end": "2027-04-03", "accessibility": "wheelchair"}  # fmt: skip
+STAY = {"check_in": "2027-04-02", "check_out": "2027-04-06"}
 _FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
 
 
@@ -123,6 +125,15 @@ def scenarios(protocol: str) -> dict[str, list[dict[str, Any]]]:
         "unauthorized": [error(protocol, 401, "invalid api key")],
         "primary": [error(protocol, 503, "overloaded")] * 3,
         "secondary": [ok(protocol, "secondary", final)],
+        # The fixture hold_timeout_after_commit, driven by a model that holds for three guests
+        # where the fixture's script holds for four: a resume that replays the script shows.
+        "live-hold": [ok(protocol, "live-hold", reply(calls=(ToolCall(
+                          id="h1", name="search_hotels", arguments={**STAY, "city": "Tokyo",
+                          "accessibility": "wheelchair", "guests": 3}),))),
+                      ok(protocol, "live-hold", reply(calls=(ToolCall(
+                          id="h2", name="hold_room", arguments={**STAY, "hotel_id": "H-SHIBA",
+                          "guests": 3, "room_type": "accessible"}),))),
+                      ok(protocol, "live-hold", reply("Held a room at Shiba Park Hotel."))],
     }  # fmt: skip
 
 

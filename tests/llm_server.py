@@ -1,6 +1,11 @@
 """A loopback HTTP server that speaks the OpenAI Chat Completions and Anthropic Messages
 protocols, answering from recorded exchanges kept in `tests/data/llm/`, so the official SDKs'
-real HTTP code runs in the tests. It keeps every request it receives, for checks."""
+real HTTP code runs in the tests. It keeps every request it receives, for checks.
+
+By default each model's recorded answers are served in order, one per request. `by_turn=True`
+answers by where the conversation stands instead (the n-th answer to a request carrying n-1
+assistant messages), like a deterministic model: a run killed and resumed, or run many times, gets
+the same answer to the same conversation."""
 
 from __future__ import annotations
 
@@ -25,7 +30,11 @@ def load_recordings() -> dict[tuple[str, str], list[dict[str, Any]]]:
 
 
 class RecordedLLMServer:
-    def __init__(self, recordings: dict[tuple[str, str], list[dict[str, Any]]]) -> None:
+    def __init__(
+        self, recordings: dict[tuple[str, str], list[dict[str, Any]]], *, by_turn: bool = False
+    ) -> None:
+        self.recordings = recordings
+        self.by_turn = by_turn
         self.queues: dict[tuple[str, str], deque[dict[str, Any]]] = {
             key: deque(exchanges) for key, exchanges in recordings.items()
         }
@@ -40,8 +49,7 @@ class RecordedLLMServer:
                 key = (protocol or "?", str(body.get("model")))
                 with server.lock:
                     server.requests[key].append(body)
-                    queue = server.queues.get(key)
-                    exchange = queue.popleft() if queue else None
+                    exchange = server.answer(key, body)
                 if exchange is None:
                     self._send(599, {}, {"error": {"message": f"no recorded answer for {key}"}})
                     return
@@ -62,6 +70,14 @@ class RecordedLLMServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def answer(self, key: tuple[str, str], body: dict[str, Any]) -> dict[str, Any] | None:
+        if self.by_turn:
+            exchanges = self.recordings.get(key, [])
+            turn = sum(1 for m in body.get("messages", ()) if m.get("role") == "assistant")
+            return exchanges[turn] if turn < len(exchanges) else None
+        queue = self.queues.get(key)
+        return queue.popleft() if queue else None
 
     def __enter__(self) -> RecordedLLMServer:
         self.thread.start()

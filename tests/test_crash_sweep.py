@@ -31,6 +31,19 @@ HOLD_FIXTURES = sorted(FIXTURES.glob("hold_*.yaml"))
 TERMINAL = {"complete", "abstain", "escalate", "unknown"}
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Variant:
+    """How each run of a sweep is started and resumed (the default: as the first sweep does)."""
+
+    run_args: tuple[str, ...] = ()
+    """Extra `run` flags, e.g. a live model: `resume` must then find the model in the header."""
+    elsewhere: bool = False
+    """Run with a relative `--db` inside the run's folder; resume from another folder."""
+    stride: int = 1
+    """Crash at every stride-th point only (first, first + stride, ...), to keep a sweep short."""
+    first: int = 1
+
+
 @dataclass(slots=True)
 class Sweep:
     fixture: str
@@ -64,7 +77,9 @@ def _holds(world: Path) -> int:
     return total
 
 
-def _check(sweep: Sweep, point: int, expected_holds: int, db: Path, world: Path) -> None:
+def _check(
+    sweep: Sweep, point: int, expected_holds: int, db: Path, world: Path, *, elsewhere: Path | None
+) -> None:
     where = f"{sweep.fixture} crash point {point}"
     store = SqliteStore(db)
     runs = store.runs()
@@ -74,7 +89,7 @@ def _check(sweep: Sweep, point: int, expected_holds: int, db: Path, world: Path)
             sweep.problems.append(f"{where}: holds before the run began")
         return
     run_id = runs[0].header.run_id
-    resumed = _runner(["resume", run_id, "--db", str(db), "--json"], db.parent)
+    resumed = _runner(["resume", run_id, "--db", str(db), "--json"], elsewhere or db.parent)
     if resumed.returncode not in (0, 1) or not resumed.stdout.strip().startswith(("{", "run ")):
         sweep.problems.append(f"{where}: resume failed ({resumed.returncode}): {resumed.stderr}")
         return
@@ -83,6 +98,9 @@ def _check(sweep: Sweep, point: int, expected_holds: int, db: Path, world: Path)
     records = store.transitions(run_id)
     store.close()
     holds = _holds(world)
+    if elsewhere is not None and any(elsewhere.rglob("*.sqlite")):
+        sweep.problems.append(f"{where}: resume created a database in its working directory")
+        holds += sum(_holds(folder) for folder in elsewhere.rglob("*.world"))
     terminal = summary.terminal if summary else None
     if terminal not in TERMINAL:
         sweep.problems.append(f"{where}: ended in {terminal!r}")
@@ -101,24 +119,30 @@ def _check(sweep: Sweep, point: int, expected_holds: int, db: Path, world: Path)
             )
 
 
-def _sweep(path: Path, workdir: Path) -> Sweep:
+def _sweep(path: Path, workdir: Path, variant: Variant = Variant()) -> Sweep:
     fixture = load_fixture(path, load_default_contracts())
     assert fixture.expect is not None and fixture.expect.holds is not None
     sweep = Sweep(fixture=fixture.name)
-    point = 1
+    point = variant.first
     while True:
         folder = workdir / f"{fixture.name}-{point}"
         folder.mkdir()
         db = folder / "runs.sqlite"
-        done = _runner(["run", str(path), "--db", str(db), "--json"], folder, kill_after=point)
+        elsewhere = workdir / f"{fixture.name}-{point}-elsewhere" if variant.elsewhere else None
+        stored = "runs.sqlite" if variant.elsewhere else str(db)  # relative to the run's folder
+        args = ["run", str(path), "--db", stored, "--json", *variant.run_args]
+        done = _runner(args, folder, kill_after=point)
         if done.returncode == 0:
             return sweep  # the run finished before this commit: every point has been swept
         if done.returncode != -signal.SIGKILL:
             sweep.problems.append(f"crash point {point}: exit {done.returncode}: {done.stderr}")
             return sweep
         sweep.points += 1
-        _check(sweep, point, fixture.expect.holds, db, folder / "runs.sqlite.world")
-        point += 1
+        if elsewhere is not None:  # another store's world lives there: a place to go wrong in
+            (elsewhere / "runs.sqlite.world").mkdir(parents=True)
+        world = folder / "runs.sqlite.world"
+        _check(sweep, point, fixture.expect.holds, db, world, elsewhere=elsewhere)
+        point += variant.stride
 
 
 def test_every_crash_point_of_every_hold_fixture_resumes_safely(

@@ -18,6 +18,7 @@ from ..transcript import (
 )
 from ._wire import parse_arguments, provider_call
 from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from .identity import ModelIdentity, redact_url
 
 _STOPS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_use",
           "max_tokens": "max_tokens", "refusal": "refusal"}  # fmt: skip
@@ -107,6 +108,9 @@ class AnthropicModel:
             raise ConfigError("ANTHROPIC_API_KEY is not set")
         self.model = model
         self.name = f"anthropic:{model}"
+        self.identity = ModelIdentity(
+            provider="anthropic", name=model, base_url=redact_url(base_url), fallback=fallback_model
+        )
         self.max_tokens = max_tokens
         self.client = client or anthropic.AsyncAnthropic(
             api_key=key or "unused-by-local-servers",

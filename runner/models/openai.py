@@ -22,6 +22,7 @@ from ..transcript import (
 )
 from ._wire import parse_arguments, provider_call
 from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from .identity import ModelIdentity, redact_url
 
 _STOPS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens",
           "content_filter": "refusal"}  # fmt: skip
@@ -112,6 +113,9 @@ class OpenAIChatModel:
             raise ConfigError("OPENAI_API_KEY is not set (or give --base-url for a local server)")
         self.model = model
         self.name = f"openai:{model}"
+        self.identity = ModelIdentity(
+            provider="openai", name=model, base_url=redact_url(base_url), fallback=fallback_model
+        )
         self.client = client or openai.AsyncOpenAI(
             api_key=key or "unused-by-local-servers",
             base_url=base_url,

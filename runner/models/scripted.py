@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..transcript import Transcript, render_json
 from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from .identity import SCRIPTED
 
 
 class ScriptedCall(BaseModel):
@@ -65,6 +66,9 @@ class ScriptedModel:
     A turn with `when` is skipped unless the previous step's results include one of its classes.
     Asked with tools disabled, it answers with the next `final` turn, skipping tool-call turns.
     """
+
+    identity = SCRIPTED
+    """Recorded in the run header: a resumed run continues with the script, and only then."""
 
     def __init__(self, turns: Sequence[ScriptedTurn]) -> None:
         self._turns = tuple(turns)

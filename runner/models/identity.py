@@ -1,0 +1,121 @@
+"""Which model drove a run, as recorded in its header: so a resumed run continues with the same one.
+
+The identity names a provider, a model, the endpoint without secrets, and the fallback. Keys are
+never part of it: a rebuilt live model reads its key from the environment, as the original run did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import ConfigError, ResumeRefused
+from .base import ModelAdapter
+
+LIVE_PROVIDERS = frozenset({"openai", "anthropic"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelIdentity:
+    """The model a run was driven by (never a credential)."""
+
+    provider: str
+    """`openai`, `anthropic`, `scripted` (a fixture's script) or `custom` (any other adapter)."""
+    name: str
+    """The provider's model name; for `custom`, the adapter's class."""
+    base_url: str | None = None
+    """The endpoint, without user info, query or fragment (where tokens hide)."""
+    fallback: str | None = None
+    """The same-family model asked when the primary is unavailable."""
+
+    @property
+    def live(self) -> bool:
+        return self.provider in LIVE_PROVIDERS
+
+    def describe(self) -> str:
+        parts = [f"{self.provider}:{self.name}"]
+        if self.base_url:
+            parts.append(f"at {self.base_url}")
+        if self.fallback:
+            parts.append(f"fallback {self.fallback}")
+        return " ".join(parts)
+
+
+SCRIPTED = ModelIdentity(provider="scripted", name="fixture-script")
+
+
+def redact_url(url: str | None) -> str | None:
+    """`url` without user info, query and fragment: what may be written to a header or a log."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"base URL is not a URL: {exc}") from exc
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def identity_of(model: object) -> ModelIdentity:
+    """The identity an adapter declares (`identity`), or else its class."""
+    declared = getattr(model, "identity", None)
+    if isinstance(declared, ModelIdentity):
+        return declared
+    kind = type(model)
+    return ModelIdentity(provider="custom", name=f"{kind.__module__}.{kind.__qualname__}")
+
+
+def model_for_resume(
+    run_id: str,
+    recorded: ModelIdentity | None,
+    given: ModelAdapter | None,
+    *,
+    replied_live: bool,
+) -> ModelAdapter | None:
+    """The model a stored run goes on with: None for its fixture's script, else a live adapter.
+
+    `given` (the caller's `--model`) must be the recorded model; without it a live model is rebuilt
+    from the record (its key from the environment). Whatever cannot be had is refused
+    (`ResumeRefused`), never replaced by another source of replies. `replied_live`: some recorded
+    reply came from an adapter without a script position, which tells a live model apart in
+    headers stored before the identity was recorded.
+    """
+    if recorded is None:  # a header from before the identity was recorded
+        if given is not None:
+            return given  # the caller's word is all there is
+        if replied_live:
+            raise ResumeRefused(
+                run_id,
+                "a live model drove it and its header (older than this runner) does not say "
+                "which; give it with --model",
+            )
+        return None
+    if given is not None:
+        offered = identity_of(given)
+        if offered != recorded:
+            raise ResumeRefused(
+                run_id, f"it was driven by {recorded.describe()}, not {offered.describe()}"
+            )
+        return None if recorded.provider == SCRIPTED.provider else given
+    if recorded.provider == SCRIPTED.provider:
+        return None
+    if not recorded.live:
+        raise ResumeRefused(
+            run_id, f"it was driven by {recorded.describe()}; resume it with that adapter"
+        )
+    from . import live_model  # noqa: PLC0415  # the package imports this module
+
+    try:
+        return live_model(
+            f"{recorded.provider}:{recorded.name}",
+            base_url=recorded.base_url,
+            fallback_model=recorded.fallback,
+        )
+    except ConfigError as exc:
+        raise ResumeRefused(
+            run_id, f"it was driven by {recorded.describe()}, which is not available here: {exc}"
+        ) from exc

@@ -1,0 +1,256 @@
+"""A killed run resumed from another working directory, or one a live model drove, goes on with the
+same world and the same model, or is refused: never a second write, never the fixture's script in
+the live model's place.
+
+Runs are real `runner` subprocesses killed with SIGKILL after a chosen durable commit
+(`RUNNER_KILL_AFTER_COMMITS`); live models answer over HTTP from the loopback LLM server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from runner.cli import main
+from runner.errors import StoreError
+from runner.store import SqliteStore
+from runner.supplier import SupplierDatabase, locate
+
+from .conftest import FIXTURES
+from .llm_server import RecordedLLMServer, load_recordings
+from .test_crash_sweep import HOLD_FIXTURES, Variant, _holds, _runner, _sweep
+
+HOLD_AFTER_COMMIT = FIXTURES / "hold_timeout_after_commit.yaml"
+LIVE = "live-hold"  # holds for three guests where the fixture's script holds for four
+
+
+@pytest.fixture
+def llm() -> Iterator[RecordedLLMServer]:
+    """Answers by conversation position, so a resumed run gets the answers a whole run gets."""
+    with RecordedLLMServer(load_recordings(), by_turn=True) as server:
+        yield server
+
+
+def live_args(server: RecordedLLMServer, protocol: str = "openai") -> list[str]:
+    url = f"{server.url}/v1" if protocol == "openai" else server.url
+    return ["--model", f"{protocol}:{LIVE}", "--base-url", url]
+
+
+def all_holds(root: Path) -> int:
+    return sum(_holds(world) for world in root.rglob("*.world"))
+
+
+_POINTS: dict[str, int] = {}
+"""The crash point right after the hold commits, per model kind (the same in every run)."""
+GUESS = 10
+"""Where the search for that point starts (10 today); it is found from any guess."""
+
+
+def crash_after_the_hold(root: Path, run_args: list[str]) -> str:
+    """Kill a run of the hold fixture right after the supplier committed the hold (its response
+    is lost), in `root/run` with a relative `--db`; return the run's id."""
+    kind = run_args[1] if run_args else "script"
+    if kind not in _POINTS:
+        point = GUESS
+        if _crash(root, run_args, point) is None:  # before the hold: walk up to it
+            while _crash(root, run_args, point + 1) is None and point < 60:
+                point += 1
+            point += 1
+        else:  # at or after the hold: walk down to the last point before it
+            while point > 1 and _crash(root, run_args, point - 1) is not None:
+                point -= 1
+        _POINTS[kind] = point
+    run_id = _crash(root, run_args, _POINTS[kind])
+    assert run_id is not None
+    return run_id
+
+
+def _crash(root: Path, run_args: list[str], point: int) -> str | None:
+    """The run's id if, killed after commit `point`, its hold had committed (else None)."""
+    folder = root / "run"
+    if folder.exists():
+        _remove(folder)
+    folder.mkdir(parents=True)
+    args = ["run", str(HOLD_AFTER_COMMIT), "--db", "runs.sqlite", "--json", *run_args]
+    done = _runner(args, folder, kill_after=point)
+    assert done.returncode != 0, "the run finished before its hold committed"
+    store = SqliteStore(folder / "runs.sqlite")
+    runs = store.runs()
+    store.close()
+    return runs[0].header.run_id if runs and all_holds(folder) == 1 else None
+
+
+def _remove(folder: Path) -> None:
+    for path in sorted(folder.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    folder.rmdir()
+
+
+def resume(root: Path, run_id: str, *extra: str, cwd: Path | None = None) -> tuple[int, str, str]:
+    db = root / "run" / "runs.sqlite"
+    done = _runner(["resume", run_id, "--db", str(db), "--json", *extra], cwd or root / "run")
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_a_resumed_live_run_goes_on_with_its_live_model(
+    tmp_path: Path, llm: RecordedLLMServer
+) -> None:
+    """Before: the fixture's script took over and held for four guests too (two holds)."""
+    run_id = crash_after_the_hold(tmp_path, live_args(llm))
+    asked = len(llm.requests[("openai", LIVE)])
+    code, out, err = resume(tmp_path, run_id)
+    assert all_holds(tmp_path) == 1
+    assert code == 0, err
+    assert json.loads(out)["terminal"] == "complete"
+    assert len(llm.requests[("openai", LIVE)]) == asked + 1  # the final answer, from the model
+    store = SqliteStore(tmp_path / "run" / "runs.sqlite")
+    header, summary = store.header(run_id), store.summary(run_id)
+    store.close()
+    assert header is not None and header.model is not None
+    assert (header.model.provider, header.model.name) == ("openai", LIVE)
+    assert summary is not None and summary.answer == "Held a room at Shiba Park Hotel."
+
+
+def test_a_live_run_resumes_with_the_same_model_named_again(
+    tmp_path: Path, llm: RecordedLLMServer
+) -> None:
+    run_id = crash_after_the_hold(tmp_path, live_args(llm))
+    code, _, err = resume(tmp_path, run_id, *live_args(llm))
+    assert code == 0, err
+    assert all_holds(tmp_path) == 1
+
+
+MISMATCHES = {
+    "provider": ["--model", "anthropic:live-hold"],
+    "name": ["--model", "openai:another-model"],
+    "base-url": ["--model", "openai:live-hold", "--base-url", "http://127.0.0.1:9/v1"],
+    "fallback": ["--model", "openai:live-hold", "--fallback-model", "spare"],
+}
+
+
+def test_resuming_with_another_model_is_refused(tmp_path: Path, llm: RecordedLLMServer) -> None:
+    run_id = crash_after_the_hold(tmp_path, live_args(llm))
+    asked = sum(len(requests) for requests in llm.requests.values())
+    for what, other in MISMATCHES.items():
+        endpoint = [] if "--base-url" in other else ["--base-url", f"{llm.url}/v1"]
+        code, out, err = resume(tmp_path, run_id, *other, *endpoint)
+        assert (code, out) == (2, ""), what
+        assert f"cannot resume run {run_id}: it was driven by openai:{LIVE}" in err, what
+        assert "Traceback" not in err
+    assert sum(len(requests) for requests in llm.requests.values()) == asked
+    code, _, err = resume(tmp_path, run_id)  # still resumable, with its own model
+    assert code == 0, err
+    assert all_holds(tmp_path) == 1
+
+
+def test_a_scripted_run_is_not_resumed_with_a_live_model(
+    tmp_path: Path, llm: RecordedLLMServer
+) -> None:
+    run_id = crash_after_the_hold(tmp_path, [])
+    code, _, err = resume(tmp_path, run_id, *live_args(llm))
+    assert code == 2
+    assert "it was driven by scripted:fixture-script, not openai:live-hold" in err
+
+
+def test_resuming_from_another_directory_does_not_hold_again(tmp_path: Path) -> None:
+    """Before: the relative supplier path opened a fresh, empty database in the new directory,
+    the lookup found nothing there, and the hold was sent again."""
+    run_id = crash_after_the_hold(tmp_path, [])
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "runs.sqlite.world").mkdir(parents=True)  # another store's world lives there
+    code, out, err = resume(tmp_path, run_id, cwd=elsewhere)
+    assert all_holds(tmp_path) == 1
+    assert code == 0, err
+    assert json.loads(out)["holds"] == 1
+    assert list(elsewhere.rglob("*.sqlite")) == []
+
+
+def test_a_missing_supplier_database_is_refused_by_name(tmp_path: Path) -> None:
+    run_id = crash_after_the_hold(tmp_path, [])
+    (world,) = (tmp_path / "run" / "runs.sqlite.world").glob("supplier-*.sqlite")
+    for path in world.parent.iterdir():
+        path.unlink()
+    code, _, err = resume(tmp_path, run_id)
+    assert code == 2
+    assert f"cannot resume run {run_id}: its supplier database {world} does not exist" in err
+    assert list(world.parent.iterdir()) == []  # not created afresh
+
+
+def test_grade_stored_from_another_directory_passes_correct_hold_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the supplier path was relative to where the runs ran; graded from elsewhere,
+    every hold fixture failed `holds`."""
+    ran_in, graded_in = tmp_path / "ran", tmp_path / "graded"
+    ran_in.mkdir()
+    graded_in.mkdir()
+    monkeypatch.chdir(ran_in)
+    paths = [str(path) for path in HOLD_FIXTURES]
+    assert main(["run", *paths, "--db", "runs.sqlite", "--json"]) == 0
+    monkeypatch.chdir(graded_in)
+    capsys.readouterr()
+    assert main(["grade", "--stored", "--db", str(ran_in / "runs.sqlite"), "--json"]) == 0
+    grades = json.loads(capsys.readouterr().out)
+    assert grades["fixtures"] and all(g["pass_k"] for g in grades["fixtures"])
+    assert list(graded_in.iterdir()) == []
+
+
+# -- the crash-and-resume sweep, from elsewhere and with a live model ------------------------------
+
+
+def _sweeps(variants: list[tuple[Path, Variant]], workdir: Path) -> list[str]:
+    def one(item: tuple[Path, Variant]) -> tuple[str, int, list[str]]:
+        path, variant = item
+        folder = workdir / f"{len(variant.run_args)}-{variant.elsewhere}-{variant.stride}"
+        folder.mkdir(exist_ok=True)
+        sweep = _sweep(path, folder, variant)
+        return sweep.fixture, sweep.points, sweep.problems
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(one, variants))
+    assert all(points >= 2 for _, points, _ in results), results
+    print(f"\n  {sum(points for _, points, _ in results)} crash points: {results}")
+    return [problem for _, _, problems in results for problem in problems]
+
+
+def test_sweep_resume_from_another_directory(tmp_path: Path) -> None:
+    """Every hold fixture, every third crash point (1, 4, 7, ...), resumed from another folder."""
+    variant = Variant(elsewhere=True, stride=3)
+    assert _sweeps([(path, variant) for path in HOLD_FIXTURES], tmp_path) == []
+
+
+def test_sweep_resume_of_a_live_model_run(tmp_path: Path, llm: RecordedLLMServer) -> None:
+    """The hold fixture driven by a live model unlike its script: every second crash point over
+    the OpenAI protocol (1, 3, 5, ...); every fifth over the Anthropic one (2, 7, 12, 17),
+    resumed from another folder."""
+    variants = [
+        (HOLD_AFTER_COMMIT, Variant(run_args=tuple(live_args(llm)), stride=2)),
+        (
+            HOLD_AFTER_COMMIT,
+            Variant(run_args=tuple(live_args(llm, "anthropic")), elsewhere=True, stride=5, first=2),
+        ),
+    ]
+    assert _sweeps(variants, tmp_path) == []
+
+
+def test_a_relative_path_from_an_older_runner_is_found_beside_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Older headers recorded the supplier database relative to where the run was started."""
+    store_dir = tmp_path / "project" / "sub"
+    world = store_dir / "runs.sqlite.world"
+    world.mkdir(parents=True)
+    SupplierDatabase(world / "supplier-abc.sqlite").close()
+    monkeypatch.chdir(tmp_path)  # neither where the run started nor where the store is
+    for recorded in ("sub/runs.sqlite.world/supplier-abc.sqlite",  # run from project/
+                     "runs.sqlite.world/supplier-abc.sqlite"):  # run from project/sub/  # fmt: skip
+        assert locate(recorded, store_dir) == world / "supplier-abc.sqlite"
+    assert locate("runs.sqlite.world/supplier-other.sqlite", store_dir) is None
+    assert locate(str(world / "supplier-abc.sqlite"), None) == world / "supplier-abc.sqlite"
+    with pytest.raises(StoreError, match=r"supplier-gone\.sqlite does not exist"):
+        SupplierDatabase.open_existing(world / "supplier-gone.sqlite")
+    assert sorted(p.name for p in world.glob("*.sqlite")) == ["supplier-abc.sqlite"]
