@@ -146,10 +146,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open_store(path: Path, *, must_exist: bool) -> SqliteStore:
-    if must_exist and not path.exists():
+def _open_store(path: Path, *, must_exist: bool, read_only: bool = False) -> SqliteStore:
+    """The store at `path`; reading commands open it read-only (nothing created or migrated)."""
+    if (must_exist or read_only) and not path.exists():
         raise LoadError(f"store {path} does not exist")
-    return SqliteStore(path)
+    return SqliteStore(path, read_only=read_only)
 
 
 def _print_scenario(outcome: ScenarioRun, heading: str, as_json: bool) -> None:
@@ -220,7 +221,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    store = _open_store(args.db, must_exist=True)
+    store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         header = store.header(args.run_id)
         if header is None:
@@ -237,7 +238,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _artifact(args: argparse.Namespace) -> int:
-    store = _open_store(args.db, must_exist=True)
+    store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         if store.header(args.run_id) is None:
             raise LoadError(f"no run {args.run_id} in {args.db}")
@@ -255,7 +256,7 @@ def _artifact(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    store = _open_store(args.db, must_exist=True)
+    store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         listings = store.runs()
     finally:
@@ -287,7 +288,7 @@ def _recordings(args: argparse.Namespace) -> list[Recording]:
         if not recordings:
             raise LoadError(f"no run{' ' + args.run if args.run else ''} in {source}")
         return recordings
-    store = _open_store(args.db, must_exist=True)
+    store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         return [Recording.from_store(store, args.source)]
     finally:
@@ -324,7 +325,7 @@ def _stored_holds(recording: Recording) -> int | None:
     path = recording.header.world.get("supplier_db")
     if not path or not Path(path).exists():
         return None
-    supplier = SupplierDatabase(Path(path))
+    supplier = SupplierDatabase(Path(path), read_only=True)
     try:
         return supplier.active_holds()
     finally:
@@ -336,7 +337,8 @@ def _grade(args: argparse.Namespace) -> int:
         raise LoadError(f"--trials must be at least 1, got {args.trials}")
     contracts = _contracts(args.contracts)
     grades: dict[str, FixtureGrade] = {}
-    store = _open_store(args.db, must_exist=args.stored is not None)
+    stored = args.stored is not None
+    store = _open_store(args.db, must_exist=stored, read_only=stored)
     try:
         if args.stored is not None:
             run_ids = args.stored or [listing.header.run_id for listing in store.runs()]

@@ -56,9 +56,11 @@ def payload_hash(payload: dict[str, Any]) -> str:
 class SupplierDatabase:
     """The supplier's durable state: holds by idempotency key, and how many calls it received."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
-        self._conn = open_database(path, kind="supplier", migrations=MIGRATIONS)
+        self._conn = open_database(
+            path, kind="supplier", migrations=MIGRATIONS, read_only=read_only
+        )
 
     def close(self) -> None:
         self._conn.close()
