@@ -5,15 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
+
+from pydantic import ValidationError
 
 from . import log
-from .budget import Limits
+from .budget import MAX_DEADLINE_S, Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
-from .errors import LoadError, RunFailure
+from .errors import LoadError, RunnerError, StoreError
 from .fixtures import Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
 from .models import live_model
@@ -55,8 +59,51 @@ def _policy(value: str | None) -> Policy | None:
     return Policy.load(Path(value))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one `error: ...` line (exit 2) like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _count(text: str) -> int:
+    """A whole number of at least 1 (repeats, trials, attempts, steps, tokens)."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """A seed of 0 or more: `random.Random` seeds -n exactly like n, so a negative seed lies."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    """A deadline in seconds: finite, above 0, and no longer than `Limits` allows."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_DEADLINE_S:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of seconds above 0 and at most {MAX_DEADLINE_S:g}, got {text}"
+        )
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="runner", description=__doc__)
+    parser = _Parser(prog="runner", description=__doc__)
     parser.add_argument(
         "--contracts", type=Path, default=None, help="contracts folder (default: the repository's)"
     )
@@ -72,10 +119,12 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
     run.add_argument("paths", nargs="+", type=Path, help="fixture files or folders")
-    run.add_argument("--repeat", type=int, default=1, help="run each fixture N times, each clean")
+    run.add_argument(
+        "--repeat", type=_count, default=1, help="run each fixture N times, each clean"
+    )
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
-    run.add_argument("--seed", type=int, default=0, help="seed for backoff jitter (default 0)")
+    run.add_argument("--seed", type=_seed, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", default=None, help="default, naive, or a policy file")
     run.add_argument(
         "--model", default=None, help="plan with a live model: openai:MODEL or anthropic:MODEL"
@@ -101,10 +150,10 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--run", default=None, help="with a log file: only this run")
     replay.add_argument("--policy", default=None, help="counterfactual: default, naive, or a file")
     for bound, kind in (
-        ("max_attempts", int),
-        ("max_model_steps", int),
-        ("max_tokens", int),
-        ("max_seconds", float),
+        ("max_attempts", _count),
+        ("max_model_steps", _count),
+        ("max_tokens", _count),
+        ("max_seconds", _seconds),
     ):
         replay.add_argument(
             f"--{bound.replace('_', '-')}",
@@ -120,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
         "grade", help="grade fixtures over K clean trials each, or runs already stored"
     )
     grade.add_argument("paths", nargs="*", type=Path, help="fixture files or folders to run")
-    grade.add_argument("--trials", type=int, default=1, help="trials per fixture (pass^k)")
+    grade.add_argument("--trials", type=_count, default=1, help="trials per fixture (pass^k)")
     grade.add_argument(
         "--stored",
         nargs="*",
@@ -172,6 +221,8 @@ def _run(args: argparse.Namespace) -> int:
     contracts = _contracts(args.contracts)
     policy = _policy(args.policy)
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
+    if args.model is None and (args.base_url is not None or args.fallback_model is not None):
+        raise LoadError("--base-url and --fallback-model need --model")
     model = None
     if args.model is not None:
         model = live_model(args.model, base_url=args.base_url, fallback_model=args.fallback_model)
@@ -195,6 +246,11 @@ def _run(args: argparse.Namespace) -> int:
                 _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
                 failed += not outcome.passed
+    except StoreError as exc:  # the run stopped where its record stops: it can go on from there
+        raise StoreError(
+            f"{exc}; a run it stopped shows as (running) in `runner runs --db {args.db}` and "
+            f"continues with `runner resume RUN_ID --db {args.db}` once the store can be written"
+        ) from exc
     finally:
         store.close()
     if not args.json:
@@ -288,6 +344,8 @@ def _recordings(args: argparse.Namespace) -> list[Recording]:
         if not recordings:
             raise LoadError(f"no run{' ' + args.run if args.run else ''} in {source}")
         return recordings
+    if args.run is not None:
+        raise LoadError(f"--run picks a run from a log file, and {source} is not a file")
     store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         return [Recording.from_store(store, args.source)]
@@ -307,7 +365,12 @@ def _replay(args: argparse.Namespace) -> int:
         }
         limits = None
         if overrides:
-            limits = Limits.model_validate({**recording.header.limits, **overrides})
+            try:
+                limits = Limits.model_validate({**recording.header.limits, **overrides})
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                where = ".".join(str(part) for part in problem["loc"])
+                raise LoadError(f"limits for the replay: {where}: {problem['msg']}") from exc
         outcome = replay(recording, contracts, policy=policy, limits=limits)
         diverged |= not outcome.changes and not outcome.identical
         sentence = describe(outcome)
@@ -338,6 +401,10 @@ def _grade(args: argparse.Namespace) -> int:
     contracts = _contracts(args.contracts)
     grades: dict[str, FixtureGrade] = {}
     stored = args.stored is not None
+    if stored and args.paths:
+        raise LoadError("grade takes fixture paths or --stored RUN_ID..., not both")
+    if stored and args.policy is not None:
+        raise LoadError("--policy has no effect on --stored runs (they ran under their own)")
     store = _open_store(args.db, must_exist=stored, read_only=stored)
     try:
         if args.stored is not None:
@@ -403,12 +470,14 @@ def _main(argv: Sequence[str] | None) -> int:
     log.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:
         return _COMMANDS[args.command](args)
-    except LoadError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except RunnerError as exc:
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except RunFailure as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+
+
+def _one_line(message: str) -> str:
+    """An error is one line on stderr, whatever line breaks its message carries."""
+    return "; ".join(part.strip() for part in message.splitlines() if part.strip())
 
 
 if __name__ == "__main__":
