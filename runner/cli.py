@@ -248,8 +248,8 @@ def _run(args: argparse.Namespace) -> int:
                 failed += not outcome.passed
     except StoreError as exc:  # the run stopped where its record stops: it can go on from there
         raise StoreError(
-            f"{exc}; a run it stopped shows as (running) in `runner runs --db {args.db}` and "
-            f"continues with `runner resume RUN_ID --db {args.db}` once the store can be written"
+            f"{exc}; any run it stopped shows as (running) in `runner runs --db {args.db}`, "
+            f"and `runner resume RUN_ID --db {args.db}` continues it"
         ) from exc
     finally:
         store.close()

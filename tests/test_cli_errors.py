@@ -298,3 +298,17 @@ def test_a_write_error_mid_run_is_one_line_and_the_run_resumes(tmp_path: Path) -
         assert report["terminal"] == "complete" and report["expect"]["passed"]
         resumed_runs += 1
     assert resumed_runs >= 1
+
+
+def test_a_full_disk_under_the_jsonl_log_is_one_line_and_the_run_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/dev/full answers every write with ENOSPC; the log's buffered line must not then crash
+    the close with a traceback of its own."""
+    db = str(tmp_path / "runs.sqlite")
+    err = _fails(["run", FIXTURE, "--db", db, "--log", "/dev/full"], capsys)
+    assert err.startswith("error: cannot write log /dev/full: No space left on device; ")
+    assert main(["runs", "--db", db]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "(running)" in line]
+    assert main(["resume", line.split()[0], "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["expect"]["passed"]

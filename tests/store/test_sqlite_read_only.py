@@ -151,3 +151,50 @@ def test_reading_commands_work_on_a_read_only_store(
     assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1 and "read-only" in err, err
     assert _snapshot(tmp_path) == before, err
+
+
+_LEAVE_WAL = """
+import os, sys
+from runner.cli import main
+from runner.store import SqliteStore
+db, first, second = sys.argv[1:]
+assert main(["run", first, "--db", db]) == 0
+holder = SqliteStore(db)  # stays open, so the last writer's close does not checkpoint
+holder._conn.execute("PRAGMA wal_autocheckpoint=0")
+assert main(["run", second, "--db", db]) == 0
+os._exit(0)  # killed, in effect: the second run lives only in the write-ahead log
+"""
+
+
+def test_a_read_only_folder_with_a_live_write_ahead_log(
+    tmp_path: Path, read_only_paths: list[Path]
+) -> None:
+    """With its -shm file the log is read (the last run is listed); without it the store is
+    refused by name, never read stale through `immutable`."""
+    db = tmp_path / "runs.sqlite"
+    second = FIXTURES / "access_denied.yaml"
+    made = subprocess.run(
+        [sys.executable, "-c", _LEAVE_WAL, str(db), str(FIXTURE), str(second)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    wal = tmp_path / "runs.sqlite-wal"
+    assert wal.stat().st_size > 0
+    tmp_path.chmod(0o555)
+    read_only_paths.append(tmp_path)
+    runs = [*_without_write_privilege(), sys.executable, "-m", "runner", "runs", "--db", str(db)]
+    listed = subprocess.run(runs, capture_output=True, text=True, timeout=60, check=False)
+    assert listed.returncode == 0, listed.stderr
+    assert "hold_not_committed" in listed.stdout and "access_denied" in listed.stdout
+    tmp_path.chmod(0o755)
+    (tmp_path / "runs.sqlite-shm").unlink()
+    tmp_path.chmod(0o555)
+    refused = subprocess.run(runs, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"error: {db}: its write-ahead log runs.sqlite-wal holds writes that cannot be read in a "
+        "read-only folder; open the store once where it can be written\n"
+    )
