@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from pydantic import ValidationError
 
 from . import log
-from .budget import MAX_DEADLINE_S, Limits
+from ._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
+from .budget import Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
 from .errors import LoadError, RunnerError, StoreError
 from .fixtures import Fixture, collect_fixture_paths, load_fixture
@@ -41,7 +40,6 @@ from .supplier import SupplierDatabase
 from .travel import SEMANTIC_RULES
 
 EXIT_EXPECTATION_FAILED = 1
-EXIT_BAD_INPUT = 2
 DEFAULT_DB = Path("runs.sqlite")
 
 
@@ -59,51 +57,8 @@ def _policy(value: str | None) -> Policy | None:
     return Policy.load(Path(value))
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one `error: ...` line (exit 2) like every other error."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
-
-
-def _count(text: str) -> int:
-    """A whole number of at least 1 (repeats, trials, attempts, steps, tokens)."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _seed(text: str) -> int:
-    """A seed of 0 or more: `random.Random` seeds -n exactly like n, so a negative seed lies."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-
-
-def _seconds(text: str) -> float:
-    """A deadline in seconds: finite, above 0, and no longer than `Limits` allows."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or not 0 < value <= MAX_DEADLINE_S:
-        raise argparse.ArgumentTypeError(
-            f"must be a finite number of seconds above 0 and at most {MAX_DEADLINE_S:g}, got {text}"
-        )
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="runner", description=__doc__)
+    parser = ArgumentParser(prog="runner", description=__doc__)
     parser.add_argument(
         "--contracts", type=Path, default=None, help="contracts folder (default: the repository's)"
     )
@@ -119,12 +74,10 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
     run.add_argument("paths", nargs="+", type=Path, help="fixture files or folders")
-    run.add_argument(
-        "--repeat", type=_count, default=1, help="run each fixture N times, each clean"
-    )
+    run.add_argument("--repeat", type=count, default=1, help="run each fixture N times, each clean")
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
-    run.add_argument("--seed", type=_seed, default=0, help="seed for backoff jitter (default 0)")
+    run.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", default=None, help="default, naive, or a policy file")
     run.add_argument(
         "--model", default=None, help="plan with a live model: openai:MODEL or anthropic:MODEL"
@@ -150,10 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--run", default=None, help="with a log file: only this run")
     replay.add_argument("--policy", default=None, help="counterfactual: default, naive, or a file")
     for bound, kind in (
-        ("max_attempts", _count),
-        ("max_model_steps", _count),
-        ("max_tokens", _count),
-        ("max_seconds", _seconds),
+        ("max_attempts", count),
+        ("max_model_steps", count),
+        ("max_tokens", count),
+        ("max_seconds", seconds),
     ):
         replay.add_argument(
             f"--{bound.replace('_', '-')}",
@@ -169,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
         "grade", help="grade fixtures over K clean trials each, or runs already stored"
     )
     grade.add_argument("paths", nargs="*", type=Path, help="fixture files or folders to run")
-    grade.add_argument("--trials", type=_count, default=1, help="trials per fixture (pass^k)")
+    grade.add_argument("--trials", type=count, default=1, help="trials per fixture (pass^k)")
     grade.add_argument(
         "--stored",
         nargs="*",

@@ -312,3 +312,12 @@ def test_a_full_disk_under_the_jsonl_log_is_one_line_and_the_run_resumes(
     (line,) = [line for line in capsys.readouterr().out.splitlines() if "(running)" in line]
     assert main(["resume", line.split()[0], "--db", db, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["expect"]["passed"]
+
+
+def test_reading_an_empty_file_as_a_store_is_one_line_and_leaves_it_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "runs.sqlite"
+    empty.touch()
+    assert "not a runner store" in _fails(["runs", "--db", str(empty)], capsys)
+    assert empty.read_bytes() == b""  # not migrated into a store by a reading command

@@ -170,11 +170,12 @@ def _connect_checked(
     try:
         conn.execute("PRAGMA query_only=ON")
         version = _version(conn, path, kind, migrations)
+        if version == 0:
+            raise StoreError(f"{path}: not a {kind} (no schema; nothing was ever stored in it)")
         if version < len(migrations):
             raise StoreError(
                 f"{path}: {kind} schema version {version} is older than this runner's "
-                f"({len(migrations)}) and cannot be upgraded read-only"
-                + ("; it is empty, not a store" if version == 0 else "")
+                f"({len(migrations)}); open it once for writing to upgrade it"
             )
     except BaseException:
         conn.close()
