@@ -321,3 +321,16 @@ def test_reading_an_empty_file_as_a_store_is_one_line_and_leaves_it_empty(
     empty.touch()
     assert "not a runner store" in _fails(["runs", "--db", str(empty)], capsys)
     assert empty.read_bytes() == b""  # not migrated into a store by a reading command
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-1", "1e12"])
+def test_a_fixture_deadline_out_of_range_is_one_line(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An infinite deadline is no bound at all; one past ~31 years is past the clock's dates."""
+    text = Path(FIXTURE).read_text()
+    assert "max_seconds: 30" in text
+    path = tmp_path / "endless.yaml"
+    path.write_text(text.replace("max_seconds: 30", f"max_seconds: {value}"))
+    err = _fails(["run", str(path), "--db", str(tmp_path / "runs.sqlite")], capsys)
+    assert f"fixture {path}: budget.max_seconds" in err
