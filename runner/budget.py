@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
+
+MAX_DEADLINE_S: Final = 1e9
+"""About 31 years: a deadline must be finite, and every wait within it must stay a date the
+clock can show (datetime ends in the year 9999)."""
 
 
 class Bound(StrEnum):
@@ -32,7 +37,7 @@ class Limits(BaseModel):
     """Model requests that may propose tools; the final tool-free request is outside this cap."""
     max_tokens: int = Field(default=50_000, ge=1)
     """Cumulative input plus output tokens reported (or estimated) for model requests."""
-    max_seconds: float = Field(default=30.0, gt=0)
+    max_seconds: float = Field(default=30.0, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False)
     """Wall-clock deadline from the run's start, covering model calls, waits and tools."""
 
 

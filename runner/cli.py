@@ -10,10 +10,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from . import log
+from ._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
 from .budget import Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
-from .errors import LoadError, RunFailure
+from .errors import LoadError, RunnerError, StoreError
 from .fixtures import Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
 from .models import live_model
@@ -40,7 +43,6 @@ from .supplier import SupplierDatabase, locate
 from .travel import SEMANTIC_RULES
 
 EXIT_EXPECTATION_FAILED = 1
-EXIT_BAD_INPUT = 2
 DEFAULT_DB = Path("runs.sqlite")
 
 
@@ -67,7 +69,7 @@ def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="runner", description=__doc__)
+    parser = ArgumentParser(prog="runner", description=__doc__)
     parser.add_argument(
         "--contracts", type=Path, default=None, help="contracts folder (default: the repository's)"
     )
@@ -83,10 +85,10 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
     run.add_argument("paths", nargs="+", type=Path, help="fixture files or folders")
-    run.add_argument("--repeat", type=int, default=1, help="run each fixture N times, each clean")
+    run.add_argument("--repeat", type=count, default=1, help="run each fixture N times, each clean")
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
-    run.add_argument("--seed", type=int, default=0, help="seed for backoff jitter (default 0)")
+    run.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
     _with_model(run, "plan with a live model")
     with_db(run)
@@ -111,10 +113,10 @@ def _parser() -> argparse.ArgumentParser:
         "--policy", default=None, help="counterfactual: default, naive (simulation), or a file"
     )
     for bound, kind in (
-        ("max_attempts", int),
-        ("max_model_steps", int),
-        ("max_tokens", int),
-        ("max_seconds", float),
+        ("max_attempts", count),
+        ("max_model_steps", count),
+        ("max_tokens", count),
+        ("max_seconds", seconds),
     ):
         replay.add_argument(
             f"--{bound.replace('_', '-')}",
@@ -130,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         "grade", help="grade fixtures over K clean trials each, or runs already stored"
     )
     grade.add_argument("paths", nargs="*", type=Path, help="fixture files or folders to run")
-    grade.add_argument("--trials", type=int, default=1, help="trials per fixture (pass^k)")
+    grade.add_argument("--trials", type=count, default=1, help="trials per fixture (pass^k)")
     grade.add_argument(
         "--stored",
         nargs="*",
@@ -142,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
         "--policy", default=None, help="default, naive (simulation), or a policy file"
     )
     grade.add_argument(
-        "--seed", type=int, default=0, help="trial i runs with seed SEED + i (default 0)"
+        "--seed", type=seed, default=0, help="trial i runs with seed SEED + i (default 0)"
     )
     grade.add_argument("--json", action="store_true", help="print the grades as JSON")
     with_db(grade)
@@ -161,10 +163,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _open_store(path: Path, *, must_exist: bool) -> SqliteStore:
-    if must_exist and not path.exists():
+def _open_store(path: Path, *, must_exist: bool, read_only: bool = False) -> SqliteStore:
+    """The store at `path`; reading commands open it read-only (nothing created or migrated)."""
+    if (must_exist or read_only) and not path.exists():
         raise LoadError(f"store {path} does not exist")
-    return SqliteStore(path)
+    return SqliteStore(path, read_only=read_only)
 
 
 def _print_scenario(outcome: ScenarioRun, heading: str, as_json: bool) -> None:
@@ -221,6 +224,11 @@ def _run(args: argparse.Namespace) -> int:
                 _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
                 failed += not outcome.passed
+    except StoreError as exc:  # the run stopped where its record stops: it can go on from there
+        raise StoreError(
+            f"{exc}; any run it stopped shows as (running) in `runner runs --db {args.db}`, "
+            f"and `runner resume RUN_ID --db {args.db}` continues it"
+        ) from exc
     finally:
         store.close()
     if not args.json:
@@ -251,7 +259,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    store = _open_store(args.db, must_exist=True)
+    store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         header = store.header(args.run_id)
         if header is None:
@@ -268,7 +276,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _artifact(args: argparse.Namespace) -> int:
-    store = _open_store(args.db, must_exist=True)
+    store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         if store.header(args.run_id) is None:
             raise LoadError(f"no run {args.run_id} in {args.db}")
@@ -286,7 +294,7 @@ def _artifact(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    store = _open_store(args.db, must_exist=True)
+    store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         listings = store.runs()
     finally:
@@ -320,7 +328,9 @@ def _recordings(args: argparse.Namespace) -> list[Recording]:
         if not recordings:
             raise LoadError(f"no run{' ' + args.run if args.run else ''} in {source}")
         return recordings
-    store = _open_store(args.db, must_exist=True)
+    if args.run is not None:
+        raise LoadError(f"--run picks a run from a log file, and {source} is not a file")
+    store = _open_store(args.db, must_exist=True, read_only=True)
     try:
         return [Recording.from_store(store, args.source)]
     finally:
@@ -339,7 +349,12 @@ def _replay(args: argparse.Namespace) -> int:
         }
         limits = None
         if overrides:
-            limits = Limits.model_validate({**recording.header.limits, **overrides})
+            try:
+                limits = Limits.model_validate({**recording.header.limits, **overrides})
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                where = ".".join(str(part) for part in problem["loc"])
+                raise LoadError(f"limits for the replay: {where}: {problem['msg']}") from exc
         outcome = replay(recording, contracts, policy=policy, limits=limits)
         diverged |= not outcome.changes and not outcome.identical
         sentence = describe(outcome)
@@ -358,7 +373,7 @@ def _stored_holds(recording: Recording, store_dir: Path) -> int | None:
     path = locate(recorded, store_dir) if recorded else None
     if path is None:
         return None
-    supplier = SupplierDatabase.open_existing(path)
+    supplier = SupplierDatabase.open_existing(path, read_only=True)
     try:
         return supplier.active_holds()
     finally:
@@ -370,7 +385,12 @@ def _grade(args: argparse.Namespace) -> int:
         raise LoadError(f"--trials must be at least 1, got {args.trials}")
     contracts = _contracts(args.contracts)
     grades: dict[str, FixtureGrade] = {}
-    store = _open_store(args.db, must_exist=args.stored is not None)
+    stored = args.stored is not None
+    if stored and args.paths:
+        raise LoadError("grade takes fixture paths or --stored RUN_ID..., not both")
+    if stored and args.policy is not None:
+        raise LoadError("--policy has no effect on --stored runs (they ran under their own)")
+    store = _open_store(args.db, must_exist=stored, read_only=stored)
     try:
         if args.stored is not None:
             run_ids = args.stored or [listing.header.run_id for listing in store.runs()]
@@ -443,12 +463,14 @@ def _main(argv: Sequence[str] | None) -> int:
     log.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
     try:
         return _COMMANDS[args.command](args)
-    except LoadError as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)
+    except RunnerError as exc:
+        print(f"error: {printable(_one_line(str(exc)))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except RunFailure as exc:
-        print(f"error: {printable(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+
+
+def _one_line(message: str) -> str:
+    """An error is one line on stderr, whatever line breaks its message carries."""
+    return "; ".join(part.strip() for part in message.splitlines() if part.strip())
 
 
 if __name__ == "__main__":

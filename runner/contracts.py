@@ -29,6 +29,7 @@ from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from referencing.exceptions import Unresolvable
 
+from ._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
 from ._formats import ASSERTED_FORMATS, FORMAT_CHECKER, unasserted_formats
 from ._patterns import PatternRefused, ReferenceValidator, for_reference, python_source
 from ._schema_walk import subschemas
@@ -282,9 +283,14 @@ class ContractSet(Mapping[str, CompiledContract]):
 def load_contract_file(path: Path, rules: Mapping[str, type[BaseModel]]) -> CompiledContract:
     """Read, check and compile one contract file."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
+        check_shape(data)
     except OSError as exc:
         raise ContractError(path, f"cannot read: {exc.strerror}") from exc
+    except RecursionError as exc:
+        raise ContractError(path, TOO_DEEP) from exc
+    except DocumentProblem as exc:
+        raise ContractError(path, str(exc)) from exc
     except json.JSONDecodeError as exc:
         raise ContractError(
             path, f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from ._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
 from .budget import Limits
 from .contracts import ContractSet
 from .errors import FixtureError
@@ -145,11 +146,18 @@ def _format_errors(exc: ValidationError) -> str:
 def parse_fixture(path: Path, known_tools: Iterable[str] | None = None) -> Fixture:
     """Read and validate one fixture file (against `known_tools` too, when given)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     except OSError as exc:
         raise FixtureError(path, f"cannot read: {exc.strerror}") from exc
+    except DocumentProblem as exc:
+        raise FixtureError(path, str(exc)) from exc
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        check_shape(data)
+    except RecursionError as exc:
+        raise FixtureError(path, TOO_DEEP) from exc
+    except DocumentProblem as exc:
+        raise FixtureError(path, str(exc)) from exc
     except json.JSONDecodeError as exc:
         raise FixtureError(path, f"not valid JSON at line {exc.lineno}: {exc.msg}") from exc
     except yaml.YAMLError as exc:

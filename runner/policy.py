@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from ._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
 from .errors import ConfigError
 from .machine import Decision
 from .observations import ResultClass, ToolRateLimited
@@ -206,10 +207,15 @@ class Policy(BaseModel):
     def load(cls, path: Path) -> Policy:
         """Read a policy from a YAML or JSON file; one clear `ConfigError` if it is wrong."""
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.safe_load(read_text(path))
+            check_shape(data)
             return cls.model_validate(data or {})
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"policy {path}: cannot read: {exc}") from exc
+        except RecursionError as exc:
+            raise ConfigError(f"policy {path}: {TOO_DEEP}") from exc
+        except DocumentProblem as exc:
+            raise ConfigError(f"policy {path}: {exc}") from exc
         except ValidationError as exc:
             details = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()

@@ -75,17 +75,19 @@ def locate(recorded: str, store_dir: Path | None) -> Path | None:
 class SupplierDatabase:
     """The supplier's durable state: holds by idempotency key, and how many calls it received."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         """Open the database at `path`, creating it if missing (see `open_existing` for resume)."""
         self.path = path
-        self._conn = open_database(path, kind="supplier", migrations=MIGRATIONS)
+        self._conn = open_database(
+            path, kind="supplier", migrations=MIGRATIONS, read_only=read_only
+        )
 
     @classmethod
-    def open_existing(cls, path: Path) -> SupplierDatabase:
+    def open_existing(cls, path: Path, *, read_only: bool = False) -> SupplierDatabase:
         """Open a database that must already exist: a resumed run's world is never a fresh one."""
         if not path.is_file():
             raise StoreError(f"supplier database {path} does not exist")
-        return cls(path)
+        return cls(path, read_only=read_only)
 
     def close(self) -> None:
         self._conn.close()

@@ -23,6 +23,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from ._documents import DocumentProblem, read_text
 from .errors import LogFormatError
 from .models.identity import ModelIdentity
 from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
@@ -197,21 +198,27 @@ class LoggedRun:
 def read_log(path: Path) -> list[LoggedRun]:
     """Read and validate a JSONL transition log; the first bad line raises `LogFormatError`."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_text(path).splitlines()
     except OSError as exc:
         raise LogFormatError(path, 0, f"cannot read: {exc.strerror}") from exc
+    except DocumentProblem as exc:
+        raise LogFormatError(path, exc.line, str(exc)) from exc
     runs: dict[str, LoggedRun] = {}
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
             data = json.loads(text)
+        except RecursionError as exc:
+            raise LogFormatError(path, number, "nested too deeply to read") from exc
         except json.JSONDecodeError as exc:
             raise LogFormatError(path, number, f"not JSON ({exc.msg}); truncated?") from exc
         if not isinstance(data, dict):
             raise LogFormatError(path, number, "a line must be a JSON object")
         try:
             _read_line(data, runs)
+        except RecursionError as exc:
+            raise LogFormatError(path, number, "nested too deeply to read") from exc
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(line)"

@@ -30,12 +30,15 @@ class JsonlLog:
             self._file: TextIO = path.open("a", encoding="utf-8")
         except OSError as exc:
             raise StoreError(f"cannot open log {path}: {exc.strerror}") from exc
+        self._failed = False
+        """A write failed (and raised): closing may only fail the same way again."""
 
     def _write(self, line: str) -> None:
         try:
             self._file.write(line + "\n")
             self._file.flush()
         except OSError as exc:
+            self._failed = True
             raise StoreError(f"cannot write log {self.path}: {exc.strerror}") from exc
 
     def begin_run(self, header: RunHeader) -> None:
@@ -53,4 +56,8 @@ class JsonlLog:
         self._write(finished_line(summary))
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()  # flushes what a failed write left buffered: it fails the same way
+        except OSError as exc:
+            if not self._failed:  # a failed write was reported already; anything else is news
+                raise StoreError(f"cannot write log {self.path}: {exc.strerror}") from exc

@@ -94,14 +94,25 @@ def _fast_json(value: Any, adapter: Any) -> str:
 
 
 class SqliteStore:
-    """`Store` on one SQLite file. Not shared between threads; one per process is the norm."""
+    """`Store` on one SQLite file. Not shared between threads; one per process is the norm.
 
-    def __init__(self, path: Path | str, *, synchronous: Synchronous = "NORMAL") -> None:
+    `read_only=True` opens an existing store for reading only (`runner runs`, `show`, `replay`,
+    `grade --stored`): nothing is created, migrated or written, so a read-only file or folder
+    can be read; every write raises `StoreError`.
+    """
+
+    def __init__(
+        self, path: Path | str, *, synchronous: Synchronous = "NORMAL", read_only: bool = False
+    ) -> None:
         self.path = path
         self._last_seq: dict[str, int] = {}
         """The last seq appended per run by this connection: no query per transition."""
         self._conn = open_database(
-            path, kind="runner store", migrations=MIGRATIONS, synchronous=synchronous
+            path,
+            kind="runner store",
+            migrations=MIGRATIONS,
+            synchronous=synchronous,
+            read_only=read_only,
         )
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:

@@ -1,0 +1,336 @@
+"""Bad input and bad days at the command line: one `error: ...` line, exit 2, no traceback.
+
+Every flag's out-of-range values, documents that are not UTF-8 or nest without end, a locked
+store and a store whose disk fills up mid-run.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from runner.cli import main
+
+from .conftest import FIXTURES, ROOT
+
+FIXTURE = str(FIXTURES / "rate_limited.yaml")
+
+
+def _fails(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run the CLI in-process; it must exit 2 with exactly one `error:` line and nothing else."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse exits instead of returning
+        code = exc.code  # type: ignore[assignment]
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    assert captured.err.startswith("error: "), captured.err
+    assert captured.err.count("\n") == 1 and captured.err.endswith("\n"), captured.err
+    assert "Traceback" not in captured.err + captured.out
+    return captured.err
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A store holding one finished run: (db, run_id)."""
+    db = str(tmp_path_factory.mktemp("stored") / "runs.sqlite")
+    assert main(["run", FIXTURE, "--db", db, "--json"]) == 0
+    conn = sqlite3.connect(db)
+    (run_id,) = conn.execute("SELECT run_id FROM runs").fetchone()
+    conn.close()
+    return db, run_id
+
+
+REPLAY_BOUNDS = [
+    ("--max-attempts", "-1"),
+    ("--max-attempts", "0"),
+    ("--max-attempts", "2.5"),
+    ("--max-model-steps", "0"),
+    ("--max-tokens", "-5"),
+    ("--max-seconds", "nan"),
+    ("--max-seconds", "inf"),
+    ("--max-seconds", "-inf"),
+    ("--max-seconds", "0"),
+    ("--max-seconds", "-1"),
+    ("--max-seconds", "1e400"),
+    ("--max-seconds", "1e12"),
+    ("--max-seconds", "soon"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value"), REPLAY_BOUNDS)
+def test_an_out_of_range_replay_bound_is_one_line(
+    flag: str, value: str, stored: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, run_id = stored
+    err = _fails(["replay", run_id, "--db", db, f"{flag}={value}"], capsys)
+    assert flag in err and value in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", FIXTURE, "--repeat", "0"],
+        ["run", FIXTURE, "--repeat", "-1"],
+        ["run", FIXTURE, "--repeat", "many"],
+        ["run", FIXTURE, "--seed", "-1"],  # random.Random(-1) is random.Random(1)
+        ["run", FIXTURE, "--seed", "0.5"],
+        ["run", FIXTURE, "--base-url", "http://127.0.0.1:1/v1"],  # without --model: ignored
+        ["run", FIXTURE, "--fallback-model", "other"],
+        ["run", FIXTURE, "--model", "nonsense"],
+        ["grade", FIXTURE, "--trials", "0"],
+        ["grade", FIXTURE, "--trials", "-3"],
+        ["run"],
+        ["frobnicate"],
+        ["run", FIXTURE, "--no-such-flag"],
+    ],
+)
+def test_a_meaningless_flag_is_one_line(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fails([*argv, "--db", str(tmp_path / "runs.sqlite")] if len(argv) > 1 else argv, capsys)
+    assert not (tmp_path / "runs.sqlite").exists()  # refused before anything was created
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["grade", FIXTURE, "--stored"],  # fixture paths and stored runs at once
+        ["grade", "--stored", "--policy", "naive"],  # stored runs ran under their own policy
+    ],
+)
+def test_grade_flags_that_cannot_go_together_are_one_line(
+    argv: list[str], stored: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, _ = stored
+    assert "--stored" in _fails([*argv, "--db", db], capsys)
+
+
+def test_replay_run_with_a_stored_run_is_refused(
+    stored: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, run_id = stored
+    assert "--run" in _fails(["replay", run_id, "--db", db, "--run", "other"], capsys)
+
+
+def test_a_bound_in_range_still_replays(
+    stored: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, run_id = stored
+    assert main(["replay", run_id, "--db", db, "--max-seconds", "1e9", "--max-attempts", "1"]) == 0
+    assert "would have stopped" in capsys.readouterr().out
+
+
+# -- documents --------------------------------------------------------------------------------
+
+DEEP = 100_000
+
+
+def _deep_json() -> str:
+    return '{"name": ' + "[" * DEEP + "]" * DEEP + "}"
+
+
+def _deep_json_mapping() -> str:
+    return '{"name": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}"
+
+
+def _deep_yaml() -> str:
+    return "name: " + "[" * DEEP + "]" * DEEP + "\n"
+
+
+def _alias_bomb() -> str:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]" for n in range(1, 10)]
+    return "\n".join(lines) + "\n"
+
+
+BAD_DOCUMENTS = {
+    "not_utf8": (b"name: caf\xe9\ndescription: x\n", "not valid UTF-8 at line 1"),
+    "deep_list": (_deep_json().encode(), "nested too deeply"),
+    "deep_mapping": (_deep_json_mapping().encode(), "nested too deeply"),
+    "deep_yaml": (_deep_yaml().encode(), "nested too deeply"),
+    "deep_but_parseable": (("name: " + "[" * 150 + "]" * 150 + "\n").encode(), "nested too deeply"),
+    "recursive_alias": (b"name: &loop [*loop]\n", "contains itself"),
+    "alias_bomb": (_alias_bomb().encode(), "expands to more than"),
+}
+
+
+def _is_yaml_only(problem: str) -> bool:
+    return problem in {"deep_yaml", "recursive_alias", "alias_bomb", "deep_but_parseable"}
+
+
+@pytest.mark.parametrize("problem", sorted(BAD_DOCUMENTS))
+def test_a_bad_fixture_file_is_one_line(
+    problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body, expected = BAD_DOCUMENTS[problem]
+    path = tmp_path / (
+        "bad.yaml" if _is_yaml_only(problem) or problem == "not_utf8" else "bad.json"
+    )
+    path.write_bytes(body)
+    err = _fails(["run", str(path), "--db", str(tmp_path / "runs.sqlite")], capsys)
+    assert str(path) in err and expected in err, err
+
+
+@pytest.mark.parametrize("problem", sorted(BAD_DOCUMENTS))
+def test_a_bad_policy_file_is_one_line(
+    problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body, expected = BAD_DOCUMENTS[problem]
+    path = tmp_path / "policy.yaml"
+    path.write_bytes(body)
+    argv = ["run", FIXTURE, "--policy", str(path), "--db", str(tmp_path / "runs.sqlite")]
+    err = _fails(argv, capsys)
+    assert str(path) in err and expected in err, err
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [p for p in sorted(BAD_DOCUMENTS) if not _is_yaml_only(p) or p == "deep_but_parseable"],
+)
+def test_a_bad_contract_file_is_one_line(
+    problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body, expected = BAD_DOCUMENTS[problem]
+    folder = tmp_path / "contracts"
+    shutil.copytree(ROOT / "contracts", folder)
+    if problem == "deep_but_parseable":
+        body = ('{"name": ' + "[" * 150 + "]" * 150 + "}").encode()
+    (folder / "search_flights.json").write_bytes(body)
+    err = _fails(["--contracts", str(folder), "contracts", "check"], capsys)
+    assert "search_flights.json" in err and expected in err, err
+
+
+@pytest.mark.parametrize("problem", ["not_utf8", "deep_list", "deep_mapping"])
+def test_a_bad_log_is_one_line_naming_the_line(
+    problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.jsonl"
+    assert main(["run", FIXTURE, "--db", str(tmp_path / "r.sqlite"), "--log", str(good)]) == 0
+    capsys.readouterr()
+    lines = good.read_bytes().splitlines(keepends=True)
+    body = BAD_DOCUMENTS[problem][0].replace(b"\n", b" ")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"".join(lines[:2]) + body + b"\n" + b"".join(lines[2:]))
+    err = _fails(["replay", str(bad)], capsys)
+    assert f"log {bad}, line 3: " in err, err
+    assert ("UTF-8" if problem == "not_utf8" else "nested too deeply") in err
+
+
+# -- bad days ---------------------------------------------------------------------------------
+
+
+def test_a_locked_store_is_one_line_and_reading_goes_on(
+    stored: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A writer blocked past the busy timeout (2 s) gets StoreLocked; readers are not blocked."""
+    db, run_id = stored
+    blocker = sqlite3.connect(db, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        err = _fails(["run", FIXTURE, "--db", db], capsys)
+        assert f"{db}: locked by another process" in err
+        assert main(["runs", "--db", db]) == 0
+        assert run_id in capsys.readouterr().out
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+
+
+def _limit_file_size(limit: int) -> None:
+    """In the child: files may not grow past `limit` bytes (write fails with EFBIG, not SIGXFSZ)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def _runner(
+    argv: list[str], cwd: Path, limit: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=None if limit is None else (lambda: _limit_file_size(limit)),
+    )
+
+
+def test_a_write_error_mid_run_is_one_line_and_the_run_resumes(tmp_path: Path) -> None:
+    """The operating system refuses to let any file grow past a limit, as a full disk would: the
+    run stops with one line naming the store, and `runner resume` finishes it afterwards.
+
+    Where in the run the limit bites depends on page layout, so several limits are tried; at
+    least one must stop the run after it began (the others stop it before, or not at all).
+    """
+    resumed_runs = 0
+    for limit_kib in (24, 32, 40, 48):
+        folder = tmp_path / str(limit_kib)
+        folder.mkdir()
+        db = folder / "runs.sqlite"
+        made = _runner(["run", str(FIXTURES / "access_denied.yaml"), "--db", str(db)], folder)
+        assert made.returncode == 0, made.stderr  # the store exists; the limit is on what follows
+        stopped = _runner(["run", FIXTURE, "--db", str(db)], folder, limit=limit_kib * 1024)
+        if stopped.returncode == 0:
+            continue  # it fit
+        assert stopped.returncode == 2, stopped.stdout + stopped.stderr
+        assert stopped.stderr.startswith(f"error: {db}: "), stopped.stderr
+        assert "I/O error" in stopped.stderr, stopped.stderr
+        assert stopped.stderr.count("\n") == 1 and "Traceback" not in stopped.stderr
+        listed = _runner(["runs", "--db", str(db)], folder)
+        assert listed.returncode == 0, listed.stderr
+        unfinished = [line.split()[0] for line in listed.stdout.splitlines() if "(running)" in line]
+        if not unfinished:
+            continue  # stopped before the run began: nothing to resume
+        resumed = _runner(["resume", unfinished[0], "--db", str(db), "--json"], folder)
+        assert resumed.returncode == 0, resumed.stderr
+        report = json.loads(resumed.stdout)
+        assert report["terminal"] == "complete" and report["expect"]["passed"]
+        resumed_runs += 1
+    assert resumed_runs >= 1
+
+
+def test_a_full_disk_under_the_jsonl_log_is_one_line_and_the_run_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/dev/full answers every write with ENOSPC; the log's buffered line must not then crash
+    the close with a traceback of its own."""
+    db = str(tmp_path / "runs.sqlite")
+    err = _fails(["run", FIXTURE, "--db", db, "--log", "/dev/full"], capsys)
+    assert err.startswith("error: cannot write log /dev/full: No space left on device; ")
+    assert main(["runs", "--db", db]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "(running)" in line]
+    assert main(["resume", line.split()[0], "--db", db, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["expect"]["passed"]
+
+
+def test_reading_an_empty_file_as_a_store_is_one_line_and_leaves_it_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "runs.sqlite"
+    empty.touch()
+    assert "not a runner store" in _fails(["runs", "--db", str(empty)], capsys)
+    assert empty.read_bytes() == b""  # not migrated into a store by a reading command
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-1", "1e12"])
+def test_a_fixture_deadline_out_of_range_is_one_line(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An infinite deadline is no bound at all; one past ~31 years is past the clock's dates."""
+    text = Path(FIXTURE).read_text()
+    assert "max_seconds: 30" in text
+    path = tmp_path / "endless.yaml"
+    path.write_text(text.replace("max_seconds: 30", f"max_seconds: {value}"))
+    err = _fails(["run", str(path), "--db", str(tmp_path / "runs.sqlite")], capsys)
+    assert f"fixture {path}: budget.max_seconds" in err
