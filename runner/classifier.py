@@ -22,7 +22,7 @@ from .observations import (
     ToolRateLimited,
     ToolSucceeded,
 )
-from .recording import describe_exception
+from .recording import MalformedOutput, describe_exception
 from .tools import ToolResponse
 
 
@@ -32,6 +32,10 @@ def classify(
     """Map one raw outcome of a dispatched call to its observation."""
     tool = contract.name
     is_write = contract.contract.side_effect == "write"
+    if isinstance(outcome, MalformedOutput):  # not a ToolResponse of plain JSON
+        if is_write:
+            return OutcomeUnknown(call_id=call_id, tool=tool, reason=f"malformed result: {outcome}")
+        return ResultMalformed(call_id=call_id, tool=tool, errors=(str(outcome),))
     if isinstance(outcome, BaseException):
         return _classify_exception(tool, call_id, outcome, is_write=is_write)
     errors = contract.check_result(outcome.payload)

@@ -13,7 +13,7 @@ from pathlib import Path
 from . import log
 from .budget import Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
-from .errors import LoadError, RunFailure
+from .errors import LoadError, RunFailure, StoreCorrupt
 from .fixtures import Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
 from .models import live_model
@@ -32,7 +32,7 @@ from .report import (
 )
 from .scenario import ScenarioRun, resume_fixture, run_fixture
 from .store import FanoutStore, JsonlLog, SqliteStore
-from .store.base import Store
+from .store.base import RunListing, Store, UnreadableRun
 from .supplier import SupplierDatabase
 from .travel import SEMANTIC_RULES
 
@@ -257,16 +257,21 @@ def _artifact(args: argparse.Namespace) -> int:
 def _runs(args: argparse.Namespace) -> int:
     store = _open_store(args.db, must_exist=True)
     try:
-        listings = store.runs()
+        everything = store.runs()
     finally:
         store.close()
+    listings = [listing for listing in everything if isinstance(listing, RunListing)]
     width = max([len(listing.header.name) for listing in listings] + [len("fixture")])
     reasons = max([len(x.summary.reason) for x in listings if x.summary] + [len("reason")])
     print(
         f"{'run_id':<36}  {'started':<25}  {'fixture':<{width}}  {'terminal':<9}  "
         f"{'reason':<{reasons}}  attempts"
     )
-    for listing in listings:
+    for listing in everything:
+        if isinstance(listing, UnreadableRun):  # named in its place; the rest still listed
+            print(f"{listing.run_id:<36}  (unreadable: see stderr)")
+            print(f"error: {listing.problem}", file=sys.stderr)
+            continue
         header, summary = listing.header, listing.summary
         terminal = summary.terminal if summary else "(running)"
         reason = summary.reason if summary else "-"
@@ -275,7 +280,7 @@ def _runs(args: argparse.Namespace) -> int:
             f"{header.run_id:<36}  {header.started_at.isoformat():<25}  {header.name:<{width}}  "
             f"{terminal:<9}  {reason:<{reasons}}  {attempts}"
         )
-    return 0
+    return EXIT_BAD_INPUT if len(listings) < len(everything) else 0
 
 
 def _recordings(args: argparse.Namespace) -> list[Recording]:
@@ -336,12 +341,21 @@ def _grade(args: argparse.Namespace) -> int:
         raise LoadError(f"--trials must be at least 1, got {args.trials}")
     contracts = _contracts(args.contracts)
     grades: dict[str, FixtureGrade] = {}
+    unreadable = 0
     store = _open_store(args.db, must_exist=args.stored is not None)
     try:
         if args.stored is not None:
-            run_ids = args.stored or [listing.header.run_id for listing in store.runs()]
+            run_ids = args.stored or [
+                item.header.run_id if isinstance(item, RunListing) else item.run_id
+                for item in store.runs()
+            ]
             for run_id in run_ids:
-                recording = Recording.from_store(store, run_id)
+                try:
+                    recording = Recording.from_store(store, run_id)
+                except StoreCorrupt as exc:  # named; the other runs are still graded
+                    print(f"error: {exc}", file=sys.stderr)
+                    unreadable += 1
+                    continue
                 document = recording.header.fixture
                 expect = Fixture.model_validate(document).expect if document else None
                 trial = grade(recording, contracts, expect, _stored_holds(recording))
@@ -367,6 +381,8 @@ def _grade(args: argparse.Namespace) -> int:
         print(json.dumps(grade_json(ordered, trials), sort_keys=True))
     else:
         print(grade_text(ordered, trials))
+    if unreadable:
+        return EXIT_BAD_INPUT
     return 0 if ordered and all(g.pass_k for g in ordered) else EXIT_EXPECTATION_FAILED
 
 

@@ -17,11 +17,14 @@ after a bound, whose text cannot change the outcome and is stood in for.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Protocol
 
+from ._jsonsafe import NotJson, json_value, safe_str
+from ._replies import checked_reply
 from .clock import Clock, within
 from .errors import OutsideRecording, ReplayDivergence, RunFailure
 from .models.base import (
@@ -34,6 +37,7 @@ from .models.base import (
     ToolSpec,
 )
 from .recording import (
+    MalformedOutput,
     Recorded,
     RecordedOutput,
     RecordedTurn,
@@ -102,22 +106,28 @@ class LiveEffects:
         timeout: float | None,
     ) -> ModelReply:
         asked_at, digest = self.since_start(), transcript.digest
-        request = self.model.generate(transcript, tools, choice)
         try:
             with self.clock.real_io():
-                reply = await (within(timeout, request) if timeout is not None else request)
+                request = self.model.generate(transcript, tools, choice)
+                answer = await (within(timeout, request) if timeout is not None else request)
+            reply = checked_reply(answer)  # before it is recorded: a replay gets the same reply
         except RunFailure:
             raise
-        except Exception as exc:
-            kind = "TimeoutError" if isinstance(exc, TimeoutError) else type(exc).__name__
+        except BaseException as exc:
+            if _run_cancelled(exc):
+                raise
+            kind = "TimeoutError" if isinstance(exc, TimeoutError) else safe_str(type(exc).__name__)
             failed = ModelReply(
-                text=str(exc),
+                text=safe_str(exc),
                 tool_calls=(),
                 usage=TokenUsage(input_tokens=0, output_tokens=0),
                 stop_reason=f"{FAILED_PREFIX}{kind}",
             )
             self._record_turn(ordinal, choice, failed, asked_at, digest, error=exc)
-            raise
+            if isinstance(exc, Exception):
+                raise
+            # SystemExit, KeyboardInterrupt... raised by the adapter, not the user: a model error
+            raise ReplayedError(kind, failed.text) from exc
         self._record_turn(ordinal, choice, reply, asked_at, digest)
         return reply
 
@@ -137,7 +147,7 @@ class LiveEffects:
         asked_at: float,
         digest: str,
         *,
-        error: Exception | None = None,
+        error: BaseException | None = None,
     ) -> None:
         snapshot = getattr(self.model, "snapshot", None)
         turn = RecordedTurn.of(
@@ -151,10 +161,11 @@ class LiveEffects:
             model_state=snapshot() if callable(snapshot) else None,
         )
         if isinstance(error, ModelUnavailable | ModelRejected):
-            turn = dataclasses.replace(
+            status, retry_after = error.status, getattr(error, "retry_after", None)
+            turn = dataclasses.replace(  # what the adapter set, if it is what the fields hold
                 turn,
-                error_status=error.status,
-                retry_after=getattr(error, "retry_after", None),
+                error_status=status if type(status) is int and abs(status) < 2**31 else None,
+                retry_after=safe_str(retry_after) if isinstance(retry_after, str) else None,
             )
         self.recorded.append(turn)
 
@@ -162,13 +173,14 @@ class LiveEffects:
         self, ordinal: int, invocation: ToolInvocation, implementation: ToolImplementation
     ) -> ToolResponse | BaseException:
         started = self.since_start()
+        outcome: ToolResponse | BaseException
         try:
-            outcome: ToolResponse | BaseException = await within(
-                invocation.timeout_s, implementation(invocation)
-            )
+            outcome = _plain(await within(invocation.timeout_s, implementation(invocation)))
         except RunFailure:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # whatever a tool raises is its outcome...
+            if _run_cancelled(exc):  # ...except the cancellation of the run itself
+                raise
             outcome = exc
         self.record(ordinal, invocation, outcome, started)
         return outcome
@@ -192,6 +204,31 @@ class LiveEffects:
                 ended_at=self.since_start(),
             )
         )
+
+
+def _run_cancelled(exc: BaseException) -> bool:
+    """Whether `exc` is the run's own task being cancelled (which must propagate), rather than
+    a `CancelledError` some tool or adapter raised on its own."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+def _plain(answer: object) -> ToolResponse | MalformedOutput:
+    """The tool's answer as a `ToolResponse` of plain JSON, or why it is not one."""
+    if not isinstance(answer, ToolResponse):
+        return MalformedOutput(f"the tool returned {type(answer).__name__}, not a ToolResponse")
+    retry_after = answer.retry_after
+    if retry_after is not None and type(retry_after) is not str:
+        return MalformedOutput(f"retry_after is {type(retry_after).__name__}, not a string")
+    try:
+        payload = json_value(answer.payload)
+    except NotJson as exc:
+        return MalformedOutput(f"the payload is not plain JSON: {exc}")
+    return ToolResponse(
+        payload=payload, retry_after=None if retry_after is None else safe_str(retry_after)
+    )
 
 
 class ReplayEffects:
