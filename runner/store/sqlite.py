@@ -89,7 +89,9 @@ def _json(value: Any) -> str:
     """Canonical JSON that reads back: lone surrogates (no UTF-8 text holds them) become U+FFFD,
     and NaN or infinity (no JSON reader need accept them) is refused with `StoreError`."""
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
     except (TypeError, ValueError, RecursionError) as exc:
         raise StoreError(f"not stored: the value is not JSON ({safe_str(exc)})") from exc
     return clean_text(text)
@@ -231,9 +233,11 @@ class SqliteStore:
             try:  # one unreadable run is named in its place; the others are listed as usual
                 listings.append(
                     RunListing(
-                        header=_read_json(HEADER_ADAPTER, header, self.path, "header"),
+                        header=_read_json(
+                            HEADER_ADAPTER, header, self.path, f"run {run_id} header"
+                        ),
                         summary=(
-                            _read_json(SUMMARY_ADAPTER, summary, self.path, "summary")
+                            _read_json(SUMMARY_ADAPTER, summary, self.path, f"run {run_id} summary")
                             if summary
                             else None
                         ),
