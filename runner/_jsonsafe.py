@@ -15,6 +15,8 @@ import math
 import re
 from typing import Any, Final
 
+import orjson
+
 MAX_DEPTH: Final = 64
 """Deepest nesting accepted; well below what the validators and the store's reader take (~200)."""
 
@@ -47,12 +49,35 @@ def safe_str(value: object) -> str:
     return clean_text(text) if type(text) is str else f"<unprintable {type(value).__name__}>"
 
 
+# orjson refuses what is not a builtin JSON type (no dataclasses, dates or subclasses): with
+# these options a payload it accepts is plain JSON, but for NaN, tuples, enums and UUIDs (which
+# the round trip below tells apart) and depth (bounded by counting brackets, conservatively).
+_STRICT: Final = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
 def json_value(value: object, *, refuse_surrogates: bool = False) -> Any:
     """A plain-JSON copy of `value`, or `NotJson` naming the first problem and where it is.
 
     Tuples become lists; lone surrogates in strings (keys too) become U+FFFD, or are refused
-    with `refuse_surrogates`. Iterative, so no nesting depth can raise `RecursionError` here.
+    with `refuse_surrogates`. Never raises `RecursionError`, however deep `value` is.
     """
+    try:  # the hot path: ordinary payloads, in C
+        text = orjson.dumps(value, option=_STRICT)
+        if text.count(b"[") + text.count(b"{") <= MAX_DEPTH:
+            copy = orjson.loads(text)
+            if copy == value:
+                return copy
+    except Exception:  # anything orjson (or an odd __eq__) refuses: walk it
+        pass
+    return _walk(value, refuse_surrogates=refuse_surrogates)
+
+
+def _walk(value: object, *, refuse_surrogates: bool) -> Any:
+    """`json_value` the slow way: iteratively, naming the first problem (no recursion)."""
 
     def text(raw: str, path: str) -> str:
         cleaned = clean_text(raw)
