@@ -13,9 +13,9 @@ import pytest
 from runner.cli import main
 from runner.errors import StoreCorrupt, StoreError
 from runner.operations import Operation, OperationStatus
-from runner.store import SqliteStore, UnreadableRun
+from runner.store import JsonlLog, SqliteStore, UnreadableRun
 from runner.store.base import RunListing
-from runner.trace import RunHeader, RunSummary
+from runner.trace import RunHeader, RunSummary, read_log
 
 from ..conftest import FIXTURES
 
@@ -171,3 +171,12 @@ def test_a_bad_transition_row_is_named_by_run_and_seq(
     assert f"run {first} tool output 1 cannot be read back" in capsys.readouterr().err
     assert main(["runs", "--db", str(db)]) == 0  # headers and summaries are all fine
     assert json.dumps(capsys.readouterr().out)
+
+
+def test_the_jsonl_log_holds_no_line_it_cannot_read_back(tmp_path: Path) -> None:
+    log = JsonlLog(tmp_path / "runs.jsonl")
+    log.begin_run(header("r1", task="book \ud800 \U0001f600 now", context={"k": "C:\\ud"}))
+    log.close()
+    [run] = read_log(tmp_path / "runs.jsonl")
+    assert run.header.task == "book \ufffd \U0001f600 now"
+    assert run.header.context == {"k": "C:\\ud"}
