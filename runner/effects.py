@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from ._jsonsafe import NotJson, json_value, safe_str
 from ._replies import checked_reply
@@ -149,7 +149,7 @@ class LiveEffects:
         *,
         error: BaseException | None = None,
     ) -> None:
-        snapshot = getattr(self.model, "snapshot", None)
+        state = _model_state(self.model)
         turn = RecordedTurn.of(
             run_id=self.run_id,
             ordinal=ordinal,
@@ -158,7 +158,7 @@ class LiveEffects:
             started_at=asked_at,
             ended_at=self.since_start(),
             transcript_digest=digest,
-            model_state=snapshot() if callable(snapshot) else None,
+            model_state=state,
         )
         if isinstance(error, ModelUnavailable | ModelRejected):
             status, retry_after = error.status, getattr(error, "retry_after", None)
@@ -204,6 +204,18 @@ class LiveEffects:
                 ended_at=self.since_start(),
             )
         )
+
+
+def _model_state(model: object) -> dict[str, Any] | None:
+    """A resumable adapter's snapshot, if it has one that is a plain JSON object."""
+    snapshot = getattr(model, "snapshot", None)
+    if not callable(snapshot):
+        return None
+    try:
+        state = json_value(snapshot())
+    except Exception:  # an adapter that cannot say where it stands resumes from the start
+        return None
+    return state if isinstance(state, dict) else None
 
 
 def _run_cancelled(exc: BaseException) -> bool:

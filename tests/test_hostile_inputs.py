@@ -326,3 +326,16 @@ def test_model_retry_after_that_is_not_a_string_falls_back_to_backoff(
     )
     assert_declared(store, result)
     assert (result.terminal.value, result.reason) == ("complete", "model_final")
+
+
+@pytest.mark.parametrize("snapshot", [lambda: {"at": {1, 2}}, lambda: 1 / 0, lambda: "x"])
+def test_an_adapter_snapshot_that_is_not_a_json_object_is_not_recorded(
+    snapshot: Callable[[], object], store: Store, contracts: ContractSet
+) -> None:
+    model = ReplyList([search(), answer("fine")])
+    model.snapshot = snapshot  # type: ignore[attr-defined]
+    result = engine(contracts, OneOutcome(ToolResponse(payload=FLIGHTS_OK)), store).run_sync(
+        spec(), model
+    )
+    assert_declared(store, result)
+    assert [turn.model_state for turn in store.turns(result.run_id)] == [None, None]
