@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from runner.contracts import ContractSet, load_default_contracts
@@ -146,6 +146,10 @@ def drive(kind: str, toolbox: Any, replies: list[object]) -> None:
         result = engine(CONTRACTS, toolbox, store).run_sync(spec(), ReplyList(replies))
         assert_declared(store, result)
         assert_replays(store, CONTRACTS, result.run_id)  # what was stored re-drives the run
+        event(f"ends {result.terminal.value}: {result.reason.split(':')[0]}")  # for the statistics
+        for record in result.transitions:
+            if record.result_class is not None:
+                event(f"class {record.result_class}")
     finally:
         store.close()
         shutil.rmtree(folder)
@@ -164,40 +168,66 @@ def test_any_write_outcome_ends_the_run_declared(outcome: object, kind: str) -> 
 
 
 arguments = st.one_of(
+    st.just(FLIGHT_ARGS),
+    st.just(HOLD_ARGS),
     st.dictionaries(keys, values, max_size=4),
     st.builds(lambda extra: {**FLIGHT_ARGS, **extra}, st.dictionaries(texts, values, max_size=1)),
+    st.builds(lambda v: {**FLIGHT_ARGS, "origin": v}, values),
     st.builds(lambda v: {**HOLD_ARGS, "guests": v}, values),
     values,  # not even a dict
 )
 
 tool_calls = st.builds(
     ToolCall,
-    id=texts,
-    name=st.sampled_from(["search_flights", "hold_room", "lookup_hold", "nope"]) | texts,
+    id=st.sampled_from(["c1", "c2"]) | texts,
+    name=st.one_of(
+        st.sampled_from(["search_flights", "hold_room"]),
+        st.sampled_from(["search_flights", "hold_room", "lookup_hold", "nope"]),
+        texts,
+    ),
     arguments=arguments,
-    arguments_error=st.none() | texts,
+    arguments_error=st.none() | st.none() | texts,
 )
 
-counts = st.integers(min_value=0, max_value=10_000) | st.integers() | st.floats() | st.none()
-
-replies = st.one_of(
-    st.builds(
-        ModelReply,
-        text=texts | st.none(),
-        tool_calls=st.lists(tool_calls, max_size=3).map(tuple),
-        usage=st.builds(TokenUsage, input_tokens=counts, output_tokens=counts),
-        stop_reason=st.sampled_from(["tool_use", "end_turn", "refusal", "max_tokens"]) | texts,
-    ),
-    st.builds(
-        ModelReply,
-        text=texts,
-        tool_calls=st.lists(tool_calls, min_size=1, max_size=3).map(tuple),
-        usage=st.just(TokenUsage(input_tokens=5, output_tokens=5)),
-        stop_reason=st.just("tool_use"),
-    ),
-    values,  # an adapter returning something that is not a reply
-    exceptions,  # or raising anything
+# A call the tool is dispatched for (so the outcome strategies are reached), beside anything.
+proper_calls = st.builds(
+    lambda call_id, pair: ToolCall(id=call_id, name=pair[0], arguments=dict(pair[1])),
+    st.sampled_from(["c1", "c2", "c3"]),
+    st.sampled_from([("search_flights", FLIGHT_ARGS), ("hold_room", HOLD_ARGS)]),
 )
+some_calls = st.one_of(proper_calls, proper_calls, tool_calls)
+
+hostile_counts = st.integers() | st.floats() | st.none() | st.integers(min_value=2**64)
+counts = st.integers(min_value=0, max_value=10_000)
+
+# Well-formed replies whose text and calls are anything a provider might send...
+well_formed = st.builds(
+    ModelReply,
+    text=texts,
+    tool_calls=st.lists(some_calls, max_size=3).map(tuple),
+    usage=st.builds(TokenUsage, input_tokens=counts, output_tokens=counts),
+    stop_reason=st.sampled_from(["tool_use", "end_turn", "refusal", "max_tokens"]) | texts,
+)
+calling = st.builds(
+    ModelReply,
+    text=texts,
+    tool_calls=st.lists(some_calls, min_size=1, max_size=3).map(tuple),
+    usage=st.just(TokenUsage(input_tokens=5, output_tokens=5)),
+    stop_reason=st.just("tool_use"),
+)
+# ...and, about one reply in five, one of the wrong shape, not a reply at all, or an exception.
+misshapen = st.one_of(
+    st.builds(
+        ModelReply,
+        text=texts | st.none() | values,
+        tool_calls=st.lists(tool_calls | values, max_size=2).map(tuple) | values,
+        usage=st.builds(TokenUsage, input_tokens=hostile_counts, output_tokens=counts) | values,
+        stop_reason=texts | values,
+    ),
+    values,
+    exceptions,
+)
+replies = st.one_of(well_formed, calling, well_formed, calling, misshapen)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -209,14 +239,16 @@ def test_any_model_replies_end_the_run_declared(script: list[object], kind: str)
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    script=st.lists(replies, min_size=1, max_size=2),
+    first=calling,
+    then=st.lists(replies, max_size=2),
     outcome=outcomes,
     kind=st.sampled_from(["memory", "sqlite"]),
 )
 def test_any_replies_and_outcomes_together(
-    script: list[object], outcome: object, kind: str
+    first: ModelReply, then: list[object], outcome: object, kind: str
 ) -> None:
-    drive(kind, OneOutcome(outcome), script)
+    """The model calls tools (with any arguments) that answer anything, then says anything."""
+    drive(kind, OneOutcome(outcome), [first, *then])
 
 
 def test_the_strategies_reach_the_hostile_cases() -> None:
