@@ -89,6 +89,8 @@ class LiveEffects:
         self.clock = clock
         self.started = started
         self.recorded: list[Recorded] = []
+        self.run_task = _current_task()
+        """The task driving the run: only its cancellation propagates out of a tool or model."""
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -114,7 +116,7 @@ class LiveEffects:
         except RunFailure:
             raise
         except BaseException as exc:
-            if _run_cancelled(exc):
+            if _run_cancelled(exc, self.run_task):
                 raise
             kind = "TimeoutError" if isinstance(exc, TimeoutError) else safe_str(type(exc).__name__)
             failed = ModelReply(
@@ -179,7 +181,7 @@ class LiveEffects:
         except RunFailure:
             raise
         except BaseException as exc:  # whatever a tool raises is its outcome...
-            if _run_cancelled(exc):  # ...except the cancellation of the run itself
+            if _run_cancelled(exc, self.run_task):  # ...but the run's own cancellation
                 raise
             outcome = exc
         self.record(ordinal, invocation, outcome, started)
@@ -218,12 +220,19 @@ def _model_state(model: object) -> dict[str, Any] | None:
     return state if isinstance(state, dict) else None
 
 
-def _run_cancelled(exc: BaseException) -> bool:
-    """Whether `exc` is the run's own task being cancelled (which must propagate), rather than
-    a `CancelledError` some tool or adapter raised on its own."""
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # built outside a running loop
+        return None
+
+
+def _run_cancelled(exc: BaseException, run_task: asyncio.Task[Any] | None) -> bool:
+    """Whether `exc` is the run being cancelled (which must propagate), rather than a
+    `CancelledError` a tool or adapter raised, or a tool cancelling its own task in a batch."""
     if not isinstance(exc, asyncio.CancelledError):
         return False
-    task = asyncio.current_task()
+    task = run_task or _current_task()
     return task is None or task.cancelling() > 0
 
 

@@ -22,6 +22,7 @@ from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
 from runner.tools import ToolResponse
 
+from .conftest import FLIGHT_ARGS
 from .hostile import (
     FLIGHTS_OK,
     START,
@@ -339,3 +340,33 @@ def test_an_adapter_snapshot_that_is_not_a_json_object_is_not_recorded(
     )
     assert_declared(store, result)
     assert [turn.model_state for turn in store.turns(result.run_id)] == [None, None]
+
+
+def test_a_tool_cancelling_its_own_task_in_a_batch_is_its_outcome(
+    store: Store, contracts: ContractSet
+) -> None:
+    """Calls of one batch run as tasks of their own; a tool cancelling its task is not the run
+    being cancelled."""
+
+    class SelfCancelling:
+        def implementation(self, tool: str) -> Any:
+            async def cancel_self(invocation: Any) -> ToolResponse:
+                task = asyncio.current_task()
+                assert task is not None
+                task.cancel()
+                await asyncio.sleep(0)
+                raise AssertionError("never reached")
+
+            return cancel_self
+
+    batch = calls(
+        ToolCall(id="c1", name="search_flights", arguments=dict(FLIGHT_ARGS)),
+        ToolCall(id="c2", name="search_flights", arguments={**FLIGHT_ARGS, "origin": "LAX"}),
+    )
+    result = engine(contracts, SelfCancelling(), store).run_sync(
+        spec(), ReplyList([batch, answer("none")])
+    )
+    assert_declared(store, result)
+    classified = [r.result_class for r in result.transitions if r.trigger == "classify"]
+    assert classified == ["permanent", "permanent"]
+    assert_replays(store, contracts, result.run_id)
