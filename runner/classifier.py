@@ -2,7 +2,8 @@
 
 Raw outcomes are a `ToolResponse` (whatever payload the tool returned) or the exception the call
 ended with. Nothing reaches the model as an empty string or a traceback: a payload that fails its
-result schema is `malformed_result`, an exception is named by its type.
+result schema is `malformed_result`, an exception is named by its type. An answer that is not a
+`ToolResponse` of plain JSON arrives as `MalformedOutput` (see `effects.py`) and is malformed too.
 """
 
 from __future__ import annotations
