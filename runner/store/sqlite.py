@@ -138,8 +138,22 @@ class SqliteStore:
 
     # -- run log --------------------------------------------------------------------------------
 
+    def _readable(self, adapter: TypeAdapter[Any], value: object, row: str) -> str:
+        """`value` as the JSON text to store, once it is known to read back (once per run)."""
+        try:
+            body = _json(adapter.dump_python(value, mode="json"))
+        except (ValueError, RecursionError) as exc:  # e.g. pydantic's maximum depth
+            raise StoreError(
+                f"not stored: {self.path}: {row} is not JSON ({safe_str(exc)})"
+            ) from exc
+        try:
+            _read_json(adapter, body, self.path, row)
+        except StoreCorrupt as exc:
+            raise StoreError(f"not stored: {exc}") from exc
+        return body
+
     def begin_run(self, header: RunHeader) -> None:
-        body = _json(HEADER_ADAPTER.dump_python(header, mode="json"))
+        body = self._readable(HEADER_ADAPTER, header, f"run {header.run_id} header")
         try:
             self._write(
                 "INSERT INTO runs (run_id, started_at, header) VALUES (?, ?, ?)",
@@ -176,7 +190,7 @@ class SqliteStore:
         self._last_seq[record.run_id] = record.seq
 
     def end_run(self, summary: RunSummary) -> None:
-        body = _json(SUMMARY_ADAPTER.dump_python(summary, mode="json"))
+        body = self._readable(SUMMARY_ADAPTER, summary, f"run {summary.run_id} summary")
         with transaction(self._conn, self.path) as conn:
             updated = conn.execute(
                 "UPDATE runs SET terminal = ?, summary = ? WHERE run_id = ? AND summary IS NULL",

@@ -180,3 +180,15 @@ def test_the_jsonl_log_holds_no_line_it_cannot_read_back(tmp_path: Path) -> None
     [run] = read_log(tmp_path / "runs.jsonl")
     assert run.header.task == "book \ufffd \U0001f600 now"
     assert run.header.context == {"k": "C:\\ud"}
+
+
+def test_a_header_too_deep_to_read_back_is_refused_not_written(tmp_path: Path) -> None:
+    deep: object = 1
+    for _ in range(300):
+        deep = [deep]
+    store = SqliteStore(tmp_path / "s.db")
+    with pytest.raises(StoreError, match=r"not stored: .*run r1 header"):
+        store.begin_run(header("r1", context={"deep": deep}))
+    assert store.runs() == []
+    store.begin_run(header("r2"))  # the store goes on
+    assert [item.run_id for item in store.runs() if isinstance(item, UnreadableRun)] == []
