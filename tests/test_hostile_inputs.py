@@ -8,12 +8,14 @@ terminal record, the store reads every row back, and the stored run replays exac
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, model_validator
 
 from runner.contracts import ContractSet
 from runner.models.base import ModelReply, ModelUnavailable, TokenUsage, ToolCall
@@ -370,3 +372,24 @@ def test_a_tool_cancelling_its_own_task_in_a_batch_is_its_outcome(
     classified = [r.result_class for r in result.transitions if r.trigger == "classify"]
     assert classified == ["permanent", "permanent"]
     assert_replays(store, contracts, result.run_id)
+
+
+def test_a_semantic_rule_that_breaks_on_the_arguments_rejects_them(
+    store: Store, contracts: ContractSet
+) -> None:
+    class Breaks(BaseModel):
+        @model_validator(mode="after")
+        def _rule(self) -> Breaks:
+            raise TypeError("a rule with a bug")
+
+    broken = ContractSet(
+        dataclasses.replace(c, rules=Breaks) if c.name == "search_flights" else c
+        for c in contracts.values()
+    )
+    toolbox = OneOutcome(ToolResponse(payload=FLIGHTS_OK))
+    result = engine(broken, toolbox, store).run_sync(spec(), ReplyList([search(), answer("no")]))
+    assert_declared(store, result)
+    [rejected] = [r for r in result.transitions if r.trigger == "classify"]
+    assert rejected.result_class == "invalid_arguments"
+    assert rejected.reason == "the semantic rules failed: TypeError"
+    assert toolbox.invocations == []
