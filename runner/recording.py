@@ -9,9 +9,10 @@ reproduces every transition: that is how a killed run resumes and how a stored r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, NotRequired
 
 from pydantic import Discriminator, TypeAdapter
+from typing_extensions import TypedDict  # pydantic needs it, not typing's, before 3.12
 
 from ._jsonsafe import clean_text, safe_str
 from .models.base import ModelReply, TokenUsage, ToolCall
@@ -110,9 +111,18 @@ def rebuild_outcome(raw: Responded | Raised | Lost) -> ToolResponse | BaseExcept
             return known(message) if known is not None else ReplayedError(name, message)
 
 
-def _call_json(call: ToolCall) -> dict[str, Any]:
-    """A tool call as recorded; `arguments_error` only when there was one (older logs lack it)."""
-    data: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments}
+class RecordedCall(TypedDict):
+    """One tool call of a recorded reply (typed, so a row missing a field does not read back)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_error: NotRequired[str]
+    """Only when the arguments were refused (older logs lack it)."""
+
+
+def _call_json(call: ToolCall) -> RecordedCall:
+    data = RecordedCall(id=call.id, name=call.name, arguments=call.arguments)
     if call.arguments_error is not None:
         data["arguments_error"] = call.arguments_error
     return data
@@ -127,7 +137,7 @@ class RecordedTurn:
     """1 for the run's first model request, 2 for the second, ..."""
     tool_choice: str
     text: str
-    tool_calls: list[dict[str, Any]]
+    tool_calls: list[RecordedCall]
     input_tokens: int
     output_tokens: int
     stop_reason: str

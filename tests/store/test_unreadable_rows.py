@@ -161,7 +161,7 @@ def test_a_bad_transition_row_is_named_by_run_and_seq(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "runs.sqlite"
-    first, bad, _ = stored_runs(db)
+    first, bad, last = stored_runs(db)
     corrupt(db, "UPDATE transitions SET record = '[' WHERE run_id = ? AND seq = 2", bad)
     corrupt(db, "UPDATE outputs SET output = json_object('x', 1) WHERE run_id = ?", first)
     capsys.readouterr()
@@ -169,6 +169,13 @@ def test_a_bad_transition_row_is_named_by_run_and_seq(
     assert f"run {bad} transition 2 cannot be read back" in capsys.readouterr().err
     assert main(["replay", first, "--db", str(db)]) == 2
     assert f"run {first} tool output 1 cannot be read back" in capsys.readouterr().err
+    corrupt(
+        db,
+        "UPDATE turns SET turn = json_remove(turn, '$.tool_calls[0].id') WHERE run_id = ?",
+        last,
+    )
+    assert main(["replay", last, "--db", str(db)]) == 2  # a turn's call without its id
+    assert f"run {last} model turn 1 cannot be read back" in capsys.readouterr().err
     assert main(["runs", "--db", str(db)]) == 0  # headers and summaries are all fine
     assert json.dumps(capsys.readouterr().out)
 
