@@ -215,7 +215,7 @@ def _model_state(model: object) -> dict[str, Any] | None:
         return None
     try:
         state = json_value(snapshot())
-    except Exception:  # an adapter that cannot say where it stands resumes from the start
+    except Exception:  # an adapter that cannot say where it stands: its turns record no state
         return None
     return state if isinstance(state, dict) else None
 

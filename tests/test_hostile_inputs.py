@@ -393,3 +393,24 @@ def test_a_semantic_rule_that_breaks_on_the_arguments_rejects_them(
     assert rejected.result_class == "invalid_arguments"
     assert rejected.reason == "the semantic rules failed: TypeError"
     assert toolbox.invocations == []
+
+
+@pytest.mark.parametrize("returns", [True, False])
+def test_a_tool_that_is_not_async_is_a_tool_error(
+    returns: bool, store: Store, contracts: ContractSet
+) -> None:
+    """A plain function as a tool: returning (not awaitable) or raising before any await."""
+
+    def plain(invocation: Any) -> ToolResponse:
+        if returns:
+            return ToolResponse(payload=FLIGHTS_OK)
+        raise ValueError("raised while being called")
+
+    class Plain:
+        def implementation(self, tool: str) -> Any:
+            return plain
+
+    result = engine(contracts, Plain(), store).run_sync(spec(), ReplyList([search(), answer("no")]))
+    assert_declared(store, result)
+    [call] = [r for r in result.transitions if r.trigger == "classify"]
+    assert (call.result_class, call.reason) == ("permanent", "tool_error")
