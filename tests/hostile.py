@@ -15,6 +15,7 @@ from typing import Any
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
+from runner.grading import grade
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.replay import Recording, replay
 from runner.spec import RunResult, RunSpec
@@ -140,7 +141,9 @@ def assert_declared(store: Store, result: RunResult) -> None:
 
 
 def assert_replays(store: Store, contracts: ContractSet, run_id: str) -> None:
-    """The stored run re-drives exactly from what was stored."""
-    outcome = replay(Recording.from_store(store, run_id), contracts)
+    """The stored run re-drives exactly from what was stored, and can be graded."""
+    recording = Recording.from_store(store, run_id)
+    outcome = replay(recording, contracts)
     assert outcome.divergence is None, outcome.divergence
     assert outcome.identical
+    assert grade(recording, contracts, None, None).run_id == run_id
