@@ -7,6 +7,7 @@ run must come to: one declared terminal state, one stored summary, every row rea
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from runner.engine import Engine
 from runner.grading import grade
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.replay import Recording, replay
+from runner.report import RunView, context_table, run_json, run_text
 from runner.spec import RunResult, RunSpec
 from runner.states import TERMINAL
 from runner.store.base import RunListing, Store
@@ -138,6 +140,9 @@ def assert_declared(store: Store, result: RunResult) -> None:
     store.operations(run_id)
     listed = [item for item in store.runs() if isinstance(item, RunListing)]
     assert run_id in {item.header.run_id for item in listed}
+    view = RunView.of_stored(header, summary, transitions)  # what `runner show` prints
+    assert run_text(view, header.name).encode() and context_table(view).encode()
+    assert json.dumps(run_json(view, None), sort_keys=True).encode()
 
 
 def assert_replays(store: Store, contracts: ContractSet, run_id: str) -> None:
