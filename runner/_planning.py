@@ -10,6 +10,7 @@ from typing import Final
 from . import budget as bounds
 from ._call_ids import unique_calls
 from ._core import EngineCore
+from ._jsonsafe import safe_str
 from ._state import RunState, Slot
 from .budget import Bound
 from .errors import RunFailure
@@ -71,7 +72,8 @@ class Planning(EngineCore):
             except RunFailure:
                 raise
             except ModelRejected as exc:
-                return None, self._ms_since(started), f"model_rejected: {exc.status} {exc}"
+                why = f"model_rejected: {safe_str(exc.status)} {safe_str(exc)}"
+                return None, self._ms_since(started), why
             except ModelUnavailable as exc:
                 if retries < policy.max_retries:
                     retries += 1
@@ -86,10 +88,11 @@ class Planning(EngineCore):
                 if not fell_back and run.effects.use_fallback():
                     retries, fell_back = 0, True
                     continue
-                return None, self._ms_since(started), f"model_unavailable: {exc.status}"
+                why = f"model_unavailable: {safe_str(exc.status)}"
+                return None, self._ms_since(started), why
             except Exception as exc:  # an adapter bug must still end the run in a declared state
                 name = getattr(exc, "type_name", type(exc).__name__)
-                return None, self._ms_since(started), f"model_error: {name}"
+                return None, self._ms_since(started), f"model_error: {safe_str(name)}"
         run.usage.model_steps += 1
         run.usage.tokens_in += reply.usage.input_tokens
         run.usage.tokens_out += reply.usage.output_tokens

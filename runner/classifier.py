@@ -2,7 +2,8 @@
 
 Raw outcomes are a `ToolResponse` (whatever payload the tool returned) or the exception the call
 ended with. Nothing reaches the model as an empty string or a traceback: a payload that fails its
-result schema is `malformed_result`, an exception is named by its type.
+result schema is `malformed_result`, an exception is named by its type. An answer that is not a
+`ToolResponse` of plain JSON arrives as `MalformedOutput` (see `effects.py`) and is malformed too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .observations import (
     ToolRateLimited,
     ToolSucceeded,
 )
-from .recording import describe_exception
+from .recording import MalformedOutput, describe_exception
 from .tools import ToolResponse
 
 
@@ -32,6 +33,10 @@ def classify(
     """Map one raw outcome of a dispatched call to its observation."""
     tool = contract.name
     is_write = contract.contract.side_effect == "write"
+    if isinstance(outcome, MalformedOutput):  # not a ToolResponse of plain JSON
+        if is_write:
+            return OutcomeUnknown(call_id=call_id, tool=tool, reason=f"malformed result: {outcome}")
+        return ResultMalformed(call_id=call_id, tool=tool, errors=(str(outcome),))
     if isinstance(outcome, BaseException):
         return _classify_exception(tool, call_id, outcome, is_write=is_write)
     errors = contract.check_result(outcome.payload)

@@ -16,7 +16,7 @@ from . import log
 from ._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
 from .budget import Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
-from .errors import LoadError, RunnerError, StoreError
+from .errors import LoadError, RunnerError, StoreCorrupt, StoreError
 from .fixtures import Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
 from .models import live_model
@@ -38,7 +38,7 @@ from .report import (
 from .scenario import ScenarioRun, resume_fixture, run_fixture
 from .sim import naive_policy
 from .store import FanoutStore, JsonlLog, SqliteStore
-from .store.base import Store
+from .store.base import RunListing, Store, UnreadableRun
 from .supplier import SupplierDatabase, locate
 from .travel import SEMANTIC_RULES
 
@@ -296,16 +296,21 @@ def _artifact(args: argparse.Namespace) -> int:
 def _runs(args: argparse.Namespace) -> int:
     store = _open_store(args.db, must_exist=True, read_only=True)
     try:
-        listings = store.runs()
+        everything = store.runs()
     finally:
         store.close()
+    listings = [listing for listing in everything if isinstance(listing, RunListing)]
     width = max([len(listing.header.name) for listing in listings] + [len("fixture")])
     reasons = max([len(x.summary.reason) for x in listings if x.summary] + [len("reason")])
     print(
         f"{'run_id':<36}  {'started':<25}  {'fixture':<{width}}  {'terminal':<9}  "
         f"{'reason':<{reasons}}  attempts"
     )
-    for listing in listings:
+    for listing in everything:
+        if isinstance(listing, UnreadableRun):  # named in its place; the rest still listed
+            print(f"{listing.run_id:<36}  (unreadable: see stderr)")
+            print(f"error: {listing.problem}", file=sys.stderr)
+            continue
         header, summary = listing.header, listing.summary
         terminal = summary.terminal if summary else "(running)"
         reason = summary.reason if summary else "-"
@@ -316,7 +321,7 @@ def _runs(args: argparse.Namespace) -> int:
                 f"{header.name:<{width}}  {terminal:<9}  {reason:<{reasons}}  {attempts}"
             )
         )
-    return 0
+    return EXIT_BAD_INPUT if len(listings) < len(everything) else 0
 
 
 def _recordings(args: argparse.Namespace) -> list[Recording]:
@@ -390,12 +395,21 @@ def _grade(args: argparse.Namespace) -> int:
         raise LoadError("grade takes fixture paths or --stored RUN_ID..., not both")
     if stored and args.policy is not None:
         raise LoadError("--policy has no effect on --stored runs (they ran under their own)")
+    unreadable = 0
     store = _open_store(args.db, must_exist=stored, read_only=stored)
     try:
         if args.stored is not None:
-            run_ids = args.stored or [listing.header.run_id for listing in store.runs()]
+            run_ids = args.stored or [
+                item.header.run_id if isinstance(item, RunListing) else item.run_id
+                for item in store.runs()
+            ]
             for run_id in run_ids:
-                recording = Recording.from_store(store, run_id)
+                try:
+                    recording = Recording.from_store(store, run_id)
+                except StoreCorrupt as exc:  # named; the other runs are still graded
+                    print(f"error: {printable(exc)}", file=sys.stderr)
+                    unreadable += 1
+                    continue
                 document = recording.header.fixture
                 expect = Fixture.model_validate(document).expect if document else None
                 holds = _stored_holds(recording, args.db.resolve().parent)
@@ -429,6 +443,8 @@ def _grade(args: argparse.Namespace) -> int:
         print(json.dumps(grade_json(ordered, base_seed), sort_keys=True))
     else:
         print(grade_text(ordered, base_seed))
+    if unreadable:
+        return EXIT_BAD_INPUT
     return 0 if ordered and all(g.pass_k for g in ordered) else EXIT_EXPECTATION_FAILED
 
 

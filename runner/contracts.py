@@ -131,6 +131,8 @@ class CompiledContract:
                 first = exc.errors()[0]
                 loc = ".".join(str(part) for part in first["loc"]) or None
                 return ArgumentProblem(loc, str(first["msg"]).removeprefix("Value error, "))
+            except Exception as exc:  # a rule that breaks on these arguments cannot accept them
+                return ArgumentProblem(None, f"the semantic rules failed: {type(exc).__name__}")
         return None
 
     def check_result(self, payload: object) -> tuple[str, ...]:

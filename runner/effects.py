@@ -20,11 +20,14 @@ bound, whose text cannot change the outcome and is stood in for.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
+from ._jsonsafe import NotJson, json_value, safe_str
+from ._replies import checked_reply
 from .clock import Clock, within
 from .errors import OutsideRecording, ReplayDivergence, RunFailure
 from .models.base import (
@@ -37,6 +40,7 @@ from .models.base import (
     ToolSpec,
 )
 from .recording import (
+    MalformedOutput,
     Raised,
     Recorded,
     RecordedOutput,
@@ -120,6 +124,8 @@ class LiveEffects:
         self.recorded: list[Recorded] = []
         self.redactor = redactor or Redactor(())
         """Takes the runtime's credentials out of every input before it is acted on or kept."""
+        self.run_task = _current_task()
+        """The task driving the run: only its cancellation propagates out of a tool or model."""
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -137,25 +143,31 @@ class LiveEffects:
         timeout: float | None,
     ) -> ModelReply:
         asked_at, digest = self.since_start(), transcript.digest
-        request = self.model.generate(transcript, tools, choice)
         try:
             with self.clock.real_io():
-                reply = await (within(timeout, request) if timeout is not None else request)
+                request = self.model.generate(transcript, tools, choice)
+                answer = await (within(timeout, request) if timeout is not None else request)
+            reply = checked_reply(answer)  # before it is recorded: a replay gets the same reply
         except RunFailure:
             raise
-        except Exception as exc:
-            kind = "TimeoutError" if isinstance(exc, TimeoutError) else type(exc).__name__
+        except BaseException as exc:
+            if _run_cancelled(exc, self.run_task):
+                raise
+            kind = "TimeoutError" if isinstance(exc, TimeoutError) else safe_str(type(exc).__name__)
             failed = ModelReply(
-                text=self.redactor.text(str(exc)),
+                text=self.redactor.text(safe_str(exc)),
                 tool_calls=(),
                 usage=TokenUsage(input_tokens=0, output_tokens=0),
                 stop_reason=f"{FAILED_PREFIX}{kind}",
             )
             self._record_turn(ordinal, choice, failed, asked_at, digest, error=exc)
-            redacted = self.redactor.model_error(exc)
-            if redacted is exc:
-                raise
-            raise redacted from None  # the original's message holds a credential
+            if isinstance(exc, Exception):
+                redacted = self.redactor.model_error(exc)
+                if redacted is exc:
+                    raise
+                raise redacted from None  # the original's message holds a credential
+            # SystemExit, KeyboardInterrupt... raised by the adapter, not the user: a model error
+            raise ReplayedError(kind, failed.text) from exc
         reply = self.redactor.reply(reply)
         self._record_turn(ordinal, choice, reply, asked_at, digest)
         return reply
@@ -176,9 +188,9 @@ class LiveEffects:
         asked_at: float,
         digest: str,
         *,
-        error: Exception | None = None,
+        error: BaseException | None = None,
     ) -> None:
-        snapshot = getattr(self.model, "snapshot", None)
+        state = _model_state(self.model)
         turn = RecordedTurn.of(
             run_id=self.run_id,
             ordinal=ordinal,
@@ -187,13 +199,14 @@ class LiveEffects:
             started_at=asked_at,
             ended_at=self.since_start(),
             transcript_digest=digest,
-            model_state=self.redactor.value(snapshot()) if callable(snapshot) else None,
+            model_state=self.redactor.value(state) if state is not None else None,
         )
         if isinstance(error, ModelUnavailable | ModelRejected):
-            turn = dataclasses.replace(
+            status, retry_after = error.status, getattr(error, "retry_after", None)
+            turn = dataclasses.replace(  # what the adapter set, if it is what the fields hold
                 turn,
-                error_status=error.status,
-                retry_after=getattr(error, "retry_after", None),
+                error_status=status if type(status) is int and abs(status) < 2**31 else None,
+                retry_after=safe_str(retry_after) if isinstance(retry_after, str) else None,
             )
         self.recorded.append(turn)
 
@@ -201,13 +214,14 @@ class LiveEffects:
         self, ordinal: int, invocation: ToolInvocation, implementation: ToolImplementation
     ) -> ToolResponse | BaseException:
         started = self.since_start()
+        outcome: ToolResponse | BaseException
         try:
-            outcome: ToolResponse | BaseException = await within(
-                invocation.timeout_s, implementation(invocation)
-            )
+            outcome = _plain(await within(invocation.timeout_s, implementation(invocation)))
         except RunFailure:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # whatever a tool raises is its outcome...
+            if _run_cancelled(exc, self.run_task):  # ...but the run's own cancellation
+                raise
             outcome = exc
         outcome = self.redactor.outcome(outcome)
         self.record(ordinal, invocation, outcome, started)
@@ -232,6 +246,50 @@ class LiveEffects:
                 ended_at=self.since_start(),
             )
         )
+
+
+def _model_state(model: object) -> dict[str, Any] | None:
+    """A resumable adapter's snapshot, if it has one that is a plain JSON object."""
+    snapshot = getattr(model, "snapshot", None)
+    if not callable(snapshot):
+        return None
+    try:
+        state = json_value(snapshot())
+    except Exception:  # an adapter that cannot say where it stands: its turns record no state
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # built outside a running loop
+        return None
+
+
+def _run_cancelled(exc: BaseException, run_task: asyncio.Task[Any] | None) -> bool:
+    """Whether `exc` is the run being cancelled (which must propagate), rather than a
+    `CancelledError` a tool or adapter raised, or a tool cancelling its own task in a batch."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = run_task or _current_task()
+    return task is None or task.cancelling() > 0
+
+
+def _plain(answer: object) -> ToolResponse | MalformedOutput:
+    """The tool's answer as a `ToolResponse` of plain JSON, or why it is not one."""
+    if not isinstance(answer, ToolResponse):
+        return MalformedOutput(f"the tool returned {type(answer).__name__}, not a ToolResponse")
+    retry_after = answer.retry_after
+    if retry_after is not None and type(retry_after) is not str:
+        return MalformedOutput(f"retry_after is {type(retry_after).__name__}, not a string")
+    try:
+        payload = json_value(answer.payload)
+    except NotJson as exc:
+        return MalformedOutput(f"the payload is not plain JSON: {exc}")
+    return ToolResponse(
+        payload=payload, retry_after=None if retry_after is None else safe_str(retry_after)
+    )
 
 
 class ReplayEffects:

@@ -6,6 +6,7 @@ Pure: nothing here sleeps or reads a clock. The engine asks `decision_for()` wha
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -235,16 +236,17 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     Accepts delay-seconds (`"120"`) and an HTTP-date (IMF-fixdate, RFC 850 or asctime, all GMT),
     read against `now`. A date in the past means no wait.
     """
-    if value is None:
+    if not isinstance(value, str):  # absent, or whatever a foreign transport put there
         return None
     text = value.strip()
     if not text:
         return None
     if text.isascii() and text.isdigit():
-        return float(int(text))
+        # Past ~300 digits a float overflows (past 4300 int() refuses): a wait that never fits.
+        return float(int(text)) if len(text) <= 300 else math.inf
     try:
         when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:  # asctime carries no zone; HTTP-dates are always GMT
         when = when.replace(tzinfo=UTC)

@@ -9,10 +9,12 @@ reproduces every transition: that is how a killed run resumes and how a stored r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, NotRequired
 
 from pydantic import Discriminator, TypeAdapter
+from typing_extensions import TypedDict  # pydantic needs it, not typing's, before 3.12
 
+from ._jsonsafe import clean_text, safe_str
 from .models.base import ModelReply, TokenUsage, ToolCall
 from .tools import ToolResponse
 
@@ -58,13 +60,23 @@ class ResponseLost(TimeoutError):
     """A write's response was never recorded because the runner stopped while it was in flight."""
 
 
+class MalformedOutput(Exception):
+    """A tool answered with something other than a `ToolResponse` whose payload is plain JSON."""
+
+
+MALFORMED_OUTPUT: Final = "runner:MalformedOutput"
+"""The recorded type name of `MalformedOutput`: no tool's own exception class is named so."""
+
+
 def exception_name(exc: BaseException) -> str:
-    return exc.type_name if isinstance(exc, ReplayedError) else type(exc).__name__
+    if isinstance(exc, MalformedOutput):
+        return MALFORMED_OUTPUT
+    return exc.type_name if isinstance(exc, ReplayedError) else clean_text(type(exc).__name__)
 
 
 def describe_exception(exc: BaseException) -> str:
-    """`Type: message`, stable across a recording and its replay."""
-    text = str(exc)
+    """`Type: message`, stable across a recording and its replay (and always valid UTF-8)."""
+    text = safe_str(exc)
     return f"{exception_name(exc)}: {text}" if text else exception_name(exc)
 
 
@@ -73,10 +85,11 @@ def raw_outcome(outcome: ToolResponse | BaseException) -> Responded | Raised | L
         return Responded(payload=outcome.payload, retry_after=outcome.retry_after)
     if isinstance(outcome, ResponseLost):
         return Lost(detail=str(outcome))
-    return Raised(type=exception_name(outcome), message=str(outcome))
+    return Raised(type=exception_name(outcome), message=safe_str(outcome))
 
 
 _REBUILT: dict[str, type[BaseException]] = {
+    MALFORMED_OUTPUT: MalformedOutput,
     "TimeoutError": TimeoutError,
     "ConnectionError": ConnectionError,
     "ConnectionResetError": ConnectionResetError,
@@ -98,6 +111,23 @@ def rebuild_outcome(raw: Responded | Raised | Lost) -> ToolResponse | BaseExcept
             return known(message) if known is not None else ReplayedError(name, message)
 
 
+class RecordedCall(TypedDict):
+    """One tool call of a recorded reply (typed, so a row missing a field does not read back)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_error: NotRequired[str]
+    """Only when the arguments were refused (older logs lack it)."""
+
+
+def _call_json(call: ToolCall) -> RecordedCall:
+    data = RecordedCall(id=call.id, name=call.name, arguments=call.arguments)
+    if call.arguments_error is not None:
+        data["arguments_error"] = call.arguments_error
+    return data
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordedTurn:
     """One model request's reply."""
@@ -107,7 +137,7 @@ class RecordedTurn:
     """1 for the run's first model request, 2 for the second, ..."""
     tool_choice: str
     text: str
-    tool_calls: list[dict[str, Any]]
+    tool_calls: list[RecordedCall]
     input_tokens: int
     output_tokens: int
     stop_reason: str
@@ -142,9 +172,7 @@ class RecordedTurn:
             ordinal=ordinal,
             tool_choice=tool_choice,
             text=reply.text,
-            tool_calls=[
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls
-            ],
+            tool_calls=[_call_json(c) for c in reply.tool_calls],
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
             stop_reason=reply.stop_reason,
@@ -158,7 +186,12 @@ class RecordedTurn:
         return ModelReply(
             text=self.text,
             tool_calls=tuple(
-                ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+                ToolCall(
+                    id=c["id"],
+                    name=c["name"],
+                    arguments=c["arguments"],
+                    arguments_error=c.get("arguments_error"),
+                )
                 for c in self.tool_calls
             ),
             usage=TokenUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens),

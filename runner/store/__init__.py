@@ -1,9 +1,18 @@
 """Stores for runs, transitions, recorded inputs and operation records."""
 
-from .base import RunListing, RunLog, Store
+from .base import RunListing, RunLog, Store, UnreadableRun
 from .fanout import FanoutStore
 from .jsonl import JsonlLog
 from .memory import MemoryStore
 from .sqlite import SqliteStore
 
-__all__ = ["FanoutStore", "JsonlLog", "MemoryStore", "RunListing", "RunLog", "SqliteStore", "Store"]
+__all__ = [
+    "FanoutStore",
+    "JsonlLog",
+    "MemoryStore",
+    "RunListing",
+    "RunLog",
+    "SqliteStore",
+    "Store",
+    "UnreadableRun",
+]

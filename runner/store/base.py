@@ -45,6 +45,15 @@ class RunListing:
     summary: RunSummary | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnreadableRun:
+    """A stored run whose header or summary cannot be read back (listed, not fatal to the list)."""
+
+    run_id: str
+    problem: str
+    """Which row and why, e.g. `run 1f0c... header: invalid JSON at line 1 column 9`."""
+
+
 class Store(RunLog, Protocol):
     def header(self, run_id: str) -> RunHeader | None: ...
 
@@ -58,8 +67,8 @@ class Store(RunLog, Protocol):
 
     def outputs(self, run_id: str) -> list[RecordedOutput]: ...
 
-    def runs(self) -> list[RunListing]:
-        """Every run, oldest first."""
+    def runs(self) -> list[RunListing | UnreadableRun]:
+        """Every run, oldest first; a run whose rows cannot be read is named, not fatal."""
         ...
 
     def claim(self, operation: Operation) -> Operation:

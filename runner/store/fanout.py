@@ -8,7 +8,7 @@ from typing import Any
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
-from .base import RunListing, RunLog, Store
+from .base import RunListing, RunLog, Store, UnreadableRun
 
 
 class FanoutStore:
@@ -50,7 +50,7 @@ class FanoutStore:
     def outputs(self, run_id: str) -> list[RecordedOutput]:
         return self.primary.outputs(run_id)
 
-    def runs(self) -> list[RunListing]:
+    def runs(self) -> list[RunListing | UnreadableRun]:
         return self.primary.runs()
 
     def claim(self, operation: Operation) -> Operation:

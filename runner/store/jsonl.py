@@ -5,10 +5,12 @@ Each line is flushed as it is written, so a killed process leaves a log that end
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from .._jsonsafe import clean_text
 from ..errors import StoreError
 from ..recording import Recorded, RecordedTurn
 from ..trace import (
@@ -23,6 +25,12 @@ from ..trace import (
 )
 
 
+def _readable(line: str) -> str:
+    """`line` with every lone surrogate replaced by U+FFFD (escaped pairs are kept)."""
+    plain = clean_text(json.dumps(json.loads(line), sort_keys=True, ensure_ascii=False))
+    return json.dumps(json.loads(plain), sort_keys=True)
+
+
 class JsonlLog:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -34,6 +42,8 @@ class JsonlLog:
         """A write failed (and raised): closing may only fail the same way again."""
 
     def _write(self, line: str) -> None:
+        if "\\ud" in line:  # maybe an escaped lone surrogate, which no JSON reader need accept
+            line = "\n".join(_readable(part) for part in line.split("\n"))
         try:
             self._file.write(line + "\n")
             self._file.flush()

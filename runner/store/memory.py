@@ -10,7 +10,7 @@ from ..errors import StoreConflict, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
-from .base import RunListing
+from .base import RunListing, UnreadableRun
 
 
 class MemoryStore:
@@ -67,7 +67,7 @@ class MemoryStore:
     def outputs(self, run_id: str) -> list[RecordedOutput]:
         return sorted(self.output_log.get(run_id, []), key=lambda o: o.ordinal)
 
-    def runs(self) -> list[RunListing]:
+    def runs(self) -> list[RunListing | UnreadableRun]:
         return [
             RunListing(header=header, summary=self.summaries.get(run_id))
             for run_id, header in self.headers.items()

@@ -11,11 +11,13 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import orjson
+from pydantic import TypeAdapter
 
-from ..errors import StoreConflict, StoreError
+from .._jsonsafe import clean_text, safe_str
+from ..errors import StoreConflict, StoreCorrupt, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import (
     OUTPUT_ADAPTER,
@@ -33,7 +35,9 @@ from ..trace import (
     TransitionRecord,
 )
 from ._sqlite_base import Synchronous, open_database, transaction, translate
-from .base import RunListing
+from .base import RunListing, UnreadableRun
+
+T = TypeVar("T")
 
 MIGRATIONS: Final[tuple[str, ...]] = (
     # 1: runs, transitions, model turns, tool outputs, operations
@@ -82,15 +86,33 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    """Canonical JSON that reads back: lone surrogates (no UTF-8 text holds them) become U+FFFD,
+    and NaN or infinity (no JSON reader need accept them) is refused with `StoreError`."""
+    try:
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreError(f"not stored: the value is not JSON ({safe_str(exc)})") from exc
+    return clean_text(text)
 
 
 def _fast_json(value: Any, adapter: Any) -> str:
     """A dataclass as JSON: orjson on the hot path, pydantic for what orjson refuses."""
     try:
         return orjson.dumps(value).decode()
-    except TypeError:  # orjson.JSONEncodeError: e.g. an integer past 64 bits in a payload
+    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, an integer past 64 bits...
         return _json(adapter.dump_python(value, mode="json"))
+
+
+def _read_json(adapter: TypeAdapter[T], text: Any, path: Path | str, row: str) -> T:
+    """One stored row decoded, or `StoreCorrupt` naming the row (never a bare parse error)."""
+    try:
+        return adapter.validate_json(text)
+    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+        first = safe_str(exc).splitlines()
+        problem = first[-1].strip() if first else type(exc).__name__
+        raise StoreCorrupt(f"{path}: {row} cannot be read back ({problem})") from exc
 
 
 class SqliteStore:
@@ -127,8 +149,22 @@ class SqliteStore:
 
     # -- run log --------------------------------------------------------------------------------
 
+    def _readable(self, adapter: TypeAdapter[Any], value: object, row: str) -> str:
+        """`value` as the JSON text to store, once it is known to read back (once per run)."""
+        try:
+            body = _json(adapter.dump_python(value, mode="json"))
+        except (ValueError, RecursionError) as exc:  # e.g. pydantic's maximum depth
+            raise StoreError(
+                f"not stored: {self.path}: {row} is not JSON ({safe_str(exc)})"
+            ) from exc
+        try:
+            _read_json(adapter, body, self.path, row)
+        except StoreCorrupt as exc:
+            raise StoreError(f"not stored: {exc}") from exc
+        return body
+
     def begin_run(self, header: RunHeader) -> None:
-        body = _json(HEADER_ADAPTER.dump_python(header, mode="json"))
+        body = self._readable(HEADER_ADAPTER, header, f"run {header.run_id} header")
         try:
             self._write(
                 "INSERT INTO runs (run_id, started_at, header) VALUES (?, ?, ?)",
@@ -165,7 +201,7 @@ class SqliteStore:
         self._last_seq[record.run_id] = record.seq
 
     def end_run(self, summary: RunSummary) -> None:
-        body = _json(SUMMARY_ADAPTER.dump_python(summary, mode="json"))
+        body = self._readable(SUMMARY_ADAPTER, summary, f"run {summary.run_id} summary")
         with transaction(self._conn, self.path) as conn:
             updated = conn.execute(
                 "UPDATE runs SET terminal = ?, summary = ? WHERE run_id = ? AND summary IS NULL",
@@ -182,33 +218,59 @@ class SqliteStore:
 
     def header(self, run_id: str) -> RunHeader | None:
         rows = self._read("SELECT header FROM runs WHERE run_id = ?", (run_id,))
-        return HEADER_ADAPTER.validate_json(rows[0][0]) if rows else None
+        return (
+            _read_json(HEADER_ADAPTER, rows[0][0], self.path, f"run {run_id} header")
+            if rows
+            else None
+        )
 
     def summary(self, run_id: str) -> RunSummary | None:
         rows = self._read("SELECT summary FROM runs WHERE run_id = ?", (run_id,))
-        return SUMMARY_ADAPTER.validate_json(rows[0][0]) if rows and rows[0][0] else None
+        if not rows or not rows[0][0]:
+            return None
+        return _read_json(SUMMARY_ADAPTER, rows[0][0], self.path, f"run {run_id} summary")
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
-        rows = self._read("SELECT record FROM transitions WHERE run_id = ? ORDER BY seq", (run_id,))
-        return [RECORD_ADAPTER.validate_json(row[0]) for row in rows]
+        rows = self._read(
+            "SELECT seq, record FROM transitions WHERE run_id = ? ORDER BY seq", (run_id,)
+        )
+        where = f"run {run_id} transition"
+        return [_read_json(RECORD_ADAPTER, row, self.path, f"{where} {seq}") for seq, row in rows]
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
-        rows = self._read("SELECT turn FROM turns WHERE run_id = ? ORDER BY ordinal", (run_id,))
-        return [TURN_ADAPTER.validate_json(row[0]) for row in rows]
+        rows = self._read(
+            "SELECT ordinal, turn FROM turns WHERE run_id = ? ORDER BY ordinal", (run_id,)
+        )
+        where = f"run {run_id} model turn"
+        return [_read_json(TURN_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
 
     def outputs(self, run_id: str) -> list[RecordedOutput]:
-        rows = self._read("SELECT output FROM outputs WHERE run_id = ? ORDER BY ordinal", (run_id,))
-        return [OUTPUT_ADAPTER.validate_json(row[0]) for row in rows]
+        rows = self._read(
+            "SELECT ordinal, output FROM outputs WHERE run_id = ? ORDER BY ordinal", (run_id,)
+        )
+        where = f"run {run_id} tool output"
+        return [_read_json(OUTPUT_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
 
-    def runs(self) -> list[RunListing]:
-        rows = self._read("SELECT header, summary FROM runs ORDER BY started_at, rowid", ())
-        return [
-            RunListing(
-                header=HEADER_ADAPTER.validate_json(header),
-                summary=SUMMARY_ADAPTER.validate_json(summary) if summary else None,
-            )
-            for header, summary in rows
-        ]
+    def runs(self) -> list[RunListing | UnreadableRun]:
+        rows = self._read("SELECT run_id, header, summary FROM runs ORDER BY started_at, rowid", ())
+        listings: list[RunListing | UnreadableRun] = []
+        for run_id, header, summary in rows:
+            try:  # one unreadable run is named in its place; the others are listed as usual
+                listings.append(
+                    RunListing(
+                        header=_read_json(
+                            HEADER_ADAPTER, header, self.path, f"run {run_id} header"
+                        ),
+                        summary=(
+                            _read_json(SUMMARY_ADAPTER, summary, self.path, f"run {run_id} summary")
+                            if summary
+                            else None
+                        ),
+                    )
+                )
+            except StoreCorrupt as exc:
+                listings.append(UnreadableRun(run_id=str(run_id), problem=str(exc)))
+        return listings
 
     # -- operations -----------------------------------------------------------------------------
 

@@ -1,0 +1,201 @@
+"""The store never holds a row it cannot read back, and one unreadable row spoils only itself
+(issue 9, item 6)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from runner.cli import main
+from runner.errors import StoreCorrupt, StoreError
+from runner.operations import Operation, OperationStatus
+from runner.store import JsonlLog, SqliteStore, UnreadableRun
+from runner.store.base import RunListing
+from runner.trace import RunHeader, RunSummary, read_log
+
+from ..conftest import FIXTURES
+
+WHEN = datetime(2027, 3, 1, tzinfo=UTC)
+
+
+def header(run_id: str, **changes: object) -> RunHeader:
+    data: dict[str, object] = {
+        "run_id": run_id,
+        "name": "n",
+        "tenant": "t",
+        "principal": "p",
+        "started_at": WHEN,
+        "task": "task",
+        "tools": [],
+        "scopes": [],
+        "context": {},
+        "limits": {},
+        "policy": {},
+        "seed": 0,
+    }
+    data.update(changes)
+    return RunHeader(**data)  # type: ignore[arg-type]
+
+
+def test_lone_surrogates_are_replaced_before_they_are_written(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    store.begin_run(header("r1", task="book \ud800 now", context={"k\udfff": "v\ud800"}))
+    store.end_run(
+        RunSummary(
+            run_id="r1",
+            terminal="complete",
+            reason="model_final",
+            attempts=0,
+            model_steps=1,
+            tokens_in=0,
+            tokens_out=0,
+            elapsed_s=0.0,
+            answer="done \udcff",
+        )
+    )
+    stored = store.header("r1")
+    summary = store.summary("r1")
+    assert stored is not None and stored.task == "book \ufffd now"
+    [(key, value)] = stored.context.items()  # pydantic's dump may widen a key's U+FFFD to three
+    assert key.startswith("k\ufffd") and key.encode() and value == "v\ufffd"
+    assert summary is not None and summary.answer == "done \ufffd"
+    [listing] = store.runs()
+    assert isinstance(listing, RunListing)
+
+
+def test_a_value_that_is_not_json_is_normalized_or_refused(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    store.begin_run(header("r1", context={"x": float("nan")}))
+    stored = store.header("r1")
+    assert stored is not None and stored.context == {"x": None}  # pydantic's JSON mode
+    key = "k" * 16
+    store.claim(
+        Operation(
+            key=key,
+            tenant="t",
+            tool="hold_room",
+            run_id="r1",
+            params_hash="h",
+            status=OperationStatus.PENDING,
+            created_at=WHEN,
+            expires_at=WHEN + timedelta(days=1),
+            dispatch=1,
+        )
+    )
+    with pytest.raises(StoreError, match="not JSON"):
+        store.settle(key, OperationStatus.COMMITTED, {"x": float("inf")})
+    [operation] = store.operations("r1")
+    assert operation.status is OperationStatus.PENDING  # nothing was written
+
+
+def stored_runs(db: Path) -> list[str]:
+    """Three fixture runs in `db`, by the CLI; their run ids in order."""
+    fixture = str(FIXTURES / "read_only_success.yaml")
+    assert main(["run", fixture, "--repeat", "3", "--db", str(db)]) == 0
+    store = SqliteStore(db)
+    try:
+        return [item.header.run_id for item in store.runs() if isinstance(item, RunListing)]
+    finally:
+        store.close()
+
+
+def corrupt(db: Path, sql: str, *params: object) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(sql, params)
+    conn.close()
+
+
+def test_one_bad_header_is_named_and_the_other_runs_still_listed(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    first, bad, last = stored_runs(db)
+    corrupt(db, "UPDATE runs SET header = '{\"run_id\": ' WHERE run_id = ?", bad)
+    store = SqliteStore(db)
+    listed = store.runs()
+    assert [type(item) for item in listed] == [RunListing, UnreadableRun, RunListing]
+    unreadable = listed[1]
+    assert isinstance(unreadable, UnreadableRun) and unreadable.run_id == bad
+    assert "header" in unreadable.problem
+    with pytest.raises(StoreCorrupt, match=f"run {bad} header cannot be read back"):
+        store.header(bad)
+    assert store.header(first) is not None and store.header(last) is not None
+    store.close()
+
+
+def test_cli_names_the_unreadable_row_and_carries_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    first, bad, last = stored_runs(db)
+    corrupt(db, "UPDATE runs SET header = 'not json' WHERE run_id = ?", bad)
+    capsys.readouterr()
+
+    assert main(["runs", "--db", str(db)]) == 2  # listed, but the store is not all readable
+    out, err = capsys.readouterr()
+    assert first in out and last in out and f"{bad}  (unreadable" in out
+    assert err.count("\n") == 1  # one line, naming the row
+    assert f"run {bad} header cannot be read back" in err
+
+    assert main(["show", first, "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["show", bad, "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("error: ") and f"run {bad} header cannot be read back" in err
+
+    assert main(["grade", "--stored", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert "read_only_success" in out  # the two readable runs were graded
+    assert f"run {bad} header cannot be read back" in err
+
+    assert main(["replay", last, "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["replay", bad, "--db", str(db)]) == 2
+    assert f"run {bad} header cannot be read back" in capsys.readouterr().err
+
+
+def test_a_bad_transition_row_is_named_by_run_and_seq(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    first, bad, last = stored_runs(db)
+    corrupt(db, "UPDATE transitions SET record = '[' WHERE run_id = ? AND seq = 2", bad)
+    corrupt(db, "UPDATE outputs SET output = json_object('x', 1) WHERE run_id = ?", first)
+    capsys.readouterr()
+    assert main(["show", bad, "--db", str(db)]) == 2
+    assert f"run {bad} transition 2 cannot be read back" in capsys.readouterr().err
+    assert main(["replay", first, "--db", str(db)]) == 2
+    assert f"run {first} tool output 1 cannot be read back" in capsys.readouterr().err
+    corrupt(
+        db,
+        "UPDATE turns SET turn = json_remove(turn, '$.tool_calls[0].id') WHERE run_id = ?",
+        last,
+    )
+    assert main(["replay", last, "--db", str(db)]) == 2  # a turn's call without its id
+    assert f"run {last} model turn 1 cannot be read back" in capsys.readouterr().err
+    assert main(["runs", "--db", str(db)]) == 0  # headers and summaries are all fine
+    assert json.dumps(capsys.readouterr().out)
+
+
+def test_the_jsonl_log_holds_no_line_it_cannot_read_back(tmp_path: Path) -> None:
+    log = JsonlLog(tmp_path / "runs.jsonl")
+    log.begin_run(header("r1", task="book \ud800 \U0001f600 now", context={"k": "C:\\ud"}))
+    log.close()
+    [run] = read_log(tmp_path / "runs.jsonl")
+    assert run.header.task == "book \ufffd \U0001f600 now"
+    assert run.header.context == {"k": "C:\\ud"}
+
+
+def test_a_header_too_deep_to_read_back_is_refused_not_written(tmp_path: Path) -> None:
+    deep: object = 1
+    for _ in range(300):
+        deep = [deep]
+    store = SqliteStore(tmp_path / "s.db")
+    with pytest.raises(StoreError, match=r"not stored: .*run r1 header"):
+        store.begin_run(header("r1", context={"deep": deep}))
+    assert store.runs() == []
+    store.begin_run(header("r2"))  # the store goes on
+    assert [item.run_id for item in store.runs() if isinstance(item, UnreadableRun)] == []
