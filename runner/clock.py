@@ -68,6 +68,36 @@ class SystemClock:
         return nullcontext()
 
 
+class InstantLatency:
+    """The clock simulated tools get in a live run: real time, but a scripted latency takes none.
+
+    A live run keeps time on the system clock. A fixture's latencies are written for its fake
+    clock; sleeping them for real would stretch a live run by time no real tool spent (a scripted
+    timeout alone is the call's whole timeout), so a simulated tool answers at once and a scripted
+    timeout is raised at once. Waits the runner decides on (backoff, Retry-After) use the run's
+    clock and are real.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    def monotonic(self) -> float:
+        return self._clock.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)  # still a suspension point, so concurrent calls interleave
+
+    @property
+    def loop_factory(self) -> LoopFactory | None:
+        return self._clock.loop_factory
+
+    def real_io(self) -> AbstractContextManager[None]:
+        return self._clock.real_io()
+
+
 class _JumpingSelector(selectors.DefaultSelector):
     """A selector that advances virtual time instead of blocking until the next timer."""
 
