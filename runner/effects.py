@@ -24,6 +24,7 @@ from typing import Protocol
 
 from .clock import Clock, within
 from .errors import OutsideRecording, ReplayDivergence, RunFailure
+from .models._usage import accounted
 from .models.base import (
     ModelAdapter,
     ModelRejected,
@@ -118,6 +119,7 @@ class LiveEffects:
             )
             self._record_turn(ordinal, choice, failed, asked_at, digest, error=exc)
             raise
+        reply = accounted(reply, transcript)  # usage is untrusted, whichever adapter sent it
         self._record_turn(ordinal, choice, reply, asked_at, digest)
         return reply
 

@@ -121,6 +121,7 @@ class ScriptedModel:
             tokens = TokenUsage(
                 input_tokens=estimate_tokens(transcript.chars),
                 output_tokens=estimate_tokens(out_chars),
+                estimated=True,
             )
         else:
             tokens = TokenUsage(input_tokens=usage.input, output_tokens=usage.output)
