@@ -77,10 +77,8 @@ def anthropic_reply(message: Any, transcript: Transcript) -> ModelReply:
     text, calls = read if read is not None else ("", ())
     if read is None:
         stop = "malformed"
-    elif stop is None or not isinstance(stop, str):
-        stop = "incomplete"
     else:
-        stop = _STOPS.get(stop, "incomplete")
+        stop = _STOPS.get(stop, "incomplete") if isinstance(stop, str) else "incomplete"
     usage = member(message, "usage")
     counts = checked_usage(
         member(usage, "input_tokens"), member(usage, "output_tokens"),
@@ -94,7 +92,7 @@ def _blocks(content: list[Any]) -> tuple[str, tuple[ToolCall, ...]] | None:
     texts, calls = [], []
     for block in content:
         kind = member(block, "type")
-        if kind in _SILENT:
+        if isinstance(kind, str) and kind in _SILENT:
             continue
         if kind == "text" and isinstance(text := member(block, "text"), str):
             texts.append(text)

@@ -79,6 +79,8 @@ def openai_reply(completion: Any, transcript: Transcript) -> ModelReply:
     choices = member(completion, "choices")
     if not choices:
         return reply("", (), "empty")
+    if not isinstance(choices, list):
+        return reply("", (), "malformed")
     choice = choices[0]
     message = member(choice, "message")
     text, refusal = _text(member(message, "content")), member(message, "refusal")
@@ -88,8 +90,8 @@ def openai_reply(completion: Any, transcript: Transcript) -> ModelReply:
     if refusal:
         return reply(refusal, calls, "refusal")
     finish = member(choice, "finish_reason")
-    return reply(text, calls, _STOPS.get(finish, "incomplete") if isinstance(finish, str) else
-                 "incomplete")  # fmt: skip
+    stop = _STOPS.get(finish, "incomplete") if isinstance(finish, str) else "incomplete"
+    return reply(text, calls, stop)
 
 
 def _text(content: Any) -> str | None:

@@ -171,6 +171,7 @@ ANTHROPIC_BLOCKS: list[tuple[list[Any], str]] = [
     ([{"type": "text", "text": 42}], "model_malformed"),
     ([{"type": "tool_use", "id": 7, "name": "search_flights", "input": {}}], "model_malformed"),
     (["NH7"], "model_malformed"),
+    ([{"type": ["text"], "text": "NH7."}], "model_malformed"),
 ]
 
 
