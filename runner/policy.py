@@ -6,6 +6,7 @@ Pure: nothing here sleeps or reads a clock. The engine asks `decision_for()` wha
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -118,7 +119,9 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if not text:
         return None
     if text.isascii() and text.isdigit():
-        return float(int(text))
+        # Beyond 15 digits (over 30 million years) the delay outlasts any deadline, and soon
+        # is too long for a float or for `int()`: never wait for it.
+        return float(int(text)) if len(text) <= 15 else math.inf
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

@@ -17,6 +17,7 @@ from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
 
 from ..conftest import make_fixture
+from ..llm_recordings import error
 from ..llm_server import RecordedLLMServer
 from .hostile import anthropic_exchange, exchange, openai_exchange
 from .test_live_adapters import PROTOCOLS, adapter
@@ -206,3 +207,15 @@ def test_a_redirect_to_another_host_is_not_followed(
     result = outcome.result
     assert result.terminal.value == "abstain"
     assert result.reason.startswith(f"model_rejected: {status}")
+
+
+@pytest.mark.parametrize("digits", [400, 5000])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_endless_retry_after_is_never_waited_for(
+    protocol: str, digits: int, server: RecordedLLMServer, contracts: ContractSet
+) -> None:
+    """A Retry-After too long for a float (or for `int()`) outlasts any deadline: no wait."""
+    overloaded = error(protocol, 529, "overloaded", {"retry-after": "9" * digits})
+    outcome = play(protocol, server, contracts, overloaded)
+    result = outcome.result
+    assert (result.terminal.value, result.reason, result.waits_s) == ("abstain", "deadline", [])
