@@ -44,7 +44,9 @@ class Clock(Protocol):
 
     def real_io(self) -> AbstractContextManager[None]:
         """Mark a span of real I/O (a live model request): a fake clock must not skip ahead
-        while it is in flight, or its own timeouts would fire before any answer could come."""
+        while it is in flight, or its own timeouts would fire before any answer could come; it
+        counts the real time spent waiting for it instead, so a deadline still bounds it. (Runs
+        with a live model belong on the system clock: a fake clock's sleeps stay virtual.)"""
         ...
 
 
@@ -106,8 +108,10 @@ class _JumpingSelector(selectors.DefaultSelector):
         self._clock = clock
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
-        if self._clock.holding:  # real I/O in flight: wait for it in real time
+        if self._clock.holding:  # real I/O in flight: wait for it in real time, and count it
+            began = time.monotonic()
             waited: list[tuple[Any, int]] = super().select(timeout)
+            self._clock.advance(time.monotonic() - began)
             return waited
         ready: list[tuple[Any, int]] = super().select(0)
         if ready or (timeout is not None and timeout <= 0):

@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
+from runner.clock import FakeClock
 from runner.contracts import ContractSet
+from runner.engine import Engine
+from runner.environment import ScriptedEnvironment
 from runner.replay import Recording, describe, replay
-from runner.scenario import run_fixture
+from runner.scenario import run_fixture, spec_for
 from runner.store import MemoryStore, SqliteStore
 
 from ..conftest import FIXTURES, make_fixture
@@ -61,6 +64,20 @@ def test_a_retry_after_wait_is_a_wait_that_happened(
     first, second = server.arrivals[(protocol, "overloaded")]
     assert second - first >= 1.0
     assert outcome.result.elapsed_s >= 1.0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_fake_clock_counts_the_real_time_of_a_live_request(
+    protocol: str, server: RecordedLLMServer, contracts: ContractSet
+) -> None:
+    """Embedded on a fake clock, a live request still spends its real time against the deadline."""
+    server.serve(protocol, "slow", {**exchange(protocol, content="Too late."), "delay_s": 3})
+    clock, fixture = FakeClock(), make_fixture(budget=FAST)
+    environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock, None, {})
+    engine = Engine(contracts=contracts, toolbox=environment, store=MemoryStore(), clock=clock)
+    result = engine.run_sync(spec_for(fixture, 0), adapter(protocol, server.url, "slow"))
+    assert (result.terminal.value, result.reason) == ("abstain", "deadline")
+    assert 1.0 <= result.elapsed_s < 2.0
 
 
 def test_scripted_fixtures_keep_their_fake_clock(contracts: ContractSet) -> None:
