@@ -5,6 +5,7 @@ it on a fake clock from its recorded times."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,11 @@ CASES: dict[str, Any] = {
         exchange(protocol, content="NH7 is available."),
     ],
     "deadline": lambda protocol: [{**exchange(protocol, content="Too late."), "delay_s": 2}],
+    "truncated": lambda protocol: [exchange(protocol, calls=1, stop="max_tokens")],
+    "estimated": lambda protocol: [
+        exchange(protocol, calls=1, stop="tool_use", usage={"input": math.nan, "output": -1}),
+        exchange(protocol, content="NH7 is available.", usage=None),
+    ],
 }
 
 
