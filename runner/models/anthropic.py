@@ -16,7 +16,7 @@ from ..transcript import (
     Transcript,
     UserMessage,
 )
-from ._usage import checked_usage
+from ._usage import checked_usage, counted
 from ._wire import http_client, member, parse_arguments, provider_call
 from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
 
@@ -81,10 +81,25 @@ def anthropic_reply(message: Any, transcript: Transcript) -> ModelReply:
         stop = _STOPS.get(stop, "incomplete") if isinstance(stop, str) else "incomplete"
     usage = member(message, "usage")
     counts = checked_usage(
-        member(usage, "input_tokens"), member(usage, "output_tokens"),
+        _input_tokens(usage), member(usage, "output_tokens"),
         transcript=transcript, text=text, calls=calls,
     )  # fmt: skip
     return ModelReply(text=text, tool_calls=calls, usage=counts, stop_reason=stop)
+
+
+def _input_tokens(usage: Any) -> object:
+    """Every input token of the request: Anthropic reports prompt-cache writes and reads apart
+    from `input_tokens`. None when a part is there but cannot be believed."""
+    total = member(usage, "input_tokens")
+    for name in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        part = member(usage, name)
+        if part is None:
+            continue
+        first, more = counted(total), counted(part)
+        if first is None or more is None:
+            return None
+        total = first + more
+    return total
 
 
 def _blocks(content: list[Any]) -> tuple[str, tuple[ToolCall, ...]] | None:

@@ -58,6 +58,7 @@ def anthropic_exchange(
     }  # fmt: skip
     if usage is not None:
         body["usage"] = {"input_tokens": usage["input"], "output_tokens": usage["output"]}
+        body["usage"].update({k: v for k, v in usage.items() if k.startswith("cache_")})
     return {"status": status, "raw": _dumps(body)}
 
 

@@ -123,6 +123,30 @@ def test_a_trusted_usage_is_kept_and_not_marked_estimated(
     assert [turn.usage_estimated for turn in store.turns(outcome.result.run_id)] == [False]
 
 
+@pytest.mark.parametrize(
+    ("cache", "tokens_in"),
+    [({"cache_read_input_tokens": 900, "cache_creation_input_tokens": 60}, 1000),
+     ({"cache_read_input_tokens": None}, 40)],
+)  # fmt: skip
+def test_anthropic_cached_input_tokens_count(
+    cache: dict[str, Any], tokens_in: int, server: RecordedLLMServer, contracts: ContractSet
+) -> None:
+    """Prompt-cache reads and writes are input too (Anthropic reports them apart)."""
+    usage = {"input": 40, "output": 12, **cache}
+    outcome = play("anthropic", server, contracts, anthropic_exchange(content="NH7.", usage=usage))
+    assert outcome.result.tokens_in == tokens_in
+
+
+def test_a_cache_count_that_cannot_be_believed_is_estimated(
+    server: RecordedLLMServer, contracts: ContractSet, tmp_path: Path
+) -> None:
+    store = SqliteStore(tmp_path / "runs.db")
+    usage = {"input": 40, "output": 12, "cache_read_input_tokens": -900}
+    reply = anthropic_exchange(content="NH7.", usage=usage)
+    outcome = play("anthropic", server, contracts, reply, store=store)
+    assert [t.usage_estimated for t in store.turns(outcome.result.run_id)] == [True]
+
+
 @pytest.mark.parametrize("case", ["negative", "nan", "missing"])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_token_budget_holds_whatever_usage_says(
