@@ -32,16 +32,29 @@ SYSTEM_PROMPT: Final = (
 )
 
 
+_UNTRUSTED: Final = {
+    "refusal": "model_refused",
+    "max_tokens": "model_truncated",
+    "incomplete": "model_incomplete",
+    "malformed": "model_malformed",
+}
+
+
 def _unusable(reply: ModelReply) -> str | None:
-    """Why a reply cannot be acted on (a refusal, nothing at all, a cut-off answer), or None."""
-    if reply.stop_reason == "refusal":
-        return "model_refused"
+    """Why a reply cannot be acted on, or None.
+
+    A reply the provider cut off or did not finish, or that the adapter could not read whole, is
+    never acted on, its tool calls included: a call cut off by the token limit may still parse,
+    with arguments the model never finished (a `hotel_id` of "H-SH"). Otherwise a reply with no
+    calls and no text is empty.
+    """
+    untrusted = _UNTRUSTED.get(reply.stop_reason)
+    if untrusted is not None:
+        return untrusted
     if reply.tool_calls:
         return None
     if not reply.text.strip():
         return "model_empty"
-    if reply.stop_reason == "max_tokens":
-        return "model_truncated"
     return None
 
 

@@ -66,9 +66,6 @@ def checked_reply(reply: object) -> ModelReply:
     return ModelReply(
         text=_text(reply.text, "text"),
         tool_calls=tuple(_call(call, index) for index, call in enumerate(calls)),
-        usage=TokenUsage(
-            input_tokens=_count(usage.input_tokens, "input_tokens"),
-            output_tokens=_count(usage.output_tokens, "output_tokens"),
-        ),
+        usage=usage,  # its counts are untrusted: `models._usage.accounted` checks them next
         stop_reason=_text(reply.stop_reason, "stop_reason"),
     )

@@ -44,7 +44,9 @@ class Clock(Protocol):
 
     def real_io(self) -> AbstractContextManager[None]:
         """Mark a span of real I/O (a live model request): a fake clock must not skip ahead
-        while it is in flight, or its own timeouts would fire before any answer could come."""
+        while it is in flight, or its own timeouts would fire before any answer could come; it
+        counts the real time spent waiting for it instead, so a deadline still bounds it. (Runs
+        with a live model belong on the system clock: a fake clock's sleeps stay virtual.)"""
         ...
 
 
@@ -68,6 +70,36 @@ class SystemClock:
         return nullcontext()
 
 
+class InstantLatency:
+    """The clock simulated tools get in a live run: real time, but a scripted latency takes none.
+
+    A live run keeps time on the system clock. A fixture's latencies are written for its fake
+    clock; sleeping them for real would stretch a live run by time no real tool spent (a scripted
+    timeout alone is the call's whole timeout), so a simulated tool answers at once and a scripted
+    timeout is raised at once. Waits the runner decides on (backoff, Retry-After) use the run's
+    clock and are real.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def now(self) -> datetime:
+        return self._clock.now()
+
+    def monotonic(self) -> float:
+        return self._clock.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)  # still a suspension point, so concurrent calls interleave
+
+    @property
+    def loop_factory(self) -> LoopFactory | None:
+        return self._clock.loop_factory
+
+    def real_io(self) -> AbstractContextManager[None]:
+        return self._clock.real_io()
+
+
 class _JumpingSelector(selectors.DefaultSelector):
     """A selector that advances virtual time instead of blocking until the next timer."""
 
@@ -76,8 +108,10 @@ class _JumpingSelector(selectors.DefaultSelector):
         self._clock = clock
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
-        if self._clock.holding:  # real I/O in flight: wait for it in real time
+        if self._clock.holding:  # real I/O in flight: wait for it in real time, and count it
+            began = time.monotonic()
             waited: list[tuple[Any, int]] = super().select(timeout)
+            self._clock.advance(time.monotonic() - began)
             return waited
         ready: list[tuple[Any, int]] = super().select(0)
         if ready or (timeout is not None and timeout <= 0):

@@ -30,6 +30,7 @@ from ._jsonsafe import NotJson, json_value, safe_str
 from ._replies import checked_reply
 from .clock import Clock, within
 from .errors import OutsideRecording, ReplayDivergence, RunFailure
+from .models._usage import accounted
 from .models.base import (
     ModelAdapter,
     ModelRejected,
@@ -168,7 +169,7 @@ class LiveEffects:
                 raise redacted from None  # the original's message holds a credential
             # SystemExit, KeyboardInterrupt... raised by the adapter, not the user: a model error
             raise ReplayedError(kind, failed.text) from exc
-        reply = self.redactor.reply(reply)
+        reply = self.redactor.reply(accounted(reply, transcript))  # usage is untrusted, too
         self._record_turn(ordinal, choice, reply, asked_at, digest)
         return reply
 

@@ -242,8 +242,9 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if not text:
         return None
     if text.isascii() and text.isdigit():
-        # Past ~300 digits a float overflows (past 4300 int() refuses): a wait that never fits.
-        return float(int(text)) if len(text) <= 300 else math.inf
+        # Beyond 15 digits (over 30 million years) the delay outlasts any deadline, and soon
+        # is too long for a float or for `int()`: never wait for it.
+        return float(int(text)) if len(text) <= 15 else math.inf
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):

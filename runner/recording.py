@@ -153,6 +153,8 @@ class RecordedTurn:
     """For a failed request: the provider's HTTP status, when there was one."""
     retry_after: str | None = None
     """For a failed request: the provider's Retry-After, when it sent one."""
+    usage_estimated: bool = False
+    """The token counts are the runner's estimate: the provider gave none it could believe."""
 
     @classmethod
     def of(
@@ -176,6 +178,7 @@ class RecordedTurn:
             input_tokens=reply.usage.input_tokens,
             output_tokens=reply.usage.output_tokens,
             stop_reason=reply.stop_reason,
+            usage_estimated=reply.usage.estimated,
             started_at=started_at,
             ended_at=ended_at,
             transcript_digest=transcript_digest,
@@ -194,7 +197,11 @@ class RecordedTurn:
                 )
                 for c in self.tool_calls
             ),
-            usage=TokenUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens),
+            usage=TokenUsage(
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                estimated=self.usage_estimated,
+            ),
             stop_reason=self.stop_reason,
         )
 

@@ -1,5 +1,9 @@
 """Run a fixture on its fake clock with its scripted tools and model; check its `expect`.
 
+With a live model, real time is in the loop: the run keeps time on the system clock (the
+fixture's clock start does not apply), so the deadline bounds the real requests and every wait
+really happens; the simulated tools then answer at once (see `InstantLatency`).
+
 Also resumes a fixture run that was killed: everything needed (the fixture, policy, seed, where the
 supplier database lives, which model drove it) is in the run's header.
 """
@@ -18,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .clock import FakeClock
+from .clock import Clock, FakeClock, InstantLatency, SystemClock
 from .contracts import ContractSet
 from .engine import Engine
 from .environment import HoldRoom, LookupHold, ScriptedEnvironment
@@ -104,6 +108,7 @@ def run_fixture(
         seed=seed,
         consumed={},
         drive=lambda engine, scripted: engine.run(spec, model or scripted),
+        live=model is not None,
     )
 
 
@@ -172,10 +177,17 @@ def _play(
     seed: int | None,
     consumed: Mapping[str, int],
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
+    live: bool = False,
 ) -> ScenarioRun:
-    """Build the fixture's world (fake clock, scripted tools and model) and drive one run in it."""
-    clock = FakeClock(fixture.clock.start)
-    environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock, supplier, consumed)
+    """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
+
+    `live`: a live model plans, so the run keeps real time (see the module docstring).
+    """
+    clock: Clock = SystemClock() if live else FakeClock(fixture.clock.start)
+    tool_clock: Clock = InstantLatency(clock) if live else clock
+    environment = ScriptedEnvironment(
+        fixture.environment, fixture.tools, tool_clock, supplier, consumed
+    )
     engine = Engine(
         contracts=contracts,
         toolbox=environment,

@@ -1,16 +1,24 @@
 """A loopback HTTP server that speaks the OpenAI Chat Completions and Anthropic Messages
 protocols, answering from recorded exchanges kept in `tests/data/llm/`, so the official SDKs'
-real HTTP code runs in the tests. It keeps every request it receives, for checks.
+real HTTP code runs in the tests. It keeps every request it receives (and when it arrived), for
+checks.
 
 By default each model's recorded answers are served in order, one per request. `by_turn=True`
 answers by where the conversation stands instead (the n-th answer to a request carrying n-1
 assistant messages), like a deterministic model: a run killed and resumed, or run many times, gets
-the same answer to the same conversation."""
+the same answer to the same conversation.
+
+It can also play a hostile endpoint: `serve()` queues canned exchanges for a model, each with a
+status, headers, and either a JSON `body` or a `raw` text sent verbatim (NaN, Infinity, huge
+numbers, anything a provider might send), optionally after `delay_s` of real time.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+import time
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +47,8 @@ class RecordedLLMServer:
             key: deque(exchanges) for key, exchanges in recordings.items()
         }
         self.requests: defaultdict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        self.arrivals: defaultdict[tuple[str, str], list[float]] = defaultdict(list)
+        """`time.monotonic()` at each request's arrival, per (protocol, model)."""
         self.lock = threading.Lock()
         server = self
 
@@ -49,21 +59,27 @@ class RecordedLLMServer:
                 key = (protocol or "?", str(body.get("model")))
                 with server.lock:
                     server.requests[key].append(body)
+                    server.arrivals[key].append(time.monotonic())
                     exchange = server.answer(key, body)
                 if exchange is None:
                     self._send(599, {}, {"error": {"message": f"no recorded answer for {key}"}})
                     return
-                self._send(exchange["status"], exchange.get("headers", {}), exchange["body"])
+                if exchange.get("delay_s"):
+                    time.sleep(exchange["delay_s"])
+                body = exchange["raw"] if "raw" in exchange else exchange["body"]
+                self._send(exchange["status"], exchange.get("headers", {}), body)
 
             def _send(self, status: int, headers: dict[str, str], body: Any) -> None:
-                payload = json.dumps(body).encode()
+                payload = (body if isinstance(body, str) else json.dumps(body)).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(payload)
+                # The client may have given up waiting (a deadline): what the test wants.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(payload)
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet."""
@@ -78,6 +94,11 @@ class RecordedLLMServer:
             return exchanges[turn] if turn < len(exchanges) else None
         queue = self.queues.get(key)
         return queue.popleft() if queue else None
+
+    def serve(self, protocol: str, model: str, *exchanges: dict[str, Any]) -> None:
+        """Queue canned exchanges for `model` (after any recorded ones)."""
+        with self.lock:
+            self.queues.setdefault((protocol, model), deque()).extend(exchanges)
 
     def __enter__(self) -> RecordedLLMServer:
         self.thread.start()

@@ -1,4 +1,5 @@
-"""Shared pieces of the provider adapters: argument parsing and failure mapping."""
+"""Shared pieces of the provider adapters: reading replies, argument parsing, failure mapping,
+and the HTTP client they send through."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ T = TypeVar("T")
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
 
+def member(value: Any, name: str) -> Any:
+    """`value[name]` or `value.name`, None when absent: the SDKs build unknown shapes as plain
+    dicts and known ones as objects, and nothing a provider sends is trusted to be either."""
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None)
+
+
 def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     """A provider's tool arguments as an object, or ({}, why not)."""
     if isinstance(raw, dict):
@@ -28,6 +37,13 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(parsed, dict):
         return {}, f"expected a JSON object, got {type(parsed).__name__}"
     return parsed, None
+
+
+def http_client(sdk: ModuleType) -> Any:
+    """The SDK's own HTTP client, but one that follows no redirect: a redirect from a model
+    endpoint would re-send the whole transcript (and the key) to wherever it points. A 3xx is
+    then a failed request like any other (`ModelRejected`)."""
+    return sdk.DefaultAsyncHttpxClient(follow_redirects=False)
 
 
 def status_error(status: int | None, message: str, retry_after: str | None) -> Exception:

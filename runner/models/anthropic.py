@@ -16,12 +16,17 @@ from ..transcript import (
     Transcript,
     UserMessage,
 )
-from ._wire import parse_arguments, provider_call
-from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from ._usage import checked_usage, counted
+from ._wire import http_client, member, parse_arguments, provider_call
+from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from .identity import ModelIdentity, redact_url
 
+# Any other stop reason (`pause_turn`, none at all, one added later) is `incomplete`.
 _STOPS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_use",
-          "max_tokens": "max_tokens", "refusal": "refusal"}  # fmt: skip
+          "max_tokens": "max_tokens", "model_context_window_exceeded": "max_tokens",
+          "refusal": "refusal"}  # fmt: skip
+_SILENT = frozenset({"thinking", "redacted_thinking"})
+"""Blocks that carry no part of the answer."""
 
 
 def anthropic_messages(transcript: Transcript) -> tuple[str, list[dict[str, Any]]]:
@@ -60,26 +65,60 @@ def anthropic_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
             for t in tools]  # fmt: skip
 
 
-def anthropic_reply(message: Any) -> ModelReply:
+def anthropic_reply(message: Any, transcript: Transcript) -> ModelReply:
+    """A Messages response as a `ModelReply`; nothing in it is trusted.
+
+    A block of a type this adapter does not know (thinking aside), text that is not a string, or
+    a tool use without a string id and name make the reply `malformed`; a stop reason it does not
+    know (`pause_turn`, one added later) makes it `incomplete`. Usage that cannot be believed is
+    replaced by the runner's estimate.
+    """
+    content, stop = member(message, "content"), member(message, "stop_reason")
+    read = _blocks(content) if isinstance(content, list) else None
+    text, calls = read if read is not None else ("", ())
+    if read is None:
+        stop = "malformed"
+    else:
+        stop = _STOPS.get(stop, "incomplete") if isinstance(stop, str) else "incomplete"
+    usage = member(message, "usage")
+    counts = checked_usage(
+        _input_tokens(usage), member(usage, "output_tokens"),
+        transcript=transcript, text=text, calls=calls,
+    )  # fmt: skip
+    return ModelReply(text=text, tool_calls=calls, usage=counts, stop_reason=stop)
+
+
+def _input_tokens(usage: Any) -> object:
+    """Every input token of the request: Anthropic reports prompt-cache writes and reads apart
+    from `input_tokens`. None when a part is there but cannot be believed."""
+    total = member(usage, "input_tokens")
+    for name in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        part = member(usage, name)
+        if part is None:
+            continue
+        first, more = counted(total), counted(part)
+        if first is None or more is None:
+            return None
+        total = first + more
+    return total
+
+
+def _blocks(content: list[Any]) -> tuple[str, tuple[ToolCall, ...]] | None:
+    """(text, calls) from the content blocks, or None when one cannot be read."""
     texts, calls = [], []
-    for block in message.content or ():
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            texts.append(block.text)
-        elif kind == "tool_use":
-            arguments, error = parse_arguments(block.input)
-            calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments,
-                                  arguments_error=error))  # fmt: skip
-    usage = getattr(message, "usage", None)
-    return ModelReply(
-        text="".join(texts),
-        tool_calls=tuple(calls),
-        usage=TokenUsage(
-            input_tokens=getattr(usage, "input_tokens", 0) or 0,
-            output_tokens=getattr(usage, "output_tokens", 0) or 0,
-        ),
-        stop_reason=_STOPS.get(message.stop_reason or "", "end_turn"),
-    )
+    for block in content:
+        kind = member(block, "type")
+        if isinstance(kind, str) and kind in _SILENT:
+            continue
+        if kind == "text" and isinstance(text := member(block, "text"), str):
+            texts.append(text)
+            continue
+        call_id, name = member(block, "id"), member(block, "name")
+        if kind != "tool_use" or not isinstance(call_id, str) or not isinstance(name, str):
+            return None
+        arguments, error = parse_arguments(member(block, "input"))
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments, arguments_error=error))
+    return "".join(texts), tuple(calls)
 
 
 class AnthropicModel:
@@ -117,6 +156,7 @@ class AnthropicModel:
             base_url=base_url,
             max_retries=0,  # the runner's policy is the only retry layer
             timeout=request_timeout,
+            http_client=http_client(anthropic),
         )
         self.fallback = (
             AnthropicModel(fallback_model, base_url=base_url, api_key=key, client=self.client,
@@ -139,4 +179,4 @@ class AnthropicModel:
             request["tools"] = anthropic_tools(tools)
             request["tool_choice"] = {"type": tool_choice}
         message = await provider_call(self._anthropic, self.client.messages.create(**request))
-        return anthropic_reply(message)
+        return anthropic_reply(message, transcript)

@@ -46,6 +46,9 @@ class ModelRejected(Exception):
 class TokenUsage:
     input_tokens: int
     output_tokens: int
+    estimated: bool = False
+    """True when the runner's estimate stands in for a count the provider did not give or that
+    could not be believed (see `models/_usage.py`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +59,10 @@ class ModelReply:
     tool_calls: tuple[ToolCall, ...]
     usage: TokenUsage
     stop_reason: str
-    """`tool_use`, `end_turn`, or an adapter-specific reason such as `script_exhausted`."""
+    """`tool_use` or `end_turn` for a reply the run may act on; `max_tokens` (cut off by the token
+    limit), `incomplete` (a reply the provider did not finish, or a stop reason the adapter does
+    not know), `malformed` (content the adapter could not read) and `refusal` are never acted on,
+    tool calls included. Adapters may add their own, such as `script_exhausted`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,10 +20,12 @@ from ..transcript import (
     UserMessage,
     render_json,
 )
-from ._wire import parse_arguments, provider_call
-from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from ._usage import checked_usage
+from ._wire import http_client, member, parse_arguments, provider_call
+from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from .identity import ModelIdentity, redact_url
 
+# Any other finish reason (`function_call`, none at all, one added later) is `incomplete`.
 _STOPS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens",
           "content_filter": "refusal"}  # fmt: skip
 
@@ -59,35 +61,67 @@ def openai_tools(tools: tuple[ToolSpec, ...]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def openai_reply(completion: Any) -> ModelReply:
-    """A Chat Completions response as a `ModelReply`; nothing in it is trusted."""
-    if not completion.choices:
-        return ModelReply(text="", tool_calls=(), usage=_usage(completion), stop_reason="empty")
-    choice = completion.choices[0]
-    message = choice.message
-    calls = []
-    for call in message.tool_calls or ():
-        arguments, error = parse_arguments(call.function.arguments)
-        calls.append(
-            ToolCall(id=call.id, name=call.function.name, arguments=arguments,
-                     arguments_error=error)
+def openai_reply(completion: Any, transcript: Transcript) -> ModelReply:
+    """A Chat Completions response as a `ModelReply`; nothing in it is trusted.
+
+    Content that is neither text nor a list of text parts, and calls without a string id and
+    name, make the reply `malformed`; a finish reason this adapter does not know makes it
+    `incomplete`. Usage that cannot be believed is replaced by the runner's estimate.
+    """
+    usage = member(completion, "usage")
+
+    def reply(text: str, calls: tuple[ToolCall, ...], stop: str) -> ModelReply:
+        counts = checked_usage(
+            member(usage, "prompt_tokens"), member(usage, "completion_tokens"),
+            transcript=transcript, text=text, calls=calls,
         )  # fmt: skip
-    refusal = getattr(message, "refusal", None)
-    stop = "refusal" if refusal else _STOPS.get(choice.finish_reason or "", "end_turn")
-    return ModelReply(
-        text=refusal or message.content or "",
-        tool_calls=tuple(calls),
-        usage=_usage(completion),
-        stop_reason=stop,
-    )
+        return ModelReply(text=text, tool_calls=calls, usage=counts, stop_reason=stop)
+
+    choices = member(completion, "choices")
+    if not choices:
+        return reply("", (), "empty")
+    if not isinstance(choices, list):
+        return reply("", (), "malformed")
+    choice = choices[0]
+    message = member(choice, "message")
+    text, refusal = _text(member(message, "content")), member(message, "refusal")
+    calls = _calls(member(message, "tool_calls"))
+    if text is None or calls is None or not isinstance(refusal, str | None):
+        return reply("", (), "malformed")
+    if refusal:
+        return reply(refusal, calls, "refusal")
+    finish = member(choice, "finish_reason")
+    stop = _STOPS.get(finish, "incomplete") if isinstance(finish, str) else "incomplete"
+    return reply(text, calls, stop)
 
 
-def _usage(completion: Any) -> TokenUsage:
-    usage = getattr(completion, "usage", None)
-    return TokenUsage(
-        input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-    )
+def _text(content: Any) -> str | None:
+    """The message's text: a string, or a list of text parts joined; None for anything else."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        return None
+    texts = [member(part, "text") for part in content if member(part, "type") == "text"]
+    if len(texts) != len(content) or not all(isinstance(text, str) for text in texts):
+        return None
+    return "".join(texts)
+
+
+def _calls(raw: Any) -> tuple[ToolCall, ...] | None:
+    """The proposed calls, or None when one has no string id or name (or they are no list)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        return None
+    calls = []
+    for call in raw:
+        function = member(call, "function")
+        call_id, name = member(call, "id"), member(function, "name")
+        if not isinstance(call_id, str) or not isinstance(name, str):
+            return None
+        arguments, error = parse_arguments(member(function, "arguments"))
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments, arguments_error=error))
+    return tuple(calls)
 
 
 class OpenAIChatModel:
@@ -121,6 +155,7 @@ class OpenAIChatModel:
             base_url=base_url,
             max_retries=0,  # the runner's policy is the only retry layer
             timeout=request_timeout,
+            http_client=http_client(openai),
         )
         self.fallback = (
             OpenAIChatModel(fallback_model, base_url=base_url, api_key=key, client=self.client)
@@ -138,4 +173,4 @@ class OpenAIChatModel:
         completion = await provider_call(
             self._openai, self.client.chat.completions.create(**request)
         )
-        return openai_reply(completion)
+        return openai_reply(completion, transcript)

@@ -126,6 +126,7 @@ class ScriptedModel:
                 # Budget annotations left out: the estimate must not move with another budget.
                 input_tokens=estimate_tokens(transcript.stable_chars),
                 output_tokens=estimate_tokens(out_chars),
+                estimated=True,
             )
         else:
             tokens = TokenUsage(input_tokens=usage.input, output_tokens=usage.output)

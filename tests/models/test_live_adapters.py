@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from itertools import pairwise
 from typing import Any
 
 import pytest
 
 from runner.contracts import ContractSet
-from runner.fixtures import collect_fixture_paths, load_fixture
+from runner.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.models.anthropic import AnthropicModel
 from runner.models.openai import OpenAIChatModel
 from runner.scenario import ScenarioRun, run_fixture
@@ -182,12 +184,25 @@ def test_503_falls_back_to_the_same_family_model(
 PATHS = collect_fixture_paths([FIXTURES])
 
 
+def _on_real_time(fixture: Fixture) -> Fixture:
+    """A live run keeps real time, so a Retry-After HTTP-date written for the fixture's own clock
+    is moved to the same distance from now (it still asks for a wait past the deadline)."""
+    if fixture.name != "retry_after_past_deadline":
+        return fixture
+    document = json.dumps(fixture.model_dump(mode="json", exclude_unset=True))
+    written = "Mon, 01 Mar 2027 09:05:00 GMT"
+    assert written in document
+    distance = parsedate_to_datetime(written) - fixture.clock.start
+    moved = format_datetime(datetime.now(UTC) + distance, usegmt=True)
+    return Fixture.model_validate(json.loads(document.replace(written, moved)))
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
 def test_every_fixture_end_to_end_through_the_adapter(
     protocol: str, path: Any, server: RecordedLLMServer, contracts: ContractSet, tmp_path: Any
 ) -> None:
-    fixture = load_fixture(path, contracts)
+    fixture = _on_real_time(load_fixture(path, contracts))
     model = f"fixture-{fixture.name}"
     chosen = adapter(protocol, server.url, model)
     outcome = run_fixture(fixture, contracts, MemoryStore(), model=chosen, world_dir=tmp_path)
