@@ -34,7 +34,6 @@ class Runtime:
     store: Store
     clock: Clock
     policy: Policy
-    rng: random.Random
     retry_horizon: timedelta
 
 
@@ -81,6 +80,10 @@ class Current:
 class RunState:
     run_id: str
     spec: RunSpec
+    seed: int
+    """The spec's seed, or the one drawn for the run; recorded in its header."""
+    rng: random.Random
+    """The run's own jitter source, seeded with `seed` (never shared between runs)."""
     lifecycle: Lifecycle
     usage: Usage
     offered: tuple[ToolSpec, ...]

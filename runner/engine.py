@@ -17,9 +17,11 @@ way to make a move.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import random
+import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,7 +86,6 @@ class Engine(Planning, Acting):
         store: Store,
         clock: Clock,
         policy: Policy | None = None,
-        rng: random.Random | None = None,
         retry_horizon: timedelta = timedelta(hours=24),
         render_limit: int = 4000,
         spans: Sequence[SpanSink] = (),
@@ -100,7 +101,6 @@ class Engine(Planning, Acting):
             store=store,
             clock=clock,
             policy=policy or Policy(),
-            rng=rng or random.Random(0),
             retry_horizon=retry_horizon,
         )
 
@@ -132,6 +132,7 @@ class Engine(Planning, Acting):
             raise StoreError(f"no run {run_id} in the store")
         if store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
+        spec = _with_seed(spec, store.header(run_id))
         started = self.clock.monotonic()
         live = LiveEffects(run_id, model, self.clock, started, Redactor(spec.credentials.values()))
         outputs = store.outputs(run_id)
@@ -212,9 +213,14 @@ class Engine(Planning, Acting):
             and contract.contract.audience == "model"
             and contract.contract.scope in spec.principal.scopes
         )
+        # Jitter draws from the run's own generator, never the engine's: any run, however many
+        # share an engine, replays from its header alone. No seed given: draw one and record it.
+        seed = spec.seed if spec.seed is not None else secrets.randbits(63)
         run = RunState(
             run_id=run_id,
             spec=spec,
+            seed=seed,
+            rng=random.Random(seed),
             lifecycle=attach(),
             usage=Usage(started_at=started),
             offered=offered,
@@ -247,7 +253,7 @@ class Engine(Planning, Acting):
             context=to_jsonable_python(dict(spec.context)),
             limits=_limits_json(spec.limits),
             policy=self._policy_json,
-            seed=spec.seed,
+            seed=run.seed,
             fixture=spec.fixture,
             world=dict(spec.world),
             model=model,
@@ -295,6 +301,13 @@ class Engine(Planning, Acting):
         return RunResult.of(
             summary, name=run.spec.name, transitions=run.records, evidence=run.evidence
         )
+
+
+def _with_seed(spec: RunSpec, header: RunHeader | None) -> RunSpec:
+    """The spec a stored run resumes with: its recorded seed, whatever the caller's spec says."""
+    if header is None or header.seed is None or header.seed == spec.seed:
+        return spec
+    return dataclasses.replace(spec, seed=header.seed)
 
 
 @functools.lru_cache(maxsize=64)
