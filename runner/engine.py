@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import structlog
 from pydantic_core import to_jsonable_python
 
 from ._acting import Acting
 from ._core import brief
+from ._logging import run_logger
 from ._planning import SYSTEM_PROMPT, Planning
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
@@ -225,9 +225,7 @@ class Engine(Planning, Acting):
             usage=Usage(started_at=started),
             offered=offered,
             offered_names=frozenset(tool.name for tool in offered),
-            log=structlog.get_logger("runner").bind(
-                run_id=run_id, tenant=spec.tenant, fixture=spec.name
-            ),
+            log=run_logger(run_id=run_id, tenant=spec.tenant, fixture=spec.name),
             effects=effects,
             known=known,
             started_wall=self.clock.now(),
