@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ._cancel import Cancellation
 from .budget import Bound, Usage
 from .clock import Clock
 from .contracts import CompiledContract, ContractSet
@@ -90,6 +91,8 @@ class RunState:
     offered_names: frozenset[str]
     log: Any
     effects: Effects
+    cancel: Cancellation = field(default_factory=Cancellation)
+    """The cancel request of the run's handle (never made for a run without one)."""
     logging: bool = True
     """Whether `log` emits info events (transitions, tool spans) at all."""
     known: list[TransitionRecord]

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from ._acting import Acting
+from ._cancel import CANCELLED, take_cancellation
 from ._core import brief
 from ._logging import run_logger
 from ._planning import SYSTEM_PROMPT, Planning
@@ -39,8 +40,9 @@ from .budget import Limits, Usage
 from .clock import Clock
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects, ReplayEffects
-from .errors import OutsideRecording, ReplayDivergence, StoreError
-from .machine import attach, detach
+from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
+from .handle import RunHandle
+from .machine import Decision, Trigger, attach, detach
 from .models.base import (
     ModelAdapter,
     ToolSpec,
@@ -119,6 +121,33 @@ class Engine(Planning, Acting):
         run = self._new_run(run_id, spec, effects, started, known=[])
         self.runtime.store.begin_run(self._header(run, identity_of(model)))
         return await self._drive(run)
+
+    def start(self, spec: RunSpec, model: ModelAdapter) -> RunHandle:
+        """Start a run on the running event loop and return its handle at once.
+
+        The run's header is stored before this returns, so `handle.run_id` can be looked up
+        (`runner.api.run_status`) straight away. Call it from a coroutine on this engine's
+        clock's loop (any loop for `SystemClock`).
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
+        run_id = str(uuid.uuid4())
+        started = self.clock.monotonic()
+        effects = LiveEffects(
+            run_id, model, self.clock, started, Redactor(spec.credentials.values())
+        )
+        run = self._new_run(run_id, spec, effects, started, known=[])
+        try:
+            self.runtime.store.begin_run(self._header(run, identity_of(model)))
+        except BaseException:
+            detach(run.lifecycle)
+            raise
+        task = loop.create_task(self._drive(run), name=f"runner run {run_id}")
+        effects.run_task = run.cancel.task = task
+        effects.cancellation = run.cancel
+        return RunHandle(run_id=run_id, task=task, cancellation=run.cancel)
 
     async def resume(self, run_id: str, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Continue a stored run that never finished: re-drive it from its recorded inputs (on
@@ -261,12 +290,25 @@ class Engine(Planning, Acting):
         try:
             while run.lifecycle.current not in TERMINAL:
                 state = run.lifecycle.current
-                if state is State.PLAN:
-                    await self._plan(run)
-                elif state is State.CALL:
-                    await self._call(run)
-                else:
-                    await self._observe(run)
+                try:
+                    if state is State.PLAN:
+                        if run.cancel.requested:  # the batch is done: end before asking again
+                            self._end_cancelled(run)
+                        else:
+                            await self._plan(run)
+                    elif state is State.CALL:
+                        await self._call(run)
+                    else:
+                        await self._observe(run)
+                except asyncio.CancelledError as exc:
+                    # Only a model request (in `plan`) is ever abandoned for the handle's cancel.
+                    if state is not State.PLAN or not take_cancellation(run.cancel, exc):
+                        raise  # the loop or caller cancelled: the run stays unfinished, resumable
+                    self._end_cancelled(run)
+                except OutsideRecording:
+                    if not _cancelled_next(run):
+                        raise
+                    self._end_cancelled(run)  # re-driving a cancelled run: its inputs end here
         finally:
             for slot in run.queue:
                 if isinstance(slot.task, asyncio.Future):
@@ -275,6 +317,10 @@ class Engine(Planning, Acting):
                     slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
             detach(run.lifecycle)
         return self._finish(run)
+
+    def _end_cancelled(self, run: RunState) -> None:
+        run.reason = CANCELLED
+        self._move(run, Trigger.GIVE_UP, decision=Decision.ABSTAIN.value, reason=CANCELLED)
 
     def _finish(self, run: RunState) -> RunResult:
         summary = RunSummary(
@@ -299,6 +345,15 @@ class Engine(Planning, Acting):
         return RunResult.of(
             summary, name=run.spec.name, transitions=run.records, evidence=run.evidence
         )
+
+
+def _cancelled_next(run: RunState) -> bool:
+    """Whether the stored run being re-driven was cancelled at this point (its next record)."""
+    seq = len(run.records)
+    if run.lifecycle.current is not State.PLAN or seq >= len(run.known):
+        return False
+    following = run.known[seq]
+    return following.trigger == Trigger.GIVE_UP.value and following.reason == CANCELLED
 
 
 def _with_seed(spec: RunSpec, header: RunHeader | None) -> RunSpec:
