@@ -13,6 +13,7 @@ from runner import machine
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
+from runner.grading import grade
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.replay import Recording, replay
 from runner.spec import RunResult, RunSpec
@@ -128,8 +129,11 @@ def _ends_once_cancelled(result: RunResult, store: MemoryStore, contracts: Contr
     assert terminal[0].trigger == "give_up" and terminal[0].reason == "cancelled"
     summary = store.summary(result.run_id)
     assert summary is not None and summary.reason == "cancelled"
-    replayed = replay(Recording.from_store(store, result.run_id), contracts)
+    recording = Recording.from_store(store, result.run_id)
+    replayed = replay(recording, contracts)
     assert replayed.identical, replayed.divergence
+    trial = grade(recording, contracts, None, None)
+    assert trial.passed, trial.failed
 
 
 def test_start_stores_the_header_and_gives_the_run_id_at_once(contracts: ContractSet) -> None:
