@@ -79,3 +79,29 @@ def test_hundred_embedded_runs_on_one_engine_all_replay_identical(
         replayed = replay(recording, contracts)
         assert replayed.identical, (run_id, replayed.divergence)
     assert len(waits) > 2  # drawn seeds differ: the jitter is not one engine-wide sequence
+
+
+def test_hundred_concurrent_runs_started_with_handles_all_replay_identical(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """Interleaved on one loop, runs draw their jitter in whatever order they get to it: a
+    shared generator would give each run draws that depend on the others' timing."""
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    engine = Engine(contracts=contracts, toolbox=_flaky_search(), store=store, clock=FakeClock())
+
+    async def drive() -> list[str]:
+        handles = [
+            engine.start(_spec(index if index % 2 else None), _model()) for index in range(100)
+        ]
+        return [(await handle.result()).run_id for handle in handles]
+
+    with asyncio.Runner(loop_factory=engine.clock.loop_factory) as runner:
+        run_ids = runner.run(drive())
+    retried = 0
+    for run_id in run_ids:
+        recording = Recording.from_store(store, run_id)
+        assert recording.summary is not None and recording.summary.terminal == "complete"
+        retried += bool(recording.summary.waits_s)
+        replayed = replay(recording, contracts)
+        assert replayed.identical, (run_id, replayed.divergence)
+    assert retried >= 40
