@@ -23,6 +23,7 @@ import logging
 import random
 import secrets
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -88,12 +89,20 @@ class Engine(Planning, Acting):
         store: Store,
         clock: Clock,
         policy: Policy | None = None,
+        rng: random.Random | None = None,
         retry_horizon: timedelta = timedelta(hours=24),
         render_limit: int = 4000,
         spans: Sequence[SpanSink] = (),
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`)."""
+        if rng is not None:
+            warnings.warn(
+                "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
+                "with RunSpec.seed (or a seed drawn and recorded in its header)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.render_limit = render_limit
         self.spans = tuple(spans)
         self._policy_json = (policy or Policy()).model_dump(mode="json")

@@ -13,6 +13,7 @@ from runner import machine
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
+from runner.errors import ConfigError
 from runner.grading import grade
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.replay import Recording, replay
@@ -220,3 +221,13 @@ def test_cancelling_the_task_keeps_the_records_and_leaves_the_run_unfinished(
     assert store.summary(run_id) is None
     assert [r.trigger for r in store.transitions(run_id)] == ["propose"]
     assert [op.status.value for op in store.operations(run_id)] == ["pending"]
+
+
+def test_start_outside_a_running_loop_is_a_config_error(contracts: ContractSet) -> None:
+    attached = machine.attached_count()
+    engine = Engine(
+        contracts=contracts, toolbox=ToolRegistry(), store=MemoryStore(), clock=FakeClock()
+    )
+    with pytest.raises(ConfigError, match="running event loop"):
+        engine.start(SPEC, HoldThenAnswer())
+    assert machine.attached_count() == attached and engine.runtime.store.runs() == []

@@ -4,7 +4,10 @@ recorded, so any number of embedded runs on one engine replay identical from the
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
+
+import pytest
 
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
@@ -12,7 +15,7 @@ from runner.engine import Engine
 from runner.models.scripted import ScriptedModel, ScriptedTurn
 from runner.replay import Recording, replay
 from runner.spec import RunSpec
-from runner.store import SqliteStore
+from runner.store import MemoryStore, SqliteStore
 from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK
@@ -105,3 +108,15 @@ def test_hundred_concurrent_runs_started_with_handles_all_replay_identical(
         replayed = replay(recording, contracts)
         assert replayed.identical, (run_id, replayed.divergence)
     assert retried >= 40
+
+
+def test_an_engine_wide_rng_is_refused_politely(contracts: ContractSet) -> None:
+    """`Engine(rng=...)` still constructs (deprecated) but is ignored: runs seed their own."""
+    with pytest.warns(DeprecationWarning, match="each run draws from its own"):
+        Engine(
+            contracts=contracts,
+            toolbox=ToolRegistry(),
+            store=MemoryStore(),
+            clock=FakeClock(),
+            rng=random.Random(0),
+        )
