@@ -31,7 +31,7 @@ from runner import (
     load_contracts,
 )
 from runner.api import RunStatus, list_runs, replay_run
-from runner.models.base import ToolChoice
+from runner.models import ToolChoice
 from runner.transcript import ToolResultMessage, Transcript
 
 CONTRACTS = Path(__file__).resolve().parent / "contracts"
