@@ -19,8 +19,8 @@ run: $(STAMP)
 	$(BIN)/runner run fixtures/
 
 lint: $(STAMP)
-	$(BIN)/ruff check runner tests bench
-	$(BIN)/ruff format --check runner tests bench
+	$(BIN)/ruff check runner tests bench examples
+	$(BIN)/ruff format --check runner tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

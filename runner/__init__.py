@@ -16,6 +16,7 @@ from .errors import (
     RunnerError,
     StoreError,
 )
+from .handle import RunHandle
 from .machine import Decision, Trigger
 from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolCall, ToolSpec
 from .models.scripted import ScriptedModel
@@ -53,6 +54,7 @@ __all__ = [
     "Policy",
     "Principal",
     "RunFailure",
+    "RunHandle",
     "RunResult",
     "RunSpec",
     "RunnerError",

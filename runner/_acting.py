@@ -258,9 +258,7 @@ class Acting(EngineCore):
     ) -> tuple[Decision, ToolObservation]:
         """Wait and go back to `call`, unless a bound forbids it (checked before the sleep)."""
         runtime, limits = self.runtime, run.spec.limits
-        wait = retry_delay(
-            runtime.policy, observation, slot.retries + 1, runtime.rng, self.clock.now()
-        )
+        wait = retry_delay(runtime.policy, observation, slot.retries + 1, run.rng, self.clock.now())
         now = self.clock.monotonic()
         blocked = bounds.blocks_dispatch(limits, run.usage, now)
         if blocked is None and now + wait >= bounds.deadline(limits, run.usage):

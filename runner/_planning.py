@@ -91,7 +91,7 @@ class Planning(EngineCore):
                 if retries < policy.max_retries:
                     retries += 1
                     wait = retry_after_or_backoff(
-                        policy, exc.retry_after, retries, self.runtime.rng, self.clock.now()
+                        policy, exc.retry_after, retries, run.rng, self.clock.now()
                     )
                     if self.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
                         return None, self._ms_since(started), "deadline"

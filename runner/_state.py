@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ._cancel import Cancellation
 from .budget import Bound, Usage
 from .clock import Clock
 from .contracts import CompiledContract, ContractSet
@@ -34,7 +35,6 @@ class Runtime:
     store: Store
     clock: Clock
     policy: Policy
-    rng: random.Random
     retry_horizon: timedelta
 
 
@@ -81,12 +81,18 @@ class Current:
 class RunState:
     run_id: str
     spec: RunSpec
+    seed: int
+    """The spec's seed, or the one drawn for the run; recorded in its header."""
+    rng: random.Random
+    """The run's own jitter source, seeded with `seed` (never shared between runs)."""
     lifecycle: Lifecycle
     usage: Usage
     offered: tuple[ToolSpec, ...]
     offered_names: frozenset[str]
     log: Any
     effects: Effects
+    cancel: Cancellation = field(default_factory=Cancellation)
+    """The cancel request of the run's handle (never made for a run without one)."""
     logging: bool = True
     """Whether `log` emits info events (transitions, tool spans) at all."""
     known: list[TransitionRecord]

@@ -26,6 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from ._cancel import Cancellation, abandonable
 from ._jsonsafe import NotJson, json_value, safe_str
 from ._replies import checked_reply
 from .clock import Clock, within
@@ -127,6 +128,8 @@ class LiveEffects:
         """Takes the runtime's credentials out of every input before it is acted on or kept."""
         self.run_task = _current_task()
         """The task driving the run: only its cancellation propagates out of a tool or model."""
+        self.cancellation: Cancellation | None = None
+        """The run's handle's cancel request (runs started with `Engine.start`)."""
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -144,8 +147,10 @@ class LiveEffects:
         timeout: float | None,
     ) -> ModelReply:
         asked_at, digest = self.since_start(), transcript.digest
+        if self.cancellation is not None:
+            self.cancellation.check()  # cancelled before the request: never send it
         try:
-            with self.clock.real_io():
+            with self.clock.real_io(), abandonable(self.cancellation):
                 request = self.model.generate(transcript, tools, choice)
                 answer = await (within(timeout, request) if timeout is not None else request)
             reply = checked_reply(answer)  # before it is recorded: a replay gets the same reply

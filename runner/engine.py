@@ -17,28 +17,33 @@ way to make a move.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import random
+import secrets
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import structlog
 from pydantic_core import to_jsonable_python
 
 from ._acting import Acting
+from ._cancel import CANCELLED, take_cancellation
 from ._core import brief
+from ._logging import run_logger
 from ._planning import SYSTEM_PROMPT, Planning
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
 from .clock import Clock
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects, ReplayEffects
-from .errors import OutsideRecording, ReplayDivergence, StoreError
-from .machine import attach, detach
+from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
+from .handle import RunHandle
+from .machine import Decision, Trigger, attach, detach
 from .models.base import (
     ModelAdapter,
     ToolSpec,
@@ -91,6 +96,13 @@ class Engine(Planning, Acting):
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`)."""
+        if rng is not None:
+            warnings.warn(
+                "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
+                "with RunSpec.seed (or a seed drawn and recorded in its header)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.render_limit = render_limit
         self.spans = tuple(spans)
         self._policy_json = (policy or Policy()).model_dump(mode="json")
@@ -100,7 +112,6 @@ class Engine(Planning, Acting):
             store=store,
             clock=clock,
             policy=policy or Policy(),
-            rng=rng or random.Random(0),
             retry_horizon=retry_horizon,
         )
 
@@ -120,6 +131,33 @@ class Engine(Planning, Acting):
         self.runtime.store.begin_run(self._header(run, identity_of(model)))
         return await self._drive(run)
 
+    def start(self, spec: RunSpec, model: ModelAdapter) -> RunHandle:
+        """Start a run on the running event loop and return its handle at once.
+
+        The run's header is stored before this returns, so `handle.run_id` can be looked up
+        (`runner.api.run_status`) straight away. Call it from a coroutine on this engine's
+        clock's loop (any loop for `SystemClock`).
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
+        run_id = str(uuid.uuid4())
+        started = self.clock.monotonic()
+        effects = LiveEffects(
+            run_id, model, self.clock, started, Redactor(spec.credentials.values())
+        )
+        run = self._new_run(run_id, spec, effects, started, known=[])
+        try:
+            self.runtime.store.begin_run(self._header(run, identity_of(model)))
+        except BaseException:
+            detach(run.lifecycle)
+            raise
+        task = loop.create_task(self._drive(run), name=f"runner run {run_id}")
+        effects.run_task = run.cancel.task = task
+        effects.cancellation = run.cancel
+        return RunHandle(run_id=run_id, task=task, cancellation=run.cancel)
+
     async def resume(self, run_id: str, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Continue a stored run that never finished: re-drive it from its recorded inputs (on
         this engine's clock, which must start where the run started), then go on live.
@@ -132,6 +170,7 @@ class Engine(Planning, Acting):
             raise StoreError(f"no run {run_id} in the store")
         if store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
+        spec = _with_seed(spec, store.header(run_id))
         started = self.clock.monotonic()
         live = LiveEffects(run_id, model, self.clock, started, Redactor(spec.credentials.values()))
         outputs = store.outputs(run_id)
@@ -212,16 +251,19 @@ class Engine(Planning, Acting):
             and contract.contract.audience == "model"
             and contract.contract.scope in spec.principal.scopes
         )
+        # Jitter draws from the run's own generator, never the engine's: any run, however many
+        # share an engine, replays from its header alone. No seed given: draw one and record it.
+        seed = spec.seed if spec.seed is not None else secrets.randbits(63)
         run = RunState(
             run_id=run_id,
             spec=spec,
+            seed=seed,
+            rng=random.Random(seed),
             lifecycle=attach(),
             usage=Usage(started_at=started),
             offered=offered,
             offered_names=frozenset(tool.name for tool in offered),
-            log=structlog.get_logger("runner").bind(
-                run_id=run_id, tenant=spec.tenant, fixture=spec.name
-            ),
+            log=run_logger(run_id=run_id, tenant=spec.tenant, fixture=spec.name),
             effects=effects,
             known=known,
             started_wall=self.clock.now(),
@@ -247,7 +289,7 @@ class Engine(Planning, Acting):
             context=to_jsonable_python(dict(spec.context)),
             limits=_limits_json(spec.limits),
             policy=self._policy_json,
-            seed=spec.seed,
+            seed=run.seed,
             fixture=spec.fixture,
             world=dict(spec.world),
             model=model,
@@ -257,12 +299,25 @@ class Engine(Planning, Acting):
         try:
             while run.lifecycle.current not in TERMINAL:
                 state = run.lifecycle.current
-                if state is State.PLAN:
-                    await self._plan(run)
-                elif state is State.CALL:
-                    await self._call(run)
-                else:
-                    await self._observe(run)
+                try:
+                    if state is State.PLAN:
+                        if run.cancel.requested:  # the batch is done: end before asking again
+                            self._end_cancelled(run)
+                        else:
+                            await self._plan(run)
+                    elif state is State.CALL:
+                        await self._call(run)
+                    else:
+                        await self._observe(run)
+                except asyncio.CancelledError as exc:
+                    # Only a model request (in `plan`) is ever abandoned for the handle's cancel.
+                    if state is not State.PLAN or not take_cancellation(run.cancel, exc):
+                        raise  # the loop or caller cancelled: the run stays unfinished, resumable
+                    self._end_cancelled(run)
+                except OutsideRecording:
+                    if not _cancelled_next(run):
+                        raise
+                    self._end_cancelled(run)  # re-driving a cancelled run: its inputs end here
         finally:
             for slot in run.queue:
                 if isinstance(slot.task, asyncio.Future):
@@ -271,6 +326,10 @@ class Engine(Planning, Acting):
                     slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
             detach(run.lifecycle)
         return self._finish(run)
+
+    def _end_cancelled(self, run: RunState) -> None:
+        run.reason = CANCELLED
+        self._move(run, Trigger.GIVE_UP, decision=Decision.ABSTAIN.value, reason=CANCELLED)
 
     def _finish(self, run: RunState) -> RunResult:
         summary = RunSummary(
@@ -295,6 +354,22 @@ class Engine(Planning, Acting):
         return RunResult.of(
             summary, name=run.spec.name, transitions=run.records, evidence=run.evidence
         )
+
+
+def _cancelled_next(run: RunState) -> bool:
+    """Whether the stored run being re-driven was cancelled at this point (its next record)."""
+    seq = len(run.records)
+    if run.lifecycle.current is not State.PLAN or seq >= len(run.known):
+        return False
+    following = run.known[seq]
+    return following.trigger == Trigger.GIVE_UP.value and following.reason == CANCELLED
+
+
+def _with_seed(spec: RunSpec, header: RunHeader | None) -> RunSpec:
+    """The spec a stored run resumes with: its recorded seed, whatever the caller's spec says."""
+    if header is None or header.seed is None or header.seed == spec.seed:
+        return spec
+    return dataclasses.replace(spec, seed=header.seed)
 
 
 @functools.lru_cache(maxsize=64)

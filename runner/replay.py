@@ -9,7 +9,6 @@ that starts at the run's recorded start.
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -169,7 +168,6 @@ def replay(
         store=MemoryStore(),
         clock=clock,
         policy=use_policy,
-        rng=random.Random(header.seed),
     )
     drive = engine.replay(
         header.run_id,

@@ -11,7 +11,6 @@ supplier database lives, which model drove it) is in the run's header.
 from __future__ import annotations
 
 import asyncio
-import random
 import tempfile
 import uuid
 from collections import Counter
@@ -194,7 +193,6 @@ def _play(
         store=store,
         clock=clock,
         policy=policy,
-        rng=random.Random(seed),
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:

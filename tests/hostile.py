@@ -8,7 +8,6 @@ run must come to: one declared terminal state, one stored summary, every row rea
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -108,7 +107,6 @@ def engine(contracts: ContractSet, toolbox: Any, store: Store) -> Engine:
         toolbox=toolbox,
         store=store,
         clock=FakeClock(START),
-        rng=random.Random(0),
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
 import pytest
@@ -55,7 +54,6 @@ def drive(
         toolbox=environment,
         store=store,
         clock=clock,
-        rng=random.Random(0),
         **engine_options,
     )
     model = model or ScriptedModel(fixture.model)

@@ -3,7 +3,6 @@ tool answers, the store, the JSONL log, structlog events and spans; exact replay
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +96,6 @@ def test_credentials_are_redacted_everywhere_and_the_run_replays_identical(
         toolbox=toolbox,
         store=store,
         clock=clock,
-        rng=random.Random(0),
         spans=[sink],
     )
     spec = RunSpec(

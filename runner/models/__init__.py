@@ -1,9 +1,38 @@
-"""Model adapters: the protocol, a fixture-scripted double, and one module per provider."""
+"""Model adapters: the protocol, a fixture-scripted double, and one module per provider.
+
+The provider adapters need their extras and are imported from their modules:
+`runner.models.openai.OpenAIChatModel` (`pip install runner[openai]`, also for OpenAI-compatible
+servers such as vLLM, llama.cpp or Ollama) and `runner.models.anthropic.AnthropicModel`
+(`runner[anthropic]`). Your own adapter is any object with `ModelAdapter.generate()`.
+"""
 
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .base import ModelAdapter
+from .base import (
+    ModelAdapter,
+    ModelRejected,
+    ModelReply,
+    ModelUnavailable,
+    TokenUsage,
+    ToolCall,
+    ToolChoice,
+    ToolSpec,
+)
+from .scripted import ScriptedModel
+
+__all__ = [
+    "ModelAdapter",
+    "ModelRejected",
+    "ModelReply",
+    "ModelUnavailable",
+    "ScriptedModel",
+    "TokenUsage",
+    "ToolCall",
+    "ToolChoice",
+    "ToolSpec",
+    "live_model",
+]
 
 
 def live_model(

@@ -1,0 +1,61 @@
+"""`runner.api`: status and listing from the store; replay and grading as async functions that a
+service calls from inside its own running loop (and their sync wrappers)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from runner.api import (
+    RunStatus,
+    grade_run,
+    grade_run_sync,
+    list_runs,
+    replay_run,
+    replay_run_sync,
+    run_status,
+)
+from runner.clock import SystemClock
+from runner.contracts import ContractSet
+from runner.engine import Engine
+from runner.errors import LoadError
+from runner.states import State
+from runner.store import MemoryStore
+
+from .test_handle import SPEC, HoldThenAnswer, SlowHotel
+
+
+def test_status_running_then_ended_and_listed_and_replayed_inside_the_loop(
+    contracts: ContractSet,
+) -> None:
+    hotel = SlowHotel()
+    store = MemoryStore()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=SystemClock())
+
+    async def service() -> tuple[RunStatus, RunStatus, RunStatus, list[object]]:
+        handle = engine.start(SPEC, HoldThenAnswer())
+        before = run_status(store, handle.run_id)
+        await hotel.entered.wait()
+        during = run_status(store, handle.run_id)
+        hotel.release.set()
+        await handle.result()
+        after = run_status(store, handle.run_id)
+        replayed = await replay_run(store, handle.run_id, contracts)  # from inside the loop
+        trial = await grade_run(store, handle.run_id, contracts)
+        return before, during, after, [replayed.identical, trial.passed]
+
+    before, during, after, proofs = asyncio.run(service())
+    assert (before.status, before.state, before.transitions) == ("running", State.PLAN, 0)
+    assert (during.status, during.state, during.reason) == ("running", State.CALL, None)
+    assert (after.status, after.state, after.reason) == ("ended", State.COMPLETE, "model_final")
+    assert after.terminal and not during.terminal
+    assert proofs == [True, True]
+    assert list_runs(store) == [after]
+    assert replay_run_sync(store, after.run_id, contracts).identical
+    assert grade_run_sync(store, after.run_id, contracts).passed
+
+
+def test_status_of_a_run_the_store_does_not_have_is_a_load_error() -> None:
+    with pytest.raises(LoadError, match="no run nope"):
+        run_status(MemoryStore(), "nope")

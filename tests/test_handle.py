@@ -1,0 +1,233 @@
+"""`Engine.start`: a handle at once (the header is stored), its result, and cancel: the run ends
+`abstain` with reason `cancelled`, one terminal record, every write in flight settled first."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from runner import machine
+from runner.clock import FakeClock
+from runner.contracts import ContractSet
+from runner.engine import Engine
+from runner.errors import ConfigError
+from runner.grading import grade
+from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from runner.replay import Recording, replay
+from runner.spec import RunResult, RunSpec
+from runner.states import State
+from runner.store import MemoryStore
+from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.transcript import Transcript
+
+HOLD_ARGS = {
+    "hotel_id": "H-SHIBA",
+    "check_in": "2027-04-02",
+    "check_out": "2027-04-06",
+    "guests": 4,
+    "room_type": "accessible",
+}
+HELD = {"status": "ok", "hold_id": "HOLD-1", "expires_at": "2027-03-02T09:00:00Z"}
+SPEC = RunSpec(
+    task="Hold an accessible room.",
+    tenant="acme",
+    principal=Principal(id="svc", scopes=frozenset({"travel.book"})),
+    tools=("hold_room", "lookup_hold"),
+    seed=3,
+)
+
+
+def _reply(*calls: ToolCall, text: str = "") -> ModelReply:
+    return ModelReply(
+        text=text,
+        tool_calls=calls,
+        usage=TokenUsage(input_tokens=10, output_tokens=5),
+        stop_reason="tool_use" if calls else "end_turn",
+    )
+
+
+class HoldThenAnswer:
+    """Proposes one hold, then answers; counts its requests."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    async def generate(
+        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+    ) -> ModelReply:
+        self.requests += 1
+        if self.requests == 1:
+            return _reply(ToolCall(id="c1", name="hold_room", arguments=HOLD_ARGS))
+        return _reply(text="Held HOLD-1.")
+
+
+class Stuck:
+    """A model whose request never comes back (until it is abandoned)."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    async def generate(
+        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+    ) -> ModelReply:
+        self.asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+class SlowHotel:
+    """`hold_room` commits, then waits to be released before it answers (or loses the answer)."""
+
+    def __init__(self, *, lose_response: bool = False) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.holds: dict[str, str] = {}
+        self.lose_response = lose_response
+        self.lookups = 0
+
+    def tools(self) -> ToolRegistry:
+        registry = ToolRegistry()
+        registry.register("hold_room", self.hold)
+        registry.register("lookup_hold", self.lookup)
+        return registry
+
+    async def hold(self, invocation: ToolInvocation) -> ToolResponse:
+        assert invocation.operation_key is not None
+        self.holds[invocation.operation_key] = "HOLD-1"
+        self.entered.set()
+        await self.release.wait()
+        if self.lose_response:
+            raise ConnectionResetError("the response was lost")
+        return ToolResponse(payload=HELD)
+
+    async def lookup(self, invocation: ToolInvocation) -> ToolResponse:
+        self.lookups += 1
+        hold = self.holds.get(invocation.operation_key or "")
+        payload: dict[str, Any] = {"status": "ok", "found": hold is not None}
+        return ToolResponse(payload=payload | ({"hold_id": hold} if hold else {}))
+
+
+def _drive(
+    contracts: ContractSet,
+    tools: ToolRegistry,
+    scenario: Callable[[Engine], Awaitable[RunResult]],
+) -> tuple[RunResult, MemoryStore]:
+    clock = FakeClock()
+    store = MemoryStore()
+    engine = Engine(contracts=contracts, toolbox=tools, store=store, clock=clock)
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+        result = runner.run(scenario(engine))
+    return result, store
+
+
+def _ends_once_cancelled(result: RunResult, store: MemoryStore, contracts: ContractSet) -> None:
+    assert result.terminal is State.ABSTAIN and result.reason == "cancelled"
+    terminal = [r for r in result.transitions if r.to_state in {s.value for s in machine.TERMINAL}]
+    assert len(terminal) == 1 and terminal[0] is result.transitions[-1]
+    assert terminal[0].trigger == "give_up" and terminal[0].reason == "cancelled"
+    summary = store.summary(result.run_id)
+    assert summary is not None and summary.reason == "cancelled"
+    recording = Recording.from_store(store, result.run_id)
+    replayed = replay(recording, contracts)
+    assert replayed.identical, replayed.divergence
+    trial = grade(recording, contracts, None, None)
+    assert trial.passed, trial.failed
+
+
+def test_start_stores_the_header_and_gives_the_run_id_at_once(contracts: ContractSet) -> None:
+    hotel = SlowHotel()
+    hotel.release.set()
+    store_seen: list[bool] = []
+
+    async def scenario(engine: Engine) -> RunResult:
+        handle = engine.start(SPEC, HoldThenAnswer())
+        store_seen.append(engine.runtime.store.header(handle.run_id) is not None)
+        assert not handle.done()
+        result = await handle.result()
+        assert result.run_id == handle.run_id and handle.done()
+        return result
+
+    result, _ = _drive(contracts, hotel.tools(), scenario)
+    assert store_seen == [True]
+    assert result.terminal is State.COMPLETE
+
+
+def test_cancel_abandons_a_model_request_at_once(contracts: ContractSet) -> None:
+    attached = machine.attached_count()
+    model = Stuck()
+
+    async def scenario(engine: Engine) -> RunResult:
+        handle = engine.start(SPEC, model)
+        await model.asked.wait()
+        handle.cancel()
+        handle.cancel()  # idempotent
+        return await handle.result()
+
+    result, store = _drive(contracts, SlowHotel().tools(), scenario)
+    _ends_once_cancelled(result, store, contracts)
+    assert [r.trigger for r in result.transitions] == ["give_up"]
+    assert machine.attached_count() == attached
+
+
+@pytest.mark.parametrize("lose_response", [False, True], ids=["answered", "response_lost"])
+def test_cancel_lets_a_write_in_flight_finish_and_settles_it_first(
+    contracts: ContractSet, lose_response: bool
+) -> None:
+    """The hold is dispatched and unanswered when the cancel comes: it finishes (or, its
+    response lost, is looked up by key), is recorded committed, and the model is not asked again."""
+    hotel = SlowHotel(lose_response=lose_response)
+    model = HoldThenAnswer()
+
+    async def scenario(engine: Engine) -> RunResult:
+        handle = engine.start(SPEC, model)
+        await hotel.entered.wait()
+        handle.cancel()
+        await asyncio.sleep(0.5)
+        assert not handle.done()  # a tool is never interrupted
+        hotel.release.set()
+        return await handle.result()
+
+    result, store = _drive(contracts, hotel.tools(), scenario)
+    _ends_once_cancelled(result, store, contracts)
+    assert model.requests == 1
+    assert [op.status for op in result.operations] == ["committed"]
+    assert hotel.lookups == (1 if lose_response else 0)
+    triggers = [r.trigger for r in result.transitions]
+    expected = ["propose", "classify", "reconcile", "classify", "resume", "give_up"]
+    assert triggers == (expected if lose_response else ["propose", "classify", "resume", "give_up"])
+
+
+def test_cancelling_the_task_keeps_the_records_and_leaves_the_run_unfinished(
+    contracts: ContractSet,
+) -> None:
+    """The loop shutting down is not a cancel of the run: nothing is lost, nothing is ended."""
+    hotel = SlowHotel()
+    store = MemoryStore()
+    clock = FakeClock()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=clock)
+    run_ids: list[str] = []
+
+    async def scenario() -> None:
+        handle = engine.start(SPEC, HoldThenAnswer())
+        run_ids.append(handle.run_id)
+        await hotel.entered.wait()  # the runner closes the loop with the run still going
+
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+        runner.run(scenario())
+    (run_id,) = run_ids
+    assert store.summary(run_id) is None
+    assert [r.trigger for r in store.transitions(run_id)] == ["propose"]
+    assert [op.status.value for op in store.operations(run_id)] == ["pending"]
+
+
+def test_start_outside_a_running_loop_is_a_config_error(contracts: ContractSet) -> None:
+    attached = machine.attached_count()
+    engine = Engine(
+        contracts=contracts, toolbox=ToolRegistry(), store=MemoryStore(), clock=FakeClock()
+    )
+    with pytest.raises(ConfigError, match="running event loop"):
+        engine.start(SPEC, HoldThenAnswer())
+    assert machine.attached_count() == attached and engine.runtime.store.runs() == []
