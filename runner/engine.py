@@ -31,7 +31,7 @@ from pydantic_core import to_jsonable_python
 
 from ._acting import Acting
 from ._core import brief
-from ._planning import SYSTEM_PROMPT, Planning
+from ._planning import Planning
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
 from .clock import Clock
@@ -47,7 +47,7 @@ from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
-from .spec import RunResult, RunSpec
+from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
 from .tools import ToolBox
@@ -88,10 +88,13 @@ class Engine(Planning, Acting):
         retry_horizon: timedelta = timedelta(hours=24),
         render_limit: int = 4000,
         spans: Sequence[SpanSink] = (),
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
-        output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`)."""
+        output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`).
+        `system_prompt`: what the model is told first, unless a run's spec gives its own."""
         self.render_limit = render_limit
+        self.system_prompt = system_prompt
         self.spans = tuple(spans)
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         self.runtime = Runtime(
@@ -229,9 +232,12 @@ class Engine(Planning, Acting):
         # Building events nobody will see is the costliest part of logging: ask once per run.
         enabled = getattr(run.log, "is_enabled_for", None)
         run.logging = enabled(logging.INFO) if callable(enabled) else True
-        run.transcript.append(SystemMessage(text=SYSTEM_PROMPT))
+        run.transcript.append(SystemMessage(text=self._prompt(spec)))
         run.transcript.append(UserMessage(text=spec.task))
         return run
+
+    def _prompt(self, spec: RunSpec) -> str:
+        return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
 
     def _header(self, run: RunState, model: ModelIdentity | None = None) -> RunHeader:
         spec = run.spec
@@ -248,8 +254,8 @@ class Engine(Planning, Acting):
             limits=_limits_json(spec.limits),
             policy=self._policy_json,
             seed=spec.seed,
-            fixture=spec.fixture,
-            world=dict(spec.world),
+            annotations=to_jsonable_python(dict(spec.annotations)),
+            system_prompt=self._prompt(spec),
             model=model,
         )
 

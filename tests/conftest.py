@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import structlog
 
-from runner.contracts import ContractSet, load_default_contracts
-from runner.fixtures import Fixture
+from runner.contracts import ContractSet
+from runner.travel import load_travel_contracts
+from runner.travel.fixtures import Fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -40,7 +41,7 @@ def _quiet_logging() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def contracts() -> ContractSet:
-    return load_default_contracts()
+    return load_travel_contracts()
 
 
 FLIGHT_ARGS: dict[str, Any] = {
