@@ -17,6 +17,7 @@ way to make a move.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import random
@@ -128,13 +129,17 @@ class Engine(Planning, Acting):
         this engine's clock, which must start where the run started), then go on live.
 
         Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
-        before anything else; nothing already done is done again.
+        before anything else; nothing already done is done again. The model is told the system
+        prompt recorded when the run began, unless `spec` gives one.
         """
         store = self.runtime.store
-        if store.header(run_id) is None:
+        header = store.header(run_id)
+        if header is None:
             raise StoreError(f"no run {run_id} in the store")
         if store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
+        if spec.system_prompt is None and header.system_prompt is not None:
+            spec = dataclasses.replace(spec, system_prompt=header.system_prompt)  # as it began
         started = self.clock.monotonic()
         live = LiveEffects(run_id, model, self.clock, started, Redactor(spec.credentials.values()))
         outputs = store.outputs(run_id)

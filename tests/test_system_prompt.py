@@ -3,14 +3,30 @@ the run's header so replay re-drives the very transcript the model saw."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
-from runner import Engine, FakeClock, MemoryStore, Principal, RunSpec, ToolRegistry
+import pytest
+
+from runner import (
+    Engine,
+    FakeClock,
+    MemoryStore,
+    Principal,
+    RunSpec,
+    ScriptedModel,
+    ToolInvocation,
+    ToolRegistry,
+    ToolResponse,
+)
 from runner.contracts import ContractSet
 from runner.models.base import ModelReply, ToolChoice, ToolSpec
+from runner.models.scripted import ScriptedCall, ScriptedTurn
 from runner.replay import Recording, replay
 from runner.spec import DEFAULT_SYSTEM_PROMPT
 from runner.transcript import SystemMessage, Transcript
+
+from .conftest import FLIGHT_ARGS, FLIGHTS_OK
 
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -74,3 +90,49 @@ def test_a_run_with_its_own_prompt_replays_identical(contracts: ContractSet) -> 
     """The replay engine has the default prompt; the header's recorded one is what counts."""
     _, store, run_id = _run(contracts, "Engine says.", "Spec says.")
     assert replay(Recording.from_store(store, run_id), contracts).identical
+
+
+def test_a_resumed_run_keeps_the_prompt_it_began_with(contracts: ContractSet) -> None:
+    """Killed mid-call, resumed by an engine with another prompt and a spec giving none: the run
+    goes on with the recorded prompt (its recorded transcript says so), not the engine's."""
+    store = MemoryStore()
+    spec = RunSpec(
+        task="Find flights.",
+        tenant="acme",
+        principal=Principal(id="svc", scopes=frozenset({"travel.read"})),
+        tools=("search_flights",),
+    )
+    turns = [
+        ScriptedTurn(tool_calls=[ScriptedCall(name="search_flights", args=FLIGHT_ARGS)]),
+        ScriptedTurn(final="NH7."),
+    ]
+    dying = True
+
+    async def search(invocation: ToolInvocation) -> ToolResponse:
+        if dying:  # stands in for the process dying: the run's own cancellation
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            await asyncio.sleep(0)
+        return ToolResponse(payload=FLIGHTS_OK)
+
+    tools = ToolRegistry()
+    tools.register("search_flights", search)
+
+    def engine(prompt: str) -> Engine:
+        return Engine(
+            contracts=contracts,
+            toolbox=tools,
+            store=store,
+            clock=FakeClock(START),
+            system_prompt=prompt,
+        )
+
+    with pytest.raises(asyncio.CancelledError):
+        engine("Began with this.").run_sync(spec, ScriptedModel(turns))
+    (listing,) = store.runs()
+    dying = False
+    later = engine("Another prompt now.")
+    with asyncio.Runner(loop_factory=later.clock.loop_factory) as runner:
+        result = runner.run(later.resume(listing.header.run_id, spec, ScriptedModel(turns)))
+    assert result.terminal.value == "complete"
