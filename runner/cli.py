@@ -45,13 +45,7 @@ from .travel import (
     load_travel_contracts,
 )
 from .travel.fixtures import Fixture, collect_fixture_paths, load_fixture
-from .travel.scenario import (
-    ScenarioRun,
-    resume_fixture,
-    run_fixture,
-    stored_fixture,
-    stored_world,
-)
+from .travel.scenario import ScenarioRun, resume_fixture, run_fixture, stored_fixture, stored_world
 from .travel.supplier import SupplierDatabase, locate
 
 EXIT_EXPECTATION_FAILED = 1
