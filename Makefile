@@ -1,34 +1,44 @@
-# `make run`: set up .venv and run every fixture; `make test`: lint, type-check and test;
-# `make bench`: the runner's own cost against its floors (about 2-3 minutes).
+# `make run`: set up .venv with what running needs and run every fixture; `make test`: add the dev
+# tools, then lint, type-check and test; `make bench`: the runner's own cost against its floors
+# (about 2-3 minutes).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: install run test lint typecheck bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Running needs only the package and its dependencies.
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+# Testing adds the dev tools (pytest, mypy, ruff, hypothesis, the provider SDKs, ...).
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(DEV_STAMP)
 
-install: $(STAMP)
+install: $(DEV_STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/runner run fixtures/
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check runner tests bench examples
 	$(BIN)/ruff format --check runner tests bench examples
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
 	$(BIN)/pytest
 
-bench: $(STAMP)
+bench: $(RUN_STAMP)
 	$(BIN)/python -m bench
 
 clean:

@@ -10,7 +10,7 @@ from runner.contracts import ContractSet, load_contracts
 from runner.models.scripted import ScriptedModel, ScriptedTurn
 from runner.spec import RunSpec
 from runner.tools import Principal, ToolInvocation, ToolResponse
-from runner.travel import FlightSearchRules
+from runner.travel.rules import FlightSearchRules
 
 CONTRACTS_DIR = Path(__file__).resolve().parent / "contracts"
 TOOL = "noop_lookup"

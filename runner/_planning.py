@@ -26,12 +26,6 @@ from .models.scripted import estimate_tokens
 from .policy import retry_after_or_backoff
 from .transcript import AssistantMessage, UserMessage
 
-SYSTEM_PROMPT: Final = (
-    "You plan tool calls for a travel assistant. Use only the tools offered. Tool results are "
-    "JSON with a result_class; errors are typed. Never treat an unknown status as confirmed."
-)
-
-
 _UNTRUSTED: Final = {
     "refusal": "model_refused",
     "max_tokens": "model_truncated",

@@ -19,8 +19,7 @@ from typing import Literal
 from .budget import Limits
 from .contracts import ContractSet
 from .errors import LoadError
-from .fixtures import Expect
-from .grading import Trial, grade
+from .grading import Expect, Trial, grade
 from .policy import Policy
 from .replay import Recording, Replay, replay
 from .states import State

@@ -15,9 +15,8 @@ from pydantic import ValidationError
 from . import log
 from ._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
 from .budget import Limits
-from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
+from .contracts import ContractSet, load_contracts
 from .errors import LoadError, RunnerError, StoreCorrupt, StoreError
-from .fixtures import Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
 from .models import live_model
 from .models.base import ModelAdapter
@@ -35,20 +34,27 @@ from .report import (
     run_text,
     side_by_side,
 )
-from .scenario import ScenarioRun, resume_fixture, run_fixture
 from .sim import naive_policy
 from .store import FanoutStore, JsonlLog, SqliteStore
 from .store.base import RunListing, Store, UnreadableRun
-from .supplier import SupplierDatabase, locate
-from .travel import SEMANTIC_RULES
+from .travel import (
+    SEMANTIC_RULES,
+    SYSTEM_PROMPT,
+    contracts_dir,
+    fixtures_dir,
+    load_travel_contracts,
+)
+from .travel.fixtures import Fixture, collect_fixture_paths, load_fixture
+from .travel.scenario import ScenarioRun, resume_fixture, run_fixture, stored_fixture, stored_world
+from .travel.supplier import SupplierDatabase, locate
 
 EXIT_EXPECTATION_FAILED = 1
 DEFAULT_DB = Path("runs.sqlite")
 
 
 def _contracts(directory: Path | None) -> ContractSet:
-    if directory is None or directory.resolve() == default_contracts_dir():
-        return load_default_contracts()
+    if directory is None or directory.resolve() == contracts_dir():
+        return load_travel_contracts()
     return load_contracts(directory, SEMANTIC_RULES)
 
 
@@ -71,7 +77,7 @@ def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="runner", description=__doc__)
     parser.add_argument(
-        "--contracts", type=Path, default=None, help="contracts folder (default: the repository's)"
+        "--contracts", type=Path, default=None, help="contracts folder (default: the bundled ones)"
     )
     parser.add_argument(
         "--verbose", action="store_true", help="log every transition to stderr (structlog)"
@@ -160,7 +166,14 @@ def _parser() -> argparse.ArgumentParser:
     contracts = commands.add_parser("contracts", help="work with tool contracts")
     contract_commands = contracts.add_subparsers(dest="contracts_command", required=True)
     contract_commands.add_parser("check", help="compile every contract")
+    _fixtures_parser(commands)
     return parser
+
+
+def _fixtures_parser(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
+    fixtures = commands.add_parser("fixtures", help="the bundled travel fixtures")
+    fixture_commands = fixtures.add_subparsers(dest="fixtures_command", required=True)
+    fixture_commands.add_parser("path", help="print the bundled fixtures folder (any install)")
 
 
 def _open_store(path: Path, *, must_exist: bool, read_only: bool = False) -> SqliteStore:
@@ -360,7 +373,10 @@ def _replay(args: argparse.Namespace) -> int:
                 problem = exc.errors()[0]
                 where = ".".join(str(part) for part in problem["loc"])
                 raise LoadError(f"limits for the replay: {where}: {problem['msg']}") from exc
-        outcome = replay(recording, contracts, policy=policy, limits=limits)
+        # Runs stored before headers recorded the prompt were all told the travel world's.
+        outcome = replay(
+            recording, contracts, policy=policy, limits=limits, system_prompt=SYSTEM_PROMPT
+        )
         diverged |= not outcome.changes and not outcome.identical
         sentence = describe(outcome)
         if args.json:
@@ -374,7 +390,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _stored_holds(recording: Recording, store_dir: Path) -> int | None:
-    recorded = recording.header.world.get("supplier_db")
+    recorded = stored_world(recording.header).get("supplier_db")
     path = locate(recorded, store_dir) if recorded else None
     if path is None:
         return None
@@ -410,7 +426,7 @@ def _grade(args: argparse.Namespace) -> int:
                     print(f"error: {printable(exc)}", file=sys.stderr)
                     unreadable += 1
                     continue
-                document = recording.header.fixture
+                document = stored_fixture(recording.header)
                 expect = Fixture.model_validate(document).expect if document else None
                 holds = _stored_holds(recording, args.db.resolve().parent)
                 trial = grade(recording, contracts, expect, holds)
@@ -454,6 +470,11 @@ def _check_contracts(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fixtures(_args: argparse.Namespace) -> int:
+    print(fixtures_dir())
+    return 0
+
+
 _COMMANDS = {
     "run": _run,
     "resume": _resume,
@@ -463,6 +484,7 @@ _COMMANDS = {
     "grade": _grade,
     "artifact": _artifact,
     "contracts": _check_contracts,
+    "fixtures": _fixtures,
 }
 
 

@@ -4,7 +4,8 @@ Schemas are Draft 2020-12 with format assertions really enabled: every format a 
 one the runner checks itself (`_formats.ASSERTED_FORMATS`), and a contract using any other format,
 or a `pattern` the reference cannot read as ECMA-262 does, is refused when it loads. Arguments pass
 the schema first, then the tool's semantic rules (a pydantic model validated with the run's
-context). A contract that does not compile is one `ContractError`.
+context; the caller gives them: `load_contracts(directory, rules)`). A contract that does not
+compile is one `ContractError`.
 
 Two validators per schema: `jsonschema` is the reference (meta-schema checks, detailed messages);
 a compiled `jsonschema-rs` validator is the hot path and decides alone only when it accepts. Both
@@ -15,7 +16,6 @@ and on every asserted format.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,7 +34,6 @@ from ._formats import ASSERTED_FORMATS, FORMAT_CHECKER, unasserted_formats
 from ._patterns import PatternRefused, ReferenceValidator, for_reference, python_source
 from ._schema_walk import subschemas
 from .errors import ContractError
-from .travel import SEMANTIC_RULES
 
 RESERVED_ARGUMENTS: Final[frozenset[str]] = frozenset(
     {
@@ -326,14 +325,3 @@ def load_contracts(
                 item.name, f"reconcile_with names {target!r}, which is not a loaded contract"
             )
     return contracts
-
-
-@functools.cache
-def load_default_contracts() -> ContractSet:
-    """The repository's travel contracts with their semantic rules, compiled once per process."""
-    return load_contracts(default_contracts_dir(), SEMANTIC_RULES)
-
-
-def default_contracts_dir() -> Path:
-    """`contracts/` beside the `runner` package (the checkout this package is installed from)."""
-    return Path(__file__).resolve().parent.parent / "contracts"

@@ -35,7 +35,7 @@ from ._acting import Acting
 from ._cancel import CANCELLED, take_cancellation
 from ._core import brief
 from ._logging import run_logger
-from ._planning import SYSTEM_PROMPT, Planning
+from ._planning import Planning
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
 from .clock import Clock
@@ -52,7 +52,7 @@ from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
-from .spec import RunResult, RunSpec
+from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
 from .tools import ToolBox
@@ -93,9 +93,11 @@ class Engine(Planning, Acting):
         retry_horizon: timedelta = timedelta(hours=24),
         render_limit: int = 4000,
         spans: Sequence[SpanSink] = (),
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
-        output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`)."""
+        output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`).
+        `system_prompt`: what the model is told first, unless a run's spec gives its own."""
         if rng is not None:
             warnings.warn(
                 "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
@@ -104,6 +106,7 @@ class Engine(Planning, Acting):
                 stacklevel=2,
             )
         self.render_limit = render_limit
+        self.system_prompt = system_prompt
         self.spans = tuple(spans)
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         self.runtime = Runtime(
@@ -163,14 +166,18 @@ class Engine(Planning, Acting):
         this engine's clock, which must start where the run started), then go on live.
 
         Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
-        before anything else; nothing already done is done again.
+        before anything else; nothing already done is done again. The model is told the system
+        prompt recorded when the run began, unless `spec` gives one.
         """
         store = self.runtime.store
-        if store.header(run_id) is None:
+        header = store.header(run_id)
+        if header is None:
             raise StoreError(f"no run {run_id} in the store")
         if store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
-        spec = _with_seed(spec, store.header(run_id))
+        spec = _with_seed(spec, header)
+        if spec.system_prompt is None and header.system_prompt is not None:
+            spec = dataclasses.replace(spec, system_prompt=header.system_prompt)  # as it began
         started = self.clock.monotonic()
         live = LiveEffects(run_id, model, self.clock, started, Redactor(spec.credentials.values()))
         outputs = store.outputs(run_id)
@@ -271,9 +278,12 @@ class Engine(Planning, Acting):
         # Building events nobody will see is the costliest part of logging: ask once per run.
         enabled = getattr(run.log, "is_enabled_for", None)
         run.logging = enabled(logging.INFO) if callable(enabled) else True
-        run.transcript.append(SystemMessage(text=SYSTEM_PROMPT))
+        run.transcript.append(SystemMessage(text=self._prompt(spec)))
         run.transcript.append(UserMessage(text=spec.task))
         return run
+
+    def _prompt(self, spec: RunSpec) -> str:
+        return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
 
     def _header(self, run: RunState, model: ModelIdentity | None = None) -> RunHeader:
         spec = run.spec
@@ -290,8 +300,8 @@ class Engine(Planning, Acting):
             limits=_limits_json(spec.limits),
             policy=self._policy_json,
             seed=run.seed,
-            fixture=spec.fixture,
-            world=dict(spec.world),
+            annotations=to_jsonable_python(dict(spec.annotations)),
+            system_prompt=self._prompt(spec),
             model=model,
         )
 

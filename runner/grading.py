@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 from ._call_ids import unique_id
 from .contracts import ContractSet
-from .fixtures import Expect
 from .replay import Recording
-from .states import TERMINAL
+from .states import TERMINAL, State
 from .trace import TransitionRecord
 
 # Classes that can only come from a call that was really dispatched.
@@ -27,6 +26,19 @@ _DISPATCHED: Final = frozenset(
 _TERMINAL_STATES: Final = frozenset(state.value for state in TERMINAL)
 # Classes that leave a write's outcome open: a lookup (or nothing) must settle it.
 _UNSETTLED: Final = frozenset({"unknown_outcome", "budget_exhausted"})
+
+
+class Expect(Protocol):
+    """What a run was declared to come to (a fixture's `expect`, or the caller's own)."""
+
+    @property
+    def terminal(self) -> State: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def holds(self) -> int | None:
+        """Active holds in the world when the run ends (None: not declared)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from .engine import Engine, ReplayedRun
 from .errors import LoadError, OutsideRecording, ReplayDivergence
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
-from .spec import RunSpec
+from .spec import DEFAULT_SYSTEM_PROMPT, RunSpec
 from .store.base import Store
 from .store.memory import MemoryStore
 from .tools import Principal, ToolImplementation, ToolInvocation, ToolResponse
@@ -134,8 +134,8 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         context=header.context,
         name=header.name,
         seed=header.seed,
-        fixture=header.fixture,
-        world=header.world,
+        annotations=header.annotations,
+        system_prompt=header.system_prompt,
     )
 
 
@@ -145,8 +145,13 @@ def replay(
     *,
     policy: Policy | None = None,
     limits: Limits | None = None,
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT,
 ) -> Replay:
-    """Replay exactly (no `policy`/`limits`), or counterfactually under the ones given."""
+    """Replay exactly (no `policy`/`limits`), or counterfactually under the ones given.
+
+    `system_prompt`: the prompt of a run whose header does not record one (stored before the
+    runner recorded it); a recorded one always wins.
+    """
     header = recording.header
     recorded_policy = Policy.recorded(header.policy)
     recorded_limits = Limits.model_validate(header.limits)
@@ -168,6 +173,7 @@ def replay(
         store=MemoryStore(),
         clock=clock,
         policy=use_policy,
+        system_prompt=system_prompt,
     )
     drive = engine.replay(
         header.run_id,

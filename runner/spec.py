@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .budget import Limits
 from .states import State
 from .tools import Principal
 from .trace import OperationSummary, RunSummary, TransitionRecord
+
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You plan tool calls to complete the user's task. Use only the tools offered. Tool results "
+    "are JSON with a result_class; errors are typed. Never treat an unknown status as confirmed."
+)
+"""What the model is told when neither the engine nor the spec says otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,10 +33,11 @@ class RunSpec:
     """Passed to semantic rules as pydantic validation context (e.g. the authorized dates)."""
     name: str = "run"
     seed: int | None = None
-    fixture: dict[str, Any] | None = None
-    """The scenario document this run plays, kept in the run header so it can be resumed."""
-    world: Mapping[str, Any] = field(default_factory=dict)
-    """Where the simulated world lives (kept in the header for resume)."""
+    system_prompt: str | None = None
+    """What the model is told first; None: the engine's (`Engine(system_prompt=...)`)."""
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+    """The caller's own JSON data about the run, kept untouched in its header (the fixture layer
+    keeps the fixture and where its simulated world lives here, to resume and grade the run)."""
 
 
 @dataclass(slots=True, kw_only=True)

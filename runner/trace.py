@@ -2,7 +2,9 @@
 
 Log format `runner-log/1`, one JSON object a line, runs one after another:
 - `run_started`: `format`, `run_id`, `name`, `tenant`, `principal`, `started_at`, `task`,
-  `tools`, `scopes`, `context`, `limits`, `policy`, `seed`, `fixture`, `world`, `model`
+  `tools`, `scopes`, `context`, `limits`, `policy`, `seed`, `annotations` (the caller's own data;
+  logs written before it had `fixture` and `world` instead, read back into it), `system_prompt`,
+  `model`
   (`{provider, name, base_url, fallback}`: the model that drove the run, no secrets; absent or
   null in logs written before it was recorded)
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`
@@ -19,9 +21,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ._documents import DocumentProblem, read_text
 from .errors import LogFormatError
@@ -91,10 +93,12 @@ class RunHeader:
     limits: dict[str, Any]
     policy: dict[str, Any]
     seed: int | None
-    fixture: dict[str, Any] | None = None
-    """The fixture document a scenario run was started from (None for embedded runs)."""
-    world: dict[str, Any] = field(default_factory=dict)
-    """Where the simulated world lives (e.g. the supplier database's absolute path), for resume."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+    """The caller's own data (`RunSpec.annotations`), e.g. the fixture a scenario run plays and
+    where its simulated world lives."""
+    system_prompt: str | None = None
+    """What the model was told first (replay needs it: the transcript's digest covers it). None:
+    a run stored before the runner recorded it."""
     model: ModelIdentity | None = None
     """The model that drove the run, so a resume continues with it (None: not recorded, a run
     stored before the runner recorded it)."""
@@ -126,7 +130,24 @@ class RunSummary:
     """The cumulative prefill had no tool result been truncated (estimated for elided text)."""
 
 
-HEADER_ADAPTER: TypeAdapter[RunHeader] = TypeAdapter(RunHeader)
+def _older_header(data: Any) -> Any:
+    """A header stored before `annotations` kept the fixture layer's `fixture` and `world` as
+    fields of their own: they are read into `annotations`, so older runs still resume and grade."""
+    if not isinstance(data, dict) or not {"fixture", "world"} & data.keys():
+        return data
+    data = dict(data)
+    fixture, world = data.pop("fixture", None), data.pop("world", None)
+    annotations = data.get("annotations", {})
+    if isinstance(annotations, dict):
+        moved = {"fixture": fixture} if fixture is not None else {}
+        moved |= {"world": world} if world else {}
+        data["annotations"] = moved | annotations
+    return data
+
+
+HEADER_ADAPTER: TypeAdapter[RunHeader] = TypeAdapter(
+    Annotated[RunHeader, BeforeValidator(_older_header)]
+)
 SUMMARY_ADAPTER: TypeAdapter[RunSummary] = TypeAdapter(RunSummary)
 RECORD_ADAPTER: TypeAdapter[TransitionRecord] = TypeAdapter(TransitionRecord)
 

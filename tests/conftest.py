@@ -1,21 +1,70 @@
-"""Shared test setup: no network, the repository's contracts, and a fixture builder."""
+"""Shared test setup: no network, nothing written into the checkout, the travel contracts, and a
+fixture builder."""
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
-from runner.contracts import ContractSet, load_default_contracts
-from runner.fixtures import Fixture
+from runner.contracts import ContractSet
+from runner.travel import load_travel_contracts
+from runner.travel.fixtures import Fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
+
+# Hypothesis keeps its caches in `./.hypothesis`, inside the checkout: they go to the system's temp
+# folder instead, and there is no example database (a failure prints its example and seed, which
+# reproduce it).
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "runner-tests-hypothesis")
+settings.register_profile("runner", database=None)
+settings.load_profile("runner")
+
+_SCRATCH = frozenset(
+    {".git", ".venv", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "build"}
+)
+"""What the tools around the tests keep in the checkout (all ignored by git), not the tests."""
+
+
+def _checkout_files() -> set[Path]:
+    found: set[Path] = set()
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [
+            name for name in subfolders if name not in _SCRATCH and not name.endswith(".egg-info")
+        ]
+        found.update(Path(folder, name) for name in files)
+    return found
+
+
+_BEFORE = _checkout_files()
+"""Taken when this file is imported: before collection, which may write too."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_written_into_the_checkout() -> Iterator[None]:
+    """No test leaves a file in the working tree (a `./runs.sqlite`, a log, a world, a cache)."""
+    yield
+    new = sorted(str(path.relative_to(ROOT)) for path in _checkout_files() - _BEFORE)
+    assert not new, f"tests wrote into the checkout: {', '.join(new)}"
+
+
+@pytest.fixture(autouse=True)
+def _run_from_elsewhere(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every test runs in a scratch directory, so a default path (`runs.sqlite`, `--log x.jsonl`)
+    lands there and never in the user's checkout."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +89,7 @@ def _quiet_logging() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def contracts() -> ContractSet:
-    return load_default_contracts()
+    return load_travel_contracts()
 
 
 FLIGHT_ARGS: dict[str, Any] = {

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from runner import log
-from runner.contracts import load_default_contracts
-from runner.fixtures import collect_fixture_paths, load_fixture
 from runner.models.base import ModelReply, ToolCall
 from runner.models.scripted import ScriptedModel
-from runner.scenario import run_fixture
 from runner.store import MemoryStore
+from runner.travel import load_travel_contracts
+from runner.travel.fixtures import collect_fixture_paths, load_fixture
+from runner.travel.scenario import run_fixture
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "data" / "llm"
@@ -149,7 +149,7 @@ class _Capturing:
 
 
 def fixture_replies() -> dict[str, list[ModelReply]]:
-    contracts = load_default_contracts()
+    contracts = load_travel_contracts()
     found = {}
     for path in collect_fixture_paths([FIXTURES]):
         fixture = load_fixture(path, contracts)

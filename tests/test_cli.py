@@ -99,10 +99,8 @@ def test_log_file_is_written_and_reads_back(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = tmp_path / "runs.jsonl"
-    assert (
-        main(["run", str(FIXTURES / "parallel_calls.yaml"), "--repeat", "2", "--log", str(log)])
-        == 0
-    )
+    argv = ["run", str(FIXTURES / "parallel_calls.yaml"), "--repeat", "2", "--log", str(log)]
+    assert main([*argv, "--db", str(tmp_path / "runs.sqlite")]) == 0
     runs = read_log(log)
     assert len(runs) == 2
     assert all(run.summary is not None and run.summary.terminal == "complete" for run in runs)
@@ -144,17 +142,18 @@ def test_seed_changes_jitter_but_not_outcomes(
     assert waits[0] != waits[1]
 
 
-def test_module_entry_point_runs_as_a_subprocess() -> None:
+def test_module_entry_point_runs_as_a_subprocess(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "runner", "run", str(FIXTURES / "access_denied.yaml"), "--json"],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=tmp_path,
         check=False,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["terminal"] == "escalate"
+    assert (tmp_path / "runs.sqlite").is_file()  # the default store: where it was run, not the repo
 
 
 def test_show_and_runs_read_the_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

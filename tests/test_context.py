@@ -11,9 +11,9 @@ import pytest
 from runner._render import render_for_model
 from runner.cli import main
 from runner.contracts import ContractSet
-from runner.fixtures import load_fixture
 from runner.models.scripted import ScriptedModel
 from runner.transcript import render_json
+from runner.travel.fixtures import load_fixture
 
 from .conftest import FIXTURES
 from .test_engine import RecordingModel, drive

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from runner.contracts import ContractSet, load_contracts, load_default_contracts
+from runner.contracts import ContractSet, load_contracts
 from runner.errors import ContractError
-from runner.travel import SEMANTIC_RULES, TaskConstraints
+from runner.travel import SEMANTIC_RULES, TaskConstraints, load_travel_contracts
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK, ROOT
 
@@ -150,7 +150,7 @@ def test_name_must_match_file(tmp_path: Path) -> None:
 
 
 def test_contracts_are_compiled_once_per_process() -> None:
-    assert load_default_contracts() is load_default_contracts()
+    assert load_travel_contracts() is load_travel_contracts()
 
 
 # Issue 17: validation that keeps its word.

@@ -14,13 +14,13 @@ import pytest
 from runner.budget import Limits
 from runner.cli import main
 from runner.contracts import ContractSet
-from runner.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.policy import Backoff, Policy
 from runner.replay import Recording, Replay, describe, replay
-from runner.scenario import ScenarioRun, run_fixture
 from runner.spec import RunResult
 from runner.store.memory import MemoryStore
 from runner.trace import states_visited
+from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
+from runner.travel.scenario import ScenarioRun, run_fixture
 
 from .conftest import FIXTURES
 

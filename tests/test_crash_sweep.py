@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.contracts import load_default_contracts
-from runner.fixtures import load_fixture
 from runner.store import SqliteStore
-from runner.supplier import SupplierDatabase
+from runner.travel import load_travel_contracts
+from runner.travel.fixtures import load_fixture
+from runner.travel.supplier import SupplierDatabase
 
 from .conftest import FIXTURES
 
@@ -120,7 +120,7 @@ def _check(
 
 
 def _sweep(path: Path, workdir: Path, variant: Variant = Variant()) -> Sweep:
-    fixture = load_fixture(path, load_default_contracts())
+    fixture = load_fixture(path, load_travel_contracts())
     assert fixture.expect is not None and fixture.expect.holds is not None
     sweep = Sweep(fixture=fixture.name)
     point = variant.first

@@ -14,12 +14,12 @@ from runner.budget import Limits
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.environment import ScriptedEnvironment
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.models.scripted import ScriptedModel
-from runner.scenario import run_fixture, spec_for
 from runner.store import MemoryStore
 from runner.transcript import ToolResultMessage, Transcript
+from runner.travel.environment import ScriptedEnvironment
+from runner.travel.scenario import run_fixture, spec_for
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK, make_fixture
 

@@ -10,13 +10,13 @@ import pytest
 
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
-from runner.environment import HoldRoom
-from runner.fixtures import load_fixture
-from runner.scenario import resume_fixture, run_fixture
 from runner.sim import naive_policy
 from runner.store import MemoryStore, SqliteStore
-from runner.supplier import SupplierDatabase
 from runner.tools import Principal, ToolInvocation
+from runner.travel.environment import HoldRoom
+from runner.travel.fixtures import load_fixture
+from runner.travel.scenario import resume_fixture, run_fixture
+from runner.travel.supplier import SupplierDatabase
 
 from .conftest import FIXTURES
 

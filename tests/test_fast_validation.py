@@ -29,12 +29,12 @@ from runner._formats import ASSERTED_FORMATS
 from runner.contracts import (
     CompiledContract,
     fast_validator,
-    load_default_contracts,
     reference_validator,
 )
+from runner.travel import load_travel_contracts
 
 CONTRACTS: list[CompiledContract] = [
-    *load_default_contracts().values(),
+    *load_travel_contracts().values(),
     *bench_contracts().values(),
 ]
 CASES = [
@@ -179,7 +179,7 @@ def test_every_edge_string_in_every_string_slot(contract: CompiledContract, side
 
 
 def test_non_finite_numbers_fall_back_to_the_reference() -> None:
-    contract = load_default_contracts()["search_flights"]
+    contract = load_travel_contracts()["search_flights"]
     payload = {
         "status": "ok",
         "options": [

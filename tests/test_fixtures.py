@@ -4,7 +4,7 @@ import pytest
 
 from runner.contracts import ContractSet
 from runner.errors import FixtureError
-from runner.fixtures import collect_fixture_paths, load_fixture, parse_fixture
+from runner.travel.fixtures import collect_fixture_paths, load_fixture, parse_fixture
 
 from .conftest import FIXTURES
 

@@ -11,11 +11,11 @@ import pytest
 
 from runner.cli import main
 from runner.contracts import ContractSet
-from runner.fixtures import load_fixture
 from runner.grading import TRAJECTORY_CHECKS, grade
 from runner.replay import Recording
-from runner.scenario import run_fixture
 from runner.store import SqliteStore
+from runner.travel.fixtures import load_fixture
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES
 

@@ -14,13 +14,13 @@ import pytest
 from runner.cli import main
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from runner.grading import grade
 from runner.machine import Decision
 from runner.policy import DEFAULT_DECISIONS, Policy
 from runner.replay import Recording
-from runner.scenario import run_fixture
 from runner.store import SqliteStore
+from runner.travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES
 

@@ -18,11 +18,12 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from runner.contracts import ContractSet, load_default_contracts
+from runner.contracts import ContractSet
 from runner.models.base import ModelReply, TokenUsage, ToolCall
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
 from runner.tools import ToolResponse
+from runner.travel import load_travel_contracts
 
 from .conftest import FLIGHT_ARGS
 from .hostile import (
@@ -42,7 +43,7 @@ from .hostile import (
 EXAMPLES = 250
 """Examples per property (4 properties: about 1,000 runs in all)."""
 
-CONTRACTS: ContractSet = load_default_contracts()
+CONTRACTS: ContractSet = load_travel_contracts()
 
 # Text: anything Python's str holds, lone surrogates and control characters included.
 surrogates = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)

@@ -7,8 +7,8 @@ from freezegun import freeze_time
 
 from runner import log
 from runner.contracts import ContractSet
-from runner.scenario import run_fixture
 from runner.store import MemoryStore
+from runner.travel.scenario import run_fixture
 
 from .conftest import make_fixture
 

@@ -11,16 +11,16 @@ import structlog
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.fixtures import load_fixture
 from runner.models.base import ModelRejected
 from runner.models.scripted import ScriptedModel, ScriptedTurn
 from runner.redaction import Redactor
 from runner.replay import Recording, describe, replay
-from runner.scenario import run_fixture
 from runner.spec import RunSpec
 from runner.store import FanoutStore, JsonlLog, SqliteStore
 from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
 from runner.tracing import REDACTED, ToolSpan
+from runner.travel.fixtures import load_fixture
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES
 

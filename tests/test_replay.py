@@ -11,12 +11,12 @@ import pytest
 from runner.budget import Limits
 from runner.cli import main
 from runner.contracts import ContractSet
-from runner.fixtures import collect_fixture_paths, load_fixture
 from runner.recording import Responded
 from runner.replay import Recording, describe, replay
-from runner.scenario import run_fixture
 from runner.sim import naive_policy
 from runner.store import FanoutStore, JsonlLog, SqliteStore
+from runner.travel.fixtures import collect_fixture_paths, load_fixture
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES
 

@@ -12,11 +12,11 @@ import pytest
 
 from runner.cli import main
 from runner.contracts import ContractSet
-from runner.fixtures import load_fixture
 from runner.replay import Recording, describe, replay
-from runner.scenario import run_fixture
 from runner.store import SqliteStore
 from runner.trace import OperationSummary
+from runner.travel.fixtures import load_fixture
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES
 

@@ -18,7 +18,7 @@ import pytest
 from runner.cli import main
 from runner.errors import StoreError
 from runner.store import SqliteStore
-from runner.supplier import SupplierDatabase, locate
+from runner.travel.supplier import SupplierDatabase, locate
 
 from .conftest import FIXTURES
 from .llm_server import RecordedLLMServer, load_recordings

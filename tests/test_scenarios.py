@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from runner.contracts import ContractSet
-from runner.fixtures import collect_fixture_paths, load_fixture
-from runner.scenario import run_fixture
 from runner.states import TERMINAL
 from runner.store import MemoryStore
+from runner.travel.fixtures import collect_fixture_paths, load_fixture
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES
 

@@ -12,8 +12,8 @@ import structlog
 from runner._logging import run_logger
 from runner.cli import main
 from runner.contracts import ContractSet
-from runner.scenario import run_fixture
 from runner.store import MemoryStore
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES, make_fixture
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.supplier import PayloadMismatch, SupplierDatabase
+from runner.travel.supplier import PayloadMismatch, SupplierDatabase
 
 NOW = datetime(2027, 3, 1, 9, tzinfo=UTC)
 PAYLOAD = {"hotel_id": "H-SHIBA", "check_in": "2027-04-02", "check_out": "2027-04-06"}

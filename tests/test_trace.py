@@ -6,9 +6,9 @@ import pytest
 
 from runner.contracts import ContractSet
 from runner.errors import LogFormatError
-from runner.scenario import run_fixture
 from runner.store import FanoutStore, JsonlLog, MemoryStore
 from runner.trace import read_log
+from runner.travel.scenario import run_fixture
 
 from .conftest import make_fixture
 

@@ -19,17 +19,17 @@ from hypothesis import strategies as st
 
 from runner._call_ids import unique_calls
 from runner.cli import main
-from runner.contracts import ContractSet, default_contracts_dir, load_contracts
-from runner.fixtures import load_fixture
+from runner.contracts import ContractSet, load_contracts
 from runner.grading import grade
 from runner.machine import Decision
 from runner.models.base import ToolCall
 from runner.policy import DEFAULT_DECISIONS, Policy
 from runner.replay import Recording, replay
-from runner.scenario import run_fixture
 from runner.sim import naive_policy
 from runner.store import MemoryStore, SqliteStore
-from runner.travel import SEMANTIC_RULES
+from runner.travel import SEMANTIC_RULES, contracts_dir
+from runner.travel.fixtures import load_fixture
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK, make_fixture
 
@@ -138,7 +138,7 @@ def test_repeated_call_ids_are_made_unique_in_a_reply_and_across_turns(
 
 def _contracts_without_duplicate_suppression(tmp_path: Path) -> ContractSet:
     folder = tmp_path / "contracts"
-    shutil.copytree(default_contracts_dir(), folder)
+    shutil.copytree(contracts_dir(), folder)
     hold = json.loads((folder / "hold_room.json").read_text())
     hold["suppresses_duplicates"] = False
     (folder / "hold_room.json").write_text(json.dumps(hold))

@@ -12,9 +12,9 @@ import pytest
 
 from runner.budget import Limits
 from runner.contracts import ContractSet
-from runner.scenario import ScenarioRun, run_fixture
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
+from runner.travel.scenario import ScenarioRun, run_fixture
 
 from ..conftest import make_fixture
 from ..llm_recordings import error

@@ -11,14 +11,14 @@ import pytest
 
 from runner.contracts import ContractSet
 from runner.errors import ResumeRefused
-from runner.fixtures import load_fixture
 from runner.models.anthropic import AnthropicModel
 from runner.models.identity import ModelIdentity, identity_of, model_for_resume, redact_url
 from runner.models.openai import OpenAIChatModel
 from runner.models.scripted import ScriptedModel
-from runner.scenario import run_fixture
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.trace import read_log
+from runner.travel.fixtures import load_fixture
+from runner.travel.scenario import run_fixture
 
 from ..conftest import FIXTURES
 from ..llm_server import RecordedLLMServer

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from runner.contracts import ContractSet
-from runner.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.models.anthropic import AnthropicModel
 from runner.models.openai import OpenAIChatModel
-from runner.scenario import ScenarioRun, run_fixture
 from runner.store import MemoryStore
+from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
+from runner.travel.scenario import ScenarioRun, run_fixture
 
 from ..conftest import FIXTURES, make_fixture
 from ..llm_server import RecordedLLMServer, load_recordings

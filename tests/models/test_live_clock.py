@@ -16,10 +16,10 @@ import yaml
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.environment import ScriptedEnvironment
 from runner.replay import Recording, describe, replay
-from runner.scenario import run_fixture, spec_for
 from runner.store import MemoryStore, SqliteStore
+from runner.travel.environment import ScriptedEnvironment
+from runner.travel.scenario import run_fixture, spec_for
 
 from ..conftest import FIXTURES, make_fixture
 from ..llm_recordings import error

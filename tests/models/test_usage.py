@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.environment import ScriptedEnvironment
 from runner.models._usage import MAX_REPORTED_TOKENS, checked_usage
 from runner.models.base import ModelReply, TokenUsage, ToolChoice, ToolSpec
-from runner.scenario import spec_for
 from runner.store import MemoryStore
 from runner.transcript import SystemMessage, Transcript, UserMessage
+from runner.travel.environment import ScriptedEnvironment
+from runner.travel.scenario import spec_for
 
 from ..conftest import make_fixture
 

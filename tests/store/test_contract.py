@@ -39,8 +39,7 @@ def header(run_id: str = "r1") -> RunHeader:
         limits={"max_attempts": 8},
         policy={"name": "default"},
         seed=0,
-        fixture={"name": "fixture"},
-        world={"supplier_db": "/tmp/x"},
+        annotations={"fixture": {"name": "fixture"}, "world": {"supplier_db": "/tmp/x"}},
     )
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from runner.contracts import ContractSet
 from runner.errors import StoreError
-from runner.fixtures import load_fixture
-from runner.scenario import resume_fixture, run_fixture
 from runner.store import SqliteStore
+from runner.travel.fixtures import load_fixture
+from runner.travel.scenario import resume_fixture, run_fixture
 
 from ..conftest import FIXTURES
 

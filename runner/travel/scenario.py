@@ -5,7 +5,8 @@ fixture's clock start does not apply), so the deadline bounds the real requests 
 really happens; the simulated tools then answer at once (see `InstantLatency`).
 
 Also resumes a fixture run that was killed: everything needed (the fixture, policy, seed, where the
-supplier database lives, which model drove it) is in the run's header.
+supplier database lives, which model drove it) is in the run's header; the fixture and its world
+are kept in the header's `annotations` (older headers had them as fields; they are read back there).
 """
 
 from __future__ import annotations
@@ -21,22 +22,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .clock import Clock, FakeClock, InstantLatency, SystemClock
-from .contracts import ContractSet
-from .engine import Engine
+from ..clock import Clock, FakeClock, InstantLatency, SystemClock
+from ..contracts import ContractSet
+from ..engine import Engine
+from ..errors import ResumeRefused, StoreCorrupt, StoreError
+from ..models.base import ModelAdapter
+from ..models.identity import model_for_resume
+from ..models.scripted import ScriptedModel
+from ..policy import Policy
+from ..spec import RunResult, RunSpec
+from ..states import State
+from ..store.base import Store
+from ..tools import Principal
+from ..trace import RunHeader, states_visited
 from .environment import HoldRoom, LookupHold, ScriptedEnvironment
-from .errors import ResumeRefused, StoreCorrupt, StoreError
 from .fixtures import Expect, Fixture
-from .models.base import ModelAdapter
-from .models.identity import model_for_resume
-from .models.scripted import ScriptedModel
-from .policy import Policy
-from .spec import RunResult, RunSpec
-from .states import State
-from .store.base import Store
+from .prompt import SYSTEM_PROMPT
 from .supplier import SupplierDatabase, locate
-from .tools import Principal
-from .trace import states_visited
 
 SUPPLIER_TOOLS = frozenset({HoldRoom.name, LookupHold.name})
 
@@ -67,9 +69,24 @@ def spec_for(fixture: Fixture, seed: int | None, world: dict[str, Any] | None = 
         context={"task": fixture.constraints},
         name=fixture.name,
         seed=seed,
-        fixture=fixture.model_dump(mode="json", exclude_unset=True),
-        world=world or {},
+        system_prompt=SYSTEM_PROMPT,
+        annotations={
+            "fixture": fixture.model_dump(mode="json", exclude_unset=True),
+            "world": world or {},
+        },
     )
+
+
+def stored_fixture(header: RunHeader) -> dict[str, Any] | None:
+    """The fixture document a stored run was started from (None: not a fixture run)."""
+    document = header.annotations.get("fixture")
+    return document if isinstance(document, dict) else None
+
+
+def stored_world(header: RunHeader) -> dict[str, Any]:
+    """Where a stored fixture run's simulated world lives (e.g. `supplier_db`)."""
+    world = header.annotations.get("world")
+    return world if isinstance(world, dict) else {}
 
 
 def _open_supplier(fixture: Fixture, world_dir: Path | None) -> SupplierDatabase | None:
@@ -128,10 +145,11 @@ def resume_fixture(
     header = store.header(run_id)
     if header is None:
         raise StoreError(f"no run {run_id} in the store")
-    if header.fixture is None:
+    document = stored_fixture(header)
+    if document is None:
         raise StoreError(f"run {run_id} was not started from a fixture; it cannot be resumed here")
     try:
-        fixture = Fixture.model_validate(header.fixture)
+        fixture = Fixture.model_validate(document)
         policy = Policy.recorded(header.policy)
     except ValidationError as exc:
         raise StoreCorrupt(
@@ -139,9 +157,10 @@ def resume_fixture(
         ) from exc
     replied_live = any(turn.model_state is None for turn in store.turns(run_id))
     live = model_for_resume(run_id, header.model, model, replied_live=replied_live)
-    supplier = _reopen_supplier(run_id, header.world.get("supplier_db"), store_dir)
+    world = stored_world(header)
+    supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
     consumed = Counter(output.tool for output in store.outputs(run_id))
-    spec = spec_for(fixture, header.seed, header.world)
+    spec = spec_for(fixture, header.seed, world)
     return _play(
         fixture,
         contracts=contracts,

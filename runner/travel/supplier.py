@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from .errors import StoreError
-from .store._sqlite_base import open_database, transaction
+from ..errors import StoreError
+from ..store._sqlite_base import open_database, transaction
 
 MIGRATIONS: Final[tuple[str, ...]] = (
     """

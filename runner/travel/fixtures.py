@@ -23,14 +23,14 @@ from pydantic import (
     model_validator,
 )
 
-from ._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
-from .budget import Limits
-from .contracts import ContractSet
-from .errors import FixtureError
-from .models.scripted import ScriptedTurn
-from .observations import RESULT_CLASSES
-from .states import State
-from .travel import TaskConstraints
+from .._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
+from ..budget import Limits
+from ..contracts import ContractSet
+from ..errors import FixtureError
+from ..models.scripted import ScriptedTurn
+from ..observations import RESULT_CLASSES
+from ..states import State
+from .rules import TaskConstraints
 
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -11,10 +11,10 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .clock import Clock
+from ..clock import Clock
+from ..tools import ToolImplementation, ToolInvocation, ToolResponse
 from .fixtures import ToolOutcome
 from .supplier import PayloadMismatch, SupplierDatabase
-from .tools import ToolImplementation, ToolInvocation, ToolResponse
 
 
 class ScriptExhausted(RuntimeError):
