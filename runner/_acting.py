@@ -6,7 +6,7 @@ every call its one result in the transcript.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final
+from typing import Final, assert_never
 
 from . import budget as bounds
 from ._admission import admit, admit_lookup, refuse_duplicate
@@ -24,20 +24,21 @@ from .observations import (
     BudgetExhausted,
     OutcomeUnknown,
     RepeatRefused,
+    ResultMalformed,
     ToolFailedPermanently,
     ToolFailedTransiently,
     ToolFoundNothing,
     ToolObservation,
+    ToolRateLimited,
     ToolSucceeded,
+    ToolUnknown,
     WriteNotApplied,
 )
 from .operations import OperationStatus
 from .policy import retry_delay
+from .result_classes import CLASSES
 from .tools import ToolResponse
 from .tracing import ToolSpan, summarize
-
-# Which outcomes settle a call for good: the same call again would bring no new information.
-_SETTLING: Final = frozenset({"ok", "empty", "permanent", "malformed_result"})
 
 # When several calls in one batch decide differently, the run follows the strongest.
 _PRECEDENCE: Final[dict[Decision, int]] = {
@@ -63,10 +64,19 @@ def _why(observation: ToolObservation) -> str | None:
             return reason
         case OutcomeUnknown(reason=reason):
             return reason
-        case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=True):
-            return f"duplicate of {first} in the same reply ({kind})"
-        case _:
+        case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=same_reply):
+            return f"duplicate of {first} in the same reply ({kind})" if same_reply else None
+        case (
+            ToolSucceeded()
+            | ToolFoundNothing()
+            | ToolRateLimited()
+            | ResultMalformed()
+            | ToolUnknown()
+            | WriteNotApplied()
+        ):
             return None
+        case unreachable:
+            assert_never(unreachable)
 
 
 class Acting(EngineCore):
@@ -173,12 +183,14 @@ class Acting(EngineCore):
         key = slot.operation_key
         if key is None:
             return
-        if isinstance(observation, ToolSucceeded | ToolFoundNothing):
-            status, result = OperationStatus.COMMITTED, observation.result
-        elif isinstance(observation, OutcomeUnknown | BudgetExhausted):
+        status = CLASSES[observation.kind].write_status
+        if status is None:
             return  # still pending: a lookup (or the run's end) settles it
-        else:
-            status, result = OperationStatus.FAILED, None
+        result = (
+            observation.result
+            if isinstance(observation, ToolSucceeded | ToolFoundNothing)
+            else None
+        )
         self.runtime.store.settle(key, status, result)
         run.operations[key] = (slot.call.name, status)
 
@@ -341,5 +353,5 @@ class Acting(EngineCore):
                 }
             )
         slot.answered = observation.kind
-        if observation.kind in _SETTLING and slot.fingerprint is not None:
+        if CLASSES[observation.kind].settles_call and slot.fingerprint is not None:
             run.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))

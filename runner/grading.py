@@ -16,17 +16,15 @@ from ._call_ids import unique_id
 from .contracts import ContractSet
 from .fixtures import Expect
 from .replay import Recording
+from .result_classes import DISPATCHED, LEAVES_WRITE_OPEN
 from .states import TERMINAL
 from .trace import TransitionRecord
 
 # Classes that can only come from a call that was really dispatched.
-_DISPATCHED: Final = frozenset(
-    {"ok", "empty", "rate_limited", "transient", "malformed_result", "unknown_outcome",
-     "not_applied"}
-)  # fmt: skip
+_DISPATCHED: Final[frozenset[str]] = DISPATCHED
 _TERMINAL_STATES: Final = frozenset(state.value for state in TERMINAL)
 # Classes that leave a write's outcome open: a lookup (or nothing) must settle it.
-_UNSETTLED: Final = frozenset({"unknown_outcome", "budget_exhausted"})
+_UNSETTLED: Final[frozenset[str]] = LEAVES_WRITE_OPEN
 
 
 @dataclass(frozen=True, slots=True)
