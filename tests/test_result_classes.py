@@ -22,11 +22,11 @@ def test_the_policy_tables_are_derived_from_the_registry() -> None:
 
 
 def test_derived_sets_say_what_grading_relied_on() -> None:
-    assert DISPATCHED == {
+    assert {
         "ok", "empty", "rate_limited", "transient", "malformed_result", "unknown_outcome",
         "not_applied",
-    }  # fmt: skip
-    assert LEAVES_WRITE_OPEN == {"unknown_outcome", "budget_exhausted"}
+    } == DISPATCHED  # fmt: skip
+    assert {"unknown_outcome", "budget_exhausted"} == LEAVES_WRITE_OPEN
     assert {k for k, f in CLASSES.items() if f.settles_call} == {
         "ok", "empty", "permanent", "malformed_result"
     }  # fmt: skip
