@@ -6,77 +6,27 @@ every call its one result in the transcript.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final, assert_never
 
 from . import budget as bounds
 from ._admission import admit, admit_lookup, refuse_duplicate
 from ._core import EngineCore
-from ._decisions import ENDING, decide
 from ._render import model_view, render_for_model
 from ._state import Current, RunState, Slot
-from .budget import Bound
 from .classifier import classify
+from .decide import Facts, Verdict, decide, why
 from .machine import Decision, Trigger
 from .machine import decide as trigger_for
 from .observations import (
-    AccessDenied,
-    ArgumentsRejected,
-    BudgetExhausted,
     OutcomeUnknown,
-    RepeatRefused,
-    ResultMalformed,
-    ToolFailedPermanently,
-    ToolFailedTransiently,
     ToolFoundNothing,
     ToolObservation,
-    ToolRateLimited,
     ToolSucceeded,
-    ToolUnknown,
     WriteNotApplied,
 )
 from .operations import OperationStatus
-from .policy import retry_delay
 from .result_classes import CLASSES
 from .tools import ToolResponse
 from .tracing import ToolSpan, summarize
-
-# When several calls in one batch decide differently, the run follows the strongest.
-_PRECEDENCE: Final[dict[Decision, int]] = {
-    Decision.CONTINUE: 0,
-    Decision.BACK_TO_MODEL: 1,
-    Decision.FINAL_ANSWER: 2,
-    Decision.ABSTAIN: 3,
-    Decision.ESCALATE: 4,
-    Decision.UNKNOWN: 5,
-}
-
-
-def _why(observation: ToolObservation) -> str | None:
-    """A short, secret-free reason for the log where the class alone does not say enough."""
-    match observation:
-        case ArgumentsRejected(field=field, reason=reason):
-            return f"{field}: {reason}" if field else reason
-        case AccessDenied(source=source):
-            return f"denied by {source}"
-        case BudgetExhausted(bound=bound):
-            return bound.value
-        case ToolFailedPermanently(reason=reason) | ToolFailedTransiently(reason=reason):
-            return reason
-        case OutcomeUnknown(reason=reason):
-            return reason
-        case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=same_reply):
-            return f"duplicate of {first} in the same reply ({kind})" if same_reply else None
-        case (
-            ToolSucceeded()
-            | ToolFoundNothing()
-            | ToolRateLimited()
-            | ResultMalformed()
-            | ToolUnknown()
-            | WriteNotApplied()
-        ):
-            return None
-        case unreachable:
-            assert_never(unreachable)
 
 
 class Acting(EngineCore):
@@ -109,21 +59,24 @@ class Acting(EngineCore):
             observation = self._classify(run, slot, outcome)
         slot.observation = None
         self._settle_operation(run, slot, observation)
-        decision = decide(runtime.policy, run, slot, observation)
-        run.current = Current(
-            slot=slot, observation=observation, decision=decision, latency_ms=latency
-        )
+        verdict = decide(runtime.policy, observation, self._facts(run, slot), runtime.rng)
+        tool = slot.call.name
+        if observation.kind == "invalid_arguments":
+            run.invalid_streak[tool] = run.invalid_streak.get(tool, 0) + 1
+        elif slot.validated:
+            run.invalid_streak.pop(tool, None)
+        run.current = Current(slot=slot, verdict=verdict, latency_ms=latency)
         self._move(
             run,
             Trigger.CLASSIFY,
-            tool=slot.call.name,
+            tool=tool,
             call_id=slot.call.id,
             args=slot.call.arguments if slot.validated else None,
             result_class=observation.kind,
-            decision=decision.value,
+            decision=verdict.decision.value,
             latency_ms=latency,
             operation_key=slot.operation_key,
-            reason=_why(observation),
+            reason=verdict.reason,
         )
         self._trace_call(run, slot, observation, latency)
 
@@ -175,7 +128,7 @@ class Acting(EngineCore):
         return OutcomeUnknown(
             call_id=slot.call.id,
             tool=slot.call.name,
-            reason=f"reconciliation inconclusive ({lookup_name}: {_why(found) or found.kind})",
+            reason=f"reconciliation inconclusive ({lookup_name}: {why(found) or found.kind})",
         )
 
     def _settle_operation(self, run: RunState, slot: Slot, observation: ToolObservation) -> None:
@@ -196,124 +149,98 @@ class Acting(EngineCore):
 
     # -- observe --------------------------------------------------------------------------------
 
+    def _facts(self, run: RunState, slot: Slot) -> Facts:
+        """What the decision on `slot`'s outcome needs to know about the run."""
+        limits, usage, clock = run.spec.limits, run.usage, self.clock
+        contract = slot.contract.contract if slot.contract is not None else None
+        now = clock.monotonic()
+        last = len(run.queue) == 1
+        return Facts(
+            call_id=slot.call.id,
+            tool=slot.call.name,
+            retries=slot.retries,
+            corrections=run.invalid_streak.get(slot.call.name, 0),
+            resend_unsafe=contract is not None
+            and contract.side_effect == "write"
+            and not contract.suppresses_duplicates,
+            can_look_up=not slot.reconciled
+            and contract is not None
+            and contract.reconcile_with is not None,
+            operation_key=slot.operation_key,
+            looked_up=slot.reconciled,
+            blocked=bounds.blocks_dispatch(limits, usage, now),
+            now=now,
+            deadline=bounds.deadline(limits, usage),
+            wall=clock.now(),
+            tripped=run.tripped,
+            batch=run.batch,
+            last=last,
+            unsettled=_unsettled(run) if last else None,
+        )
+
     async def _observe(self, run: RunState) -> None:
+        """Carry out the verdict `call` recorded: nothing here decides."""
         assert run.current is not None
         current, run.current = run.current, None
-        slot, observation, decision = current.slot, current.observation, current.decision
-        if decision is Decision.RETRY:
-            decision, observation = await self._retry_or_stop(run, slot, observation)
-            if decision is Decision.RETRY:
-                return
-        elif decision is Decision.RECONCILE:
-            decision, observation = self._reconcile_or_stop(run, slot, observation)
-            if decision is Decision.RECONCILE:
-                return
-        if isinstance(observation, BudgetExhausted):
-            run.tripped = run.tripped or observation.bound
-            if slot.operation_key is not None and not slot.reconciled:
-                decision = Decision.UNKNOWN  # a write we cannot look up is not a partial answer
-        if decision is Decision.UNKNOWN and slot.operation_key is not None:
-            self.runtime.store.settle(slot.operation_key, OperationStatus.UNKNOWN)
-            run.operations[slot.operation_key] = (slot.call.name, OperationStatus.UNKNOWN)
-        self._answer_call(run, slot, observation)
-        if _PRECEDENCE[decision] > _PRECEDENCE[run.pending]:
-            run.pending, run.pending_key = decision, slot.operation_key
-            run.pending_reason = (
-                observation.bound.value
-                if isinstance(observation, BudgetExhausted)
-                else observation.kind
-            )
+        slot, verdict = current.slot, current.verdict
+        if verdict.decision is Decision.RETRY:
+            await self._retry(run, slot, verdict)
+            return
+        if verdict.decision is Decision.RECONCILE:
+            self._reconcile(run, slot)
+            return
+        run.tripped = verdict.tripped
+        if verdict.decision is Decision.UNKNOWN and slot.operation_key is not None:
+            self._mark_unknown(run, slot.operation_key)
+        self._answer_call(run, slot, verdict.shown)
+        run.batch = verdict.batch
         run.queue.popleft()
-        if run.queue:
+        if verdict.exit is None:
             following = run.queue[0].call
             self._move(
                 run,
                 Trigger.NEXT_CALL,
                 tool=following.name,
                 call_id=following.id,
-                decision=decision.value,
+                decision=verdict.decision.value,
             )
             return
-        final = self._unless_unsettled(run, run.pending)
-        ending = final in ENDING
-        if ending:
-            run.reason = run.pending_reason or final.value
-            if final is Decision.UNKNOWN and run.tripped is not None:
-                run.reason = run.tripped.value  # the bound that left the write unresolved
+        exit_ = verdict.exit
+        if exit_.unsettled is not None:
+            self._mark_unknown(run, exit_.unsettled)
+        if exit_.reason is not None:
+            run.reason = exit_.reason
         self._move(
             run,
-            trigger_for(final),
-            decision=final.value,
-            reason=run.reason if ending else None,
-            operation_key=run.pending_key if final is Decision.UNKNOWN else None,
+            trigger_for(exit_.decision),
+            decision=exit_.decision.value,
+            reason=exit_.reason,
+            operation_key=exit_.operation_key,
         )
 
-    def _unless_unsettled(self, run: RunState, final: Decision) -> Decision:
-        """The batch's decision, or `unknown` while a write of this run is still unsettled.
+    def _mark_unknown(self, run: RunState, key: str) -> None:
+        self.runtime.store.settle(key, OperationStatus.UNKNOWN)
+        run.operations[key] = (run.operations[key][0], OperationStatus.UNKNOWN)
 
-        The last guard before `plan`, the only way to `complete`: whatever the policy said, a
-        run that started a write whose outcome it does not know hands over that write's key.
-        """
-        if final is Decision.UNKNOWN:
-            return final
-        for key, (tool, status) in run.operations.items():
-            if status in (OperationStatus.PENDING, OperationStatus.UNKNOWN):
-                self.runtime.store.settle(key, OperationStatus.UNKNOWN)
-                run.operations[key] = (tool, OperationStatus.UNKNOWN)
-                run.pending, run.pending_key = Decision.UNKNOWN, key
-                run.pending_reason = "write_not_settled"
-                return Decision.UNKNOWN
-        return final
-
-    async def _retry_or_stop(
-        self, run: RunState, slot: Slot, observation: ToolObservation
-    ) -> tuple[Decision, ToolObservation]:
-        """Wait and go back to `call`, unless a bound forbids it (checked before the sleep)."""
-        runtime, limits = self.runtime, run.spec.limits
-        wait = retry_delay(
-            runtime.policy, observation, slot.retries + 1, runtime.rng, self.clock.now()
-        )
-        now = self.clock.monotonic()
-        blocked = bounds.blocks_dispatch(limits, run.usage, now)
-        if blocked is None and now + wait >= bounds.deadline(limits, run.usage):
-            blocked = Bound.DEADLINE  # the wait would outlast the deadline: never retry early
-        if blocked is None:
-            await self.clock.sleep(wait)
-            run.waits.append(wait)
-            blocked = bounds.blocks_dispatch(limits, run.usage, self.clock.monotonic())
-        if blocked is None:
-            run.redo = slot
-            self._move(
-                run,
-                Trigger.RETRY,
-                tool=slot.call.name,
-                call_id=slot.call.id,
-                decision=Decision.RETRY.value,
-                wait_s=round(wait, 6),
-                operation_key=slot.operation_key,
-            )
-            return Decision.RETRY, observation
-        stopped = BudgetExhausted(
-            bound=blocked,
-            call_id=slot.call.id,
+    async def _retry(self, run: RunState, slot: Slot, verdict: Verdict) -> None:
+        """Sleep the verdict's wait (it fits before the deadline) and go back to `call`; the
+        retry's admission checks the bounds again before it dispatches."""
+        assert verdict.wait is not None
+        await self.clock.sleep(verdict.wait)
+        run.waits.append(verdict.wait)
+        run.redo = slot
+        self._move(
+            run,
+            Trigger.RETRY,
             tool=slot.call.name,
-            detail=f"retry needed a wait of {wait:.3f} s; {observation.kind} not retried",
+            call_id=slot.call.id,
+            decision=Decision.RETRY.value,
+            wait_s=round(verdict.wait, 6),
+            operation_key=slot.operation_key,
         )
-        return Decision.FINAL_ANSWER, stopped
 
-    def _reconcile_or_stop(
-        self, run: RunState, slot: Slot, observation: ToolObservation
-    ) -> tuple[Decision, ToolObservation]:
-        """Go back to `call` to look the write up by its key, unless a bound forbids it."""
-        blocked = bounds.blocks_dispatch(run.spec.limits, run.usage, self.clock.monotonic())
-        if blocked is not None:
-            run.tripped = blocked
-            stopped = OutcomeUnknown(
-                call_id=slot.call.id,
-                tool=slot.call.name,
-                reason=f"not reconciled: the {blocked.value} budget is spent",
-            )
-            return Decision.UNKNOWN, stopped
+    def _reconcile(self, run: RunState, slot: Slot) -> None:
+        """Go back to `call` to look the write up by its key."""
         assert slot.contract is not None
         slot.looking_up = True
         run.redo = slot
@@ -325,7 +252,6 @@ class Acting(EngineCore):
             decision=Decision.RECONCILE.value,
             operation_key=slot.operation_key,
         )
-        return Decision.RECONCILE, observation
 
     def _answer_call(self, run: RunState, slot: Slot, observation: ToolObservation) -> None:
         """Give the call its one result in the transcript, and remember what it settled."""
@@ -355,3 +281,11 @@ class Acting(EngineCore):
         slot.answered = observation.kind
         if CLASSES[observation.kind].settles_call and slot.fingerprint is not None:
             run.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))
+
+
+def _unsettled(run: RunState) -> str | None:
+    """The key of a write of this run whose outcome is still open, if any."""
+    for key, (_, status) in run.operations.items():
+        if status in (OperationStatus.PENDING, OperationStatus.UNKNOWN):
+            return key
+    return None

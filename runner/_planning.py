@@ -13,6 +13,7 @@ from ._core import EngineCore
 from ._jsonsafe import safe_str
 from ._state import RunState, Slot
 from .budget import Bound
+from .decide import Batch
 from .errors import RunFailure
 from .machine import Decision, Trigger
 from .models.base import (
@@ -142,7 +143,7 @@ class Planning(EngineCore):
             run.queue = deque(Slot(call=call) for call in calls)
             run.fresh_batch = True
             run.batch_writes = {}
-            run.pending, run.pending_reason, run.pending_key = Decision.CONTINUE, None, None
+            run.batch = Batch()
             self._move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
             return
         run.transcript.append(AssistantMessage(text=reply.text))

@@ -12,8 +12,9 @@ from typing import Any
 from .budget import Bound, Usage
 from .clock import Clock
 from .contracts import CompiledContract, ContractSet
+from .decide import Batch, Verdict
 from .effects import Effects
-from .machine import Decision, Lifecycle
+from .machine import Lifecycle
 from .models.base import ToolCall, ToolSpec
 from .observations import ToolObservation
 from .operations import OperationStatus
@@ -72,8 +73,7 @@ class Current:
     """The outcome being decided on in `observe`."""
 
     slot: Slot
-    observation: ToolObservation
-    decision: Decision
+    verdict: Verdict
     latency_ms: float | None
 
 
@@ -102,9 +102,8 @@ class RunState:
     redo: Slot | None = None
     """A slot going back to `call` for a retry or a reconciliation lookup."""
     current: Current | None = None
-    pending: Decision = Decision.CONTINUE
-    pending_reason: str | None = None
-    pending_key: str | None = None
+    batch: Batch = field(default_factory=Batch)
+    """Where the batch in flight stands (its strongest decision so far)."""
     tripped: Bound | None = None
     settled: dict[str, tuple[str, str]] = field(default_factory=dict)
     invalid_streak: dict[str, int] = field(default_factory=dict)
