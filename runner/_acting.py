@@ -6,12 +6,13 @@ every call its one result in the transcript.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import assert_never
 
 from . import budget as bounds
 from ._admission import admit, admit_lookup, refuse_duplicate
-from ._core import EngineCore
+from ._core import Core
 from ._render import model_view, render_for_model
-from ._state import Current, RunState, Slot
+from ._state import AdmitBatch, Decided, LookUp, NextCall, Retry, RunState, Slot
 from .classifier import classify
 from .decide import Facts, Verdict, decide, why
 from .machine import Decision, Trigger
@@ -29,258 +30,270 @@ from .tools import ToolResponse
 from .tracing import ToolSpan, summarize
 
 
-class Acting(EngineCore):
-    async def _call(self, run: RunState) -> None:
-        runtime = self.runtime
-        if run.fresh_batch:
-            run.fresh_batch = False
+async def call(core: Core, run: RunState) -> None:
+    runtime = core.runtime
+    work, run.work = run.work, NextCall()
+    lookup = False
+    match work:
+        case AdmitBatch():
             for slot in run.queue:  # admission in call order; dispatched calls run concurrently
                 admit(runtime, run, slot)
-        elif run.redo is not None:
-            slot, run.redo = run.redo, None
-            if slot.looking_up:
-                admit_lookup(runtime, run, slot)
-            else:
-                slot.retries += 1
-                slot.reconciled = False  # a new dispatch may need its own lookup
-                admit(runtime, run, slot)
-        slot = run.queue[0]
-        latency: float | None = None
-        if slot.duplicate_of is not None and slot.observation is None:
-            slot.observation = refuse_duplicate(slot)  # the first call has been answered by now
-        if slot.observation is not None:
-            observation = slot.observation
-            slot.looking_up = False
-        else:
-            assert slot.task is not None and slot.contract is not None
-            outcome, ended = await slot.task
-            slot.task = None
-            latency = round((ended - slot.started) * 1000, 3)
-            observation = self._classify(run, slot, outcome)
-        slot.observation = None
-        self._settle_operation(run, slot, observation)
-        verdict = decide(runtime.policy, observation, self._facts(run, slot), runtime.rng)
-        tool = slot.call.name
-        if observation.kind == "invalid_arguments":
-            run.invalid_streak[tool] = run.invalid_streak.get(tool, 0) + 1
-        elif slot.validated:
-            run.invalid_streak.pop(tool, None)
-        run.current = Current(slot=slot, verdict=verdict, latency_ms=latency)
-        self._move(
+        case Retry(slot=slot):
+            slot.retries += 1
+            slot.reconciled = False  # a new dispatch may need its own lookup
+            admit(runtime, run, slot)
+        case LookUp(slot=slot):
+            admit_lookup(runtime, run, slot)
+            lookup = True
+        case NextCall():
+            pass
+        case Decided():
+            raise AssertionError("a decided outcome is observed, never called")
+        case unreachable:
+            assert_never(unreachable)
+    slot = run.queue[0]
+    latency: float | None = None
+    if slot.duplicate_of is not None and slot.observation is None:
+        slot.observation = refuse_duplicate(slot)  # the first call has been answered by now
+    if slot.observation is not None:
+        observation = slot.observation
+    else:
+        assert slot.task is not None and slot.contract is not None
+        outcome, ended = await slot.task
+        slot.task = None
+        latency = round((ended - slot.started) * 1000, 3)
+        observation = _classify(core, slot, outcome, lookup=lookup)
+    slot.observation = None
+    _settle_operation(core, run, slot, observation)
+    verdict = decide(runtime.policy, observation, _facts(core, run, slot), runtime.rng)
+    tool = slot.call.name
+    if observation.kind == "invalid_arguments":
+        run.invalid_streak[tool] = run.invalid_streak.get(tool, 0) + 1
+    elif slot.validated:
+        run.invalid_streak.pop(tool, None)
+    run.work = Decided(slot=slot, verdict=verdict, latency_ms=latency)
+    core.move(
+        run,
+        Trigger.CLASSIFY,
+        tool=tool,
+        call_id=slot.call.id,
+        args=slot.call.arguments if slot.validated else None,
+        result_class=observation.kind,
+        decision=verdict.decision.value,
+        latency_ms=latency,
+        operation_key=slot.operation_key,
+        reason=verdict.reason,
+    )
+    _trace_call(core, run, slot, observation, latency)
+
+
+def _trace_call(
+    core: Core, run: RunState, slot: Slot, observation: ToolObservation, latency: float | None
+) -> None:
+    """One span per tool call: to structlog, and to any other span sinks."""
+    if not (run.logging or core.spans):
+        return
+    ended = core.clock.now()
+    started = ended if latency is None else ended - timedelta(milliseconds=latency)
+    span = ToolSpan(
+        run_id=run.run_id,
+        tenant=run.spec.tenant,
+        fixture=run.spec.name,
+        tool=slot.call.name,
+        call_id=slot.call.id,
+        arguments=summarize(slot.call.arguments),
+        result_class=observation.kind,
+        attempt=run.usage.attempts,
+        latency_ms=latency,
+        operation_key=slot.operation_key,
+        model_tokens_in=run.model_tokens[0],
+        model_tokens_out=run.model_tokens[1],
+        started_at=started,
+        ended_at=ended,
+    )
+    if run.logging:
+        run.log.info("tool_call", **span.fields())
+    for sink in core.spans:
+        sink.tool_span(span)
+
+
+def _classify(
+    core: Core, slot: Slot, outcome: ToolResponse | BaseException, *, lookup: bool
+) -> ToolObservation:
+    assert slot.contract is not None
+    if not lookup:
+        return classify(slot.contract, slot.call.id, outcome)
+    # A reconciliation lookup: its answer says what became of the write.
+    slot.reconciled = True
+    lookup_name = slot.contract.contract.reconcile_with or ""
+    found = classify(core.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
+    key = slot.operation_key or ""
+    if isinstance(found, ToolSucceeded) and found.result.get("found") is True:
+        result = {"status": "ok", "reconciled_by": lookup_name, **found.result}
+        return ToolSucceeded(call_id=slot.call.id, tool=slot.call.name, result=result)
+    if isinstance(found, ToolSucceeded) and found.result.get("found") is False:
+        return WriteNotApplied(call_id=slot.call.id, tool=slot.call.name, operation_key=key)
+    return OutcomeUnknown(
+        call_id=slot.call.id,
+        tool=slot.call.name,
+        reason=f"reconciliation inconclusive ({lookup_name}: {why(found) or found.kind})",
+    )
+
+
+def _settle_operation(core: Core, run: RunState, slot: Slot, observation: ToolObservation) -> None:
+    """Write the status an outcome gives the slot's operation, if it has one."""
+    key = slot.operation_key
+    if key is None:
+        return
+    status = CLASSES[observation.kind].write_status
+    if status is None:
+        return  # still pending: a lookup (or the run's end) settles it
+    result = (
+        observation.result if isinstance(observation, ToolSucceeded | ToolFoundNothing) else None
+    )
+    core.runtime.store.settle(key, status, result)
+    run.operations[key] = (slot.call.name, status)
+
+
+# -- observe --------------------------------------------------------------------------------
+
+
+def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
+    """What the decision on `slot`'s outcome needs to know about the run."""
+    limits, usage, clock = run.spec.limits, run.usage, core.clock
+    contract = slot.contract.contract if slot.contract is not None else None
+    now = clock.monotonic()
+    last = len(run.queue) == 1
+    return Facts(
+        call_id=slot.call.id,
+        tool=slot.call.name,
+        retries=slot.retries,
+        corrections=run.invalid_streak.get(slot.call.name, 0),
+        resend_unsafe=contract is not None
+        and contract.side_effect == "write"
+        and not contract.suppresses_duplicates,
+        can_look_up=not slot.reconciled
+        and contract is not None
+        and contract.reconcile_with is not None,
+        operation_key=slot.operation_key,
+        looked_up=slot.reconciled,
+        blocked=bounds.blocks_dispatch(limits, usage, now),
+        now=now,
+        deadline=bounds.deadline(limits, usage),
+        wall=clock.now(),
+        tripped=run.tripped,
+        batch=run.batch,
+        last=last,
+        unsettled=_unsettled(run) if last else None,
+    )
+
+
+async def observe(core: Core, run: RunState) -> None:
+    """Carry out the verdict `call` recorded: nothing here decides."""
+    work, run.work = run.work, NextCall()
+    assert isinstance(work, Decided), work
+    slot, verdict = work.slot, work.verdict
+    if verdict.decision is Decision.RETRY:
+        await _retry(core, run, slot, verdict)
+        return
+    if verdict.decision is Decision.RECONCILE:
+        _reconcile(core, run, slot)
+        return
+    run.tripped = verdict.tripped
+    if verdict.decision is Decision.UNKNOWN and slot.operation_key is not None:
+        _mark_unknown(core, run, slot.operation_key)
+    _answer_call(core, run, slot, verdict.shown)
+    run.batch = verdict.batch
+    run.queue.popleft()
+    if verdict.exit is None:
+        following = run.queue[0].call
+        core.move(
             run,
-            Trigger.CLASSIFY,
-            tool=tool,
-            call_id=slot.call.id,
-            args=slot.call.arguments if slot.validated else None,
-            result_class=observation.kind,
+            Trigger.NEXT_CALL,
+            tool=following.name,
+            call_id=following.id,
             decision=verdict.decision.value,
-            latency_ms=latency,
-            operation_key=slot.operation_key,
-            reason=verdict.reason,
         )
-        self._trace_call(run, slot, observation, latency)
+        return
+    exit_ = verdict.exit
+    if exit_.unsettled is not None:
+        _mark_unknown(core, run, exit_.unsettled)
+    if exit_.reason is not None:
+        run.reason = exit_.reason
+    core.move(
+        run,
+        trigger_for(exit_.decision),
+        decision=exit_.decision.value,
+        reason=exit_.reason,
+        operation_key=exit_.operation_key,
+    )
 
-    def _trace_call(
-        self, run: RunState, slot: Slot, observation: ToolObservation, latency: float | None
-    ) -> None:
-        """One span per tool call: to structlog, and to any other span sinks."""
-        if not (run.logging or self.spans):
-            return
-        ended = self.clock.now()
-        started = ended if latency is None else ended - timedelta(milliseconds=latency)
-        span = ToolSpan(
-            run_id=run.run_id,
-            tenant=run.spec.tenant,
-            fixture=run.spec.name,
-            tool=slot.call.name,
-            call_id=slot.call.id,
-            arguments=summarize(slot.call.arguments),
-            result_class=observation.kind,
-            attempt=run.usage.attempts,
-            latency_ms=latency,
-            operation_key=slot.operation_key,
-            model_tokens_in=run.model_tokens[0],
-            model_tokens_out=run.model_tokens[1],
-            started_at=started,
-            ended_at=ended,
+
+def _mark_unknown(core: Core, run: RunState, key: str) -> None:
+    core.runtime.store.settle(key, OperationStatus.UNKNOWN)
+    run.operations[key] = (run.operations[key][0], OperationStatus.UNKNOWN)
+
+
+async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> None:
+    """Sleep the verdict's wait (it fits before the deadline) and go back to `call`; the
+    retry's admission checks the bounds again before it dispatches."""
+    assert verdict.wait is not None
+    await core.clock.sleep(verdict.wait)
+    run.waits.append(verdict.wait)
+    run.work = Retry(slot)
+    core.move(
+        run,
+        Trigger.RETRY,
+        tool=slot.call.name,
+        call_id=slot.call.id,
+        decision=Decision.RETRY.value,
+        wait_s=round(verdict.wait, 6),
+        operation_key=slot.operation_key,
+    )
+
+
+def _reconcile(core: Core, run: RunState, slot: Slot) -> None:
+    """Go back to `call` to look the write up by its key."""
+    assert slot.contract is not None
+    run.work = LookUp(slot)
+    core.move(
+        run,
+        Trigger.RECONCILE,
+        tool=slot.contract.contract.reconcile_with,
+        call_id=slot.call.id,
+        decision=Decision.RECONCILE.value,
+        operation_key=slot.operation_key,
+    )
+
+
+def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObservation) -> None:
+    """Give the call its one result in the transcript, and remember what it settled."""
+    attempts_left = max(0, run.spec.limits.max_attempts - run.usage.attempts)
+    body, is_error = model_view(observation, attempts_left)
+    content, full_size = render_for_model(
+        body, limit=core.render_limit, run_id=run.run_id, call_id=slot.call.id
+    )
+    run.transcript.tool_result(
+        call_id=slot.call.id,
+        tool=slot.call.name,
+        result_class=observation.kind,
+        content=content,
+        is_error=is_error,
+        full_size=full_size,
+        fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
+    )
+    if isinstance(observation, ToolSucceeded | ToolFoundNothing):
+        run.evidence.append(
+            {
+                "call_id": slot.call.id,
+                "tool": slot.call.name,
+                "result_class": observation.kind,
+                "result": observation.result,
+            }
         )
-        if run.logging:
-            run.log.info("tool_call", **span.fields())
-        for sink in self.spans:
-            sink.tool_span(span)
-
-    def _classify(
-        self, run: RunState, slot: Slot, outcome: ToolResponse | BaseException
-    ) -> ToolObservation:
-        assert slot.contract is not None
-        if not slot.looking_up:
-            return classify(slot.contract, slot.call.id, outcome)
-        # A reconciliation lookup: its answer says what became of the write.
-        slot.looking_up, slot.reconciled = False, True
-        lookup_name = slot.contract.contract.reconcile_with or ""
-        found = classify(self.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
-        key = slot.operation_key or ""
-        if isinstance(found, ToolSucceeded) and found.result.get("found") is True:
-            result = {"status": "ok", "reconciled_by": lookup_name, **found.result}
-            return ToolSucceeded(call_id=slot.call.id, tool=slot.call.name, result=result)
-        if isinstance(found, ToolSucceeded) and found.result.get("found") is False:
-            return WriteNotApplied(call_id=slot.call.id, tool=slot.call.name, operation_key=key)
-        return OutcomeUnknown(
-            call_id=slot.call.id,
-            tool=slot.call.name,
-            reason=f"reconciliation inconclusive ({lookup_name}: {why(found) or found.kind})",
-        )
-
-    def _settle_operation(self, run: RunState, slot: Slot, observation: ToolObservation) -> None:
-        """Write the status an outcome gives the slot's operation, if it has one."""
-        key = slot.operation_key
-        if key is None:
-            return
-        status = CLASSES[observation.kind].write_status
-        if status is None:
-            return  # still pending: a lookup (or the run's end) settles it
-        result = (
-            observation.result
-            if isinstance(observation, ToolSucceeded | ToolFoundNothing)
-            else None
-        )
-        self.runtime.store.settle(key, status, result)
-        run.operations[key] = (slot.call.name, status)
-
-    # -- observe --------------------------------------------------------------------------------
-
-    def _facts(self, run: RunState, slot: Slot) -> Facts:
-        """What the decision on `slot`'s outcome needs to know about the run."""
-        limits, usage, clock = run.spec.limits, run.usage, self.clock
-        contract = slot.contract.contract if slot.contract is not None else None
-        now = clock.monotonic()
-        last = len(run.queue) == 1
-        return Facts(
-            call_id=slot.call.id,
-            tool=slot.call.name,
-            retries=slot.retries,
-            corrections=run.invalid_streak.get(slot.call.name, 0),
-            resend_unsafe=contract is not None
-            and contract.side_effect == "write"
-            and not contract.suppresses_duplicates,
-            can_look_up=not slot.reconciled
-            and contract is not None
-            and contract.reconcile_with is not None,
-            operation_key=slot.operation_key,
-            looked_up=slot.reconciled,
-            blocked=bounds.blocks_dispatch(limits, usage, now),
-            now=now,
-            deadline=bounds.deadline(limits, usage),
-            wall=clock.now(),
-            tripped=run.tripped,
-            batch=run.batch,
-            last=last,
-            unsettled=_unsettled(run) if last else None,
-        )
-
-    async def _observe(self, run: RunState) -> None:
-        """Carry out the verdict `call` recorded: nothing here decides."""
-        assert run.current is not None
-        current, run.current = run.current, None
-        slot, verdict = current.slot, current.verdict
-        if verdict.decision is Decision.RETRY:
-            await self._retry(run, slot, verdict)
-            return
-        if verdict.decision is Decision.RECONCILE:
-            self._reconcile(run, slot)
-            return
-        run.tripped = verdict.tripped
-        if verdict.decision is Decision.UNKNOWN and slot.operation_key is not None:
-            self._mark_unknown(run, slot.operation_key)
-        self._answer_call(run, slot, verdict.shown)
-        run.batch = verdict.batch
-        run.queue.popleft()
-        if verdict.exit is None:
-            following = run.queue[0].call
-            self._move(
-                run,
-                Trigger.NEXT_CALL,
-                tool=following.name,
-                call_id=following.id,
-                decision=verdict.decision.value,
-            )
-            return
-        exit_ = verdict.exit
-        if exit_.unsettled is not None:
-            self._mark_unknown(run, exit_.unsettled)
-        if exit_.reason is not None:
-            run.reason = exit_.reason
-        self._move(
-            run,
-            trigger_for(exit_.decision),
-            decision=exit_.decision.value,
-            reason=exit_.reason,
-            operation_key=exit_.operation_key,
-        )
-
-    def _mark_unknown(self, run: RunState, key: str) -> None:
-        self.runtime.store.settle(key, OperationStatus.UNKNOWN)
-        run.operations[key] = (run.operations[key][0], OperationStatus.UNKNOWN)
-
-    async def _retry(self, run: RunState, slot: Slot, verdict: Verdict) -> None:
-        """Sleep the verdict's wait (it fits before the deadline) and go back to `call`; the
-        retry's admission checks the bounds again before it dispatches."""
-        assert verdict.wait is not None
-        await self.clock.sleep(verdict.wait)
-        run.waits.append(verdict.wait)
-        run.redo = slot
-        self._move(
-            run,
-            Trigger.RETRY,
-            tool=slot.call.name,
-            call_id=slot.call.id,
-            decision=Decision.RETRY.value,
-            wait_s=round(verdict.wait, 6),
-            operation_key=slot.operation_key,
-        )
-
-    def _reconcile(self, run: RunState, slot: Slot) -> None:
-        """Go back to `call` to look the write up by its key."""
-        assert slot.contract is not None
-        slot.looking_up = True
-        run.redo = slot
-        self._move(
-            run,
-            Trigger.RECONCILE,
-            tool=slot.contract.contract.reconcile_with,
-            call_id=slot.call.id,
-            decision=Decision.RECONCILE.value,
-            operation_key=slot.operation_key,
-        )
-
-    def _answer_call(self, run: RunState, slot: Slot, observation: ToolObservation) -> None:
-        """Give the call its one result in the transcript, and remember what it settled."""
-        attempts_left = max(0, run.spec.limits.max_attempts - run.usage.attempts)
-        body, is_error = model_view(observation, attempts_left)
-        content, full_size = render_for_model(
-            body, limit=self.render_limit, run_id=run.run_id, call_id=slot.call.id
-        )
-        run.transcript.tool_result(
-            call_id=slot.call.id,
-            tool=slot.call.name,
-            result_class=observation.kind,
-            content=content,
-            is_error=is_error,
-            full_size=full_size,
-            fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
-        )
-        if isinstance(observation, ToolSucceeded | ToolFoundNothing):
-            run.evidence.append(
-                {
-                    "call_id": slot.call.id,
-                    "tool": slot.call.name,
-                    "result_class": observation.kind,
-                    "result": observation.result,
-                }
-            )
-        slot.answered = observation.kind
-        if CLASSES[observation.kind].settles_call and slot.fingerprint is not None:
-            run.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))
+    slot.answered = observation.kind
+    if CLASSES[observation.kind].settles_call and slot.fingerprint is not None:
+        run.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))
 
 
 def _unsettled(run: RunState) -> str | None:

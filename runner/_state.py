@@ -58,9 +58,7 @@ class Slot:
     operation_key: str | None = None
     params_hash: str | None = None
     reconciled: bool = False
-    """A lookup by key has already been made for this write."""
-    looking_up: bool = False
-    """The dispatch in flight is the reconciliation lookup, not the write."""
+    """A lookup by key has been made for this write since it was last sent."""
     duplicate_of: Slot | None = None
     """An earlier call of this batch holding the same operation key: this one is never
     dispatched; it is answered as a duplicate of that call's outcome."""
@@ -68,13 +66,41 @@ class Slot:
     """The result class this call was answered with."""
 
 
-@dataclass(slots=True, kw_only=True)
-class Current:
-    """The outcome being decided on in `observe`."""
+@dataclass(frozen=True, slots=True)
+class AdmitBatch:
+    """`call`: a fresh batch; admit every call in call order, then classify the first."""
+
+
+@dataclass(frozen=True, slots=True)
+class NextCall:
+    """`call`: classify the next call of the batch (admitted with it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """`call`: send `slot`'s call again (the verdict's wait has been slept)."""
+
+    slot: Slot
+
+
+@dataclass(frozen=True, slots=True)
+class LookUp:
+    """`call`: look `slot`'s write up by its operation key."""
+
+    slot: Slot
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """`observe`: carry out the verdict on `slot`'s outcome."""
 
     slot: Slot
     verdict: Verdict
     latency_ms: float | None
+
+
+Work = AdmitBatch | NextCall | Retry | LookUp | Decided
+"""What the run is doing next, as a value: set by each phase for the next one."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -98,10 +124,8 @@ class RunState:
     """Operation key -> the first call of the current batch that claimed it."""
     call_ids: set[str] = field(default_factory=set)
     """Every call id given out in this run (ids are made unique at `plan`)."""
-    fresh_batch: bool = False
-    redo: Slot | None = None
-    """A slot going back to `call` for a retry or a reconciliation lookup."""
-    current: Current | None = None
+    work: Work = field(default_factory=NextCall)
+    """What the next `call` or `observe` does."""
     batch: Batch = field(default_factory=Batch)
     """Where the batch in flight stands (its strongest decision so far)."""
     tripped: Bound | None = None

@@ -10,8 +10,9 @@ request, and the run ends `abstain` with the bound as its reason. A write whose 
 is looked up by its operation key before anything else; if that cannot settle it, `unknown`.
 
 This module holds the public `Engine` (run, resume, replay) and a run's lifecycle; the states'
-work lives in `_planning.py` (plan) and `_acting.py` (call, observe), and `_core.py` holds the one
-way to make a move.
+work lives in plain functions, `_planning.plan` and `_acting.call`/`observe`, each given the
+engine's `Core` (`_core.py`: its settings and the one way to make a move) and the run's state.
+The one decision on each observation is `decide.decide`.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from typing import Any
 import structlog
 from pydantic_core import to_jsonable_python
 
-from ._acting import Acting
-from ._core import brief
-from ._planning import SYSTEM_PROMPT, Planning
+from ._acting import call, observe
+from ._core import Core, brief
+from ._planning import SYSTEM_PROMPT, plan
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
 from .clock import Clock
@@ -69,7 +70,7 @@ class ReplayedRun:
     """Whether the final tool-free answer was not in the recording (counterfactual only)."""
 
 
-class Engine(Planning, Acting):
+class Engine:
     """Runs tasks against a fixed set of contracts, tools, policy, store and clock.
 
     Build one per configuration and call `run` for each task; contracts are compiled and the
@@ -91,8 +92,6 @@ class Engine(Planning, Acting):
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`)."""
-        self.render_limit = render_limit
-        self.spans = tuple(spans)
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         self.runtime = Runtime(
             contracts=contracts,
@@ -103,6 +102,11 @@ class Engine(Planning, Acting):
             rng=rng or random.Random(0),
             retry_horizon=retry_horizon,
         )
+        self._core = Core(self.runtime, render_limit=render_limit, spans=tuple(spans))
+
+    @property
+    def clock(self) -> Clock:
+        return self.runtime.clock
 
     def run_sync(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Run to completion from synchronous code, on the clock's event loop."""
@@ -258,11 +262,11 @@ class Engine(Planning, Acting):
             while run.lifecycle.current not in TERMINAL:
                 state = run.lifecycle.current
                 if state is State.PLAN:
-                    await self._plan(run)
+                    await plan(self._core, run)
                 elif state is State.CALL:
-                    await self._call(run)
+                    await call(self._core, run)
                 else:
-                    await self._observe(run)
+                    await observe(self._core, run)
         finally:
             for slot in run.queue:
                 if isinstance(slot.task, asyncio.Future):
