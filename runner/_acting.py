@@ -36,7 +36,9 @@ async def call(core: Core, run: RunState) -> None:
     lookup = False
     match work:
         case AdmitBatch():
-            for slot in run.queue:  # admission in call order; dispatched calls run concurrently
+            for (
+                slot
+            ) in run.batch.calls:  # admission in call order; dispatched calls run concurrently
                 admit(runtime, run, slot)
         case Retry(slot=slot):
             slot.retries += 1
@@ -51,7 +53,7 @@ async def call(core: Core, run: RunState) -> None:
             raise AssertionError("a decided outcome is observed, never called")
         case unreachable:
             assert_never(unreachable)
-    slot = run.queue[0]
+    slot = run.batch.calls[0]
     latency: float | None = None
     if slot.duplicate_of is not None and slot.observation is None:
         slot.observation = refuse_duplicate(slot)  # the first call has been answered by now
@@ -163,7 +165,7 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
     limits, usage, clock = run.spec.limits, run.usage, core.clock
     contract = slot.contract.contract if slot.contract is not None else None
     now = clock.monotonic()
-    last = len(run.queue) == 1
+    last = len(run.batch.calls) == 1
     return Facts(
         call_id=slot.call.id,
         tool=slot.call.name,
@@ -182,7 +184,7 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
         deadline=bounds.deadline(limits, usage),
         wall=clock.now(),
         tripped=run.tripped,
-        batch=run.batch,
+        batch=run.batch.standing,
         last=last,
         unsettled=_unsettled(run) if last else None,
     )
@@ -203,10 +205,10 @@ async def observe(core: Core, run: RunState) -> None:
     if verdict.decision is Decision.UNKNOWN and slot.operation_key is not None:
         _mark_unknown(core, run, slot.operation_key)
     _answer_call(core, run, slot, verdict.shown)
-    run.batch = verdict.batch
-    run.queue.popleft()
+    run.batch.standing = verdict.batch
+    run.batch.calls.popleft()
     if verdict.exit is None:
-        following = run.queue[0].call
+        following = run.batch.calls[0].call
         core.move(
             run,
             Trigger.NEXT_CALL,

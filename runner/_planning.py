@@ -11,9 +11,8 @@ from . import budget as bounds
 from ._call_ids import unique_calls
 from ._core import Core
 from ._jsonsafe import safe_str
-from ._state import AdmitBatch, RunState, Slot
+from ._state import AdmitBatch, InFlight, RunState, Slot
 from .budget import Bound
-from .decide import Batch
 from .errors import RunFailure
 from .machine import Decision, Trigger
 from .models.base import (
@@ -140,10 +139,8 @@ async def plan(core: Core, run: RunState) -> None:
     if reply.tool_calls:
         calls = unique_calls(reply.tool_calls, run.call_ids)
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
-        run.queue = deque(Slot(call=call) for call in calls)
+        run.batch = InFlight(calls=deque(Slot(call=call) for call in calls))
         run.work = AdmitBatch()
-        run.batch_writes = {}
-        run.batch = Batch()
         core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
         return
     run.transcript.append(AssistantMessage(text=reply.text))

@@ -99,6 +99,18 @@ class Decided:
     latency_ms: float | None
 
 
+@dataclass(slots=True, kw_only=True)
+class InFlight:
+    """The batch of calls the model proposed last, owned by the run while it is worked off."""
+
+    calls: deque[Slot] = field(default_factory=deque)
+    """Its outstanding calls in call order; the front one is being called or observed."""
+    writes: dict[str, Slot] = field(default_factory=dict)
+    """Operation key -> the first call of the batch that claimed it."""
+    standing: Batch = field(default_factory=Batch)
+    """Its strongest decision so far."""
+
+
 Work = AdmitBatch | NextCall | Retry | LookUp | Decided
 """What the run is doing next, as a value: set by each phase for the next one."""
 
@@ -119,15 +131,12 @@ class RunState:
     """Transitions already stored (resume): re-driven moves must match them, not be re-stored."""
     transcript: Transcript = field(default_factory=Transcript)
     records: list[TransitionRecord] = field(default_factory=list)
-    queue: deque[Slot] = field(default_factory=deque)
-    batch_writes: dict[str, Slot] = field(default_factory=dict)
-    """Operation key -> the first call of the current batch that claimed it."""
+    batch: InFlight = field(default_factory=InFlight)
+    """The batch of calls in flight (replaced whole when the model proposes the next)."""
     call_ids: set[str] = field(default_factory=set)
     """Every call id given out in this run (ids are made unique at `plan`)."""
     work: Work = field(default_factory=NextCall)
     """What the next `call` or `observe` does."""
-    batch: Batch = field(default_factory=Batch)
-    """Where the batch in flight stands (its strongest decision so far)."""
     tripped: Bound | None = None
     settled: dict[str, tuple[str, str]] = field(default_factory=dict)
     invalid_streak: dict[str, int] = field(default_factory=dict)

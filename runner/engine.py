@@ -268,7 +268,7 @@ class Engine:
                 else:
                     await observe(self._core, run)
         finally:
-            for slot in run.queue:
+            for slot in run.batch.calls:
                 if isinstance(slot.task, asyncio.Future):
                     slot.task.cancel()
                 elif slot.task is not None:
