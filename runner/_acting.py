@@ -81,7 +81,7 @@ async def call(core: Core, run: RunState) -> None:
         call_id=slot.call.id,
         args=slot.call.arguments if slot.validated else None,
         result_class=observation.kind,
-        decision=verdict.decision.value,
+        decision=verdict.decision,
         latency_ms=latency,
         operation_key=slot.operation_key,
         reason=verdict.reason,
@@ -214,7 +214,7 @@ async def observe(core: Core, run: RunState) -> None:
             Trigger.NEXT_CALL,
             tool=following.name,
             call_id=following.id,
-            decision=verdict.decision.value,
+            decision=verdict.decision,
         )
         return
     exit_ = verdict.exit
@@ -225,7 +225,7 @@ async def observe(core: Core, run: RunState) -> None:
     core.move(
         run,
         trigger_for(exit_.decision),
-        decision=exit_.decision.value,
+        decision=exit_.decision,
         reason=exit_.reason,
         operation_key=exit_.operation_key,
     )
@@ -248,7 +248,7 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
         Trigger.RETRY,
         tool=slot.call.name,
         call_id=slot.call.id,
-        decision=Decision.RETRY.value,
+        decision=Decision.RETRY,
         wait_s=round(verdict.wait, 6),
         operation_key=slot.operation_key,
     )
@@ -263,7 +263,7 @@ def _reconcile(core: Core, run: RunState, slot: Slot) -> None:
         Trigger.RECONCILE,
         tool=slot.contract.contract.reconcile_with,
         call_id=slot.call.id,
-        decision=Decision.RECONCILE.value,
+        decision=Decision.RECONCILE,
         operation_key=slot.operation_key,
     )
 

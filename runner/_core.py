@@ -36,15 +36,15 @@ class Core:
 
     def move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:
         """Fire `trigger` on the machine and record the transition it made."""
-        source = run.lifecycle.state
+        source = run.lifecycle.current
         dest = fire(run.lifecycle, trigger)
         record = TransitionRecord(
             run_id=run.run_id,
             seq=len(run.records) + 1,
             time=self.clock.now(),
             from_state=source,
-            to_state=dest.value,
-            trigger=trigger.value,
+            to_state=dest,
+            trigger=trigger,
             attempt=run.usage.attempts,
             **fields,
         )

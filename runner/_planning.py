@@ -182,7 +182,7 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         run,
         Trigger.GIVE_UP,
         result_class="budget_exhausted",
-        decision=Decision.ABSTAIN.value,
+        decision=Decision.ABSTAIN,
         latency_ms=latency,
         tokens_in=reply.usage.input_tokens if reply else None,
         tokens_out=reply.usage.output_tokens if reply else None,
