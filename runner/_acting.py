@@ -1,6 +1,7 @@
 """The `call` and `observe` states: admit and dispatch a batch, classify each outcome in call
-order, apply the policy's decision (retry, reconcile, back to the model, end the run), and give
-every call its one result in the transcript.
+order, decide it once (`decide.decide`, recorded on the `classify` transition), then carry the
+verdict out (retry, reconcile, back to the model, end the run), giving every call its one result
+in the transcript.
 """
 
 from __future__ import annotations
@@ -36,9 +37,8 @@ async def call(core: Core, run: RunState) -> None:
     lookup = False
     match work:
         case AdmitBatch():
-            for (
-                slot
-            ) in run.batch.calls:  # admission in call order; dispatched calls run concurrently
+            # Admission in call order; the dispatched calls run concurrently.
+            for slot in run.batch.calls:
                 admit(runtime, run, slot)
         case Retry(slot=slot):
             slot.retries += 1
