@@ -1,7 +1,8 @@
 """The retry policy as validated data: observation class -> decision, plus backoff.
 
-Pure: nothing here sleeps or reads a clock. The engine asks `decision_for()` what to do and
-`retry_delay()` how long to wait, then checks the wait against the deadline before sleeping.
+Pure: nothing here sleeps or reads a clock. The one decision (`decide.py`) asks `decision_for()`
+what the table says and `retry_delay()` how long to wait, and checks the wait against the deadline;
+the engine sleeps. Each result class's defaults and allowed decisions come from `result_classes.py`.
 """
 
 from __future__ import annotations

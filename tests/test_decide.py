@@ -3,7 +3,9 @@
 import random
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
+from runner import decide as decide_module
 from runner.budget import Bound
 from runner.contracts import ContractSet
 from runner.decide import Batch, Facts, decide
@@ -114,3 +116,14 @@ def test_the_verdict_is_recorded_once_with_its_reason(contracts: ContractSet) ->
     assert (classify.trigger, classify.result_class) == ("classify", "rate_limited")
     assert (classify.decision, classify.reason) == ("final_answer", "deadline")
     assert (resume.trigger, resume.decision) == ("resume", "final_answer")
+
+
+def test_one_module_decides() -> None:
+    """Only `decide.py` reads the policy's table or draws a tool retry's wait."""
+    runner = Path(decide_module.__file__).parent
+    readers = {
+        path.relative_to(runner).as_posix()
+        for path in runner.rglob("*.py")
+        if "decision_for(" in (text := path.read_text()) or "retry_delay(" in text
+    }
+    assert readers == {"decide.py", "policy.py"}  # policy.py defines them
