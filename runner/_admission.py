@@ -152,7 +152,7 @@ def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
     params_hash = parameter_hash(call.arguments)
     generation = runtime.policy.key_generation(slot.retries)
     key = mint_key(spec.tenant, call.name, run.run_id, params_hash, generation)
-    first = run.batch_writes.setdefault(key, slot)
+    first = run.batch.writes.setdefault(key, slot)
     if first is not slot:  # the same write twice in one reply: it goes out once
         slot.duplicate_of = first
         return False
@@ -207,7 +207,7 @@ def _dispatch(
     run.dispatches += 1
     slot.started = now
     outcome = _outcome(runtime, run, run.dispatches, invocation, implementation)
-    slot.task = asyncio.ensure_future(outcome) if len(run.queue) > 1 else outcome
+    slot.task = asyncio.ensure_future(outcome) if len(run.batch.calls) > 1 else outcome
 
 
 async def _outcome(

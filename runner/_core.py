@@ -17,28 +17,34 @@ from .trace import TransitionRecord
 from .tracing import SpanSink
 
 
-class EngineCore:
-    """The settings every phase reads; `Engine` (engine.py) builds them."""
+class Core:
+    """The settings every phase reads, and the one way to make a move; `Engine` (engine.py)
+    builds one and hands it to the phases (`_planning.plan`, `_acting.call`, `_acting.observe`).
+    """
 
-    runtime: Runtime
-    render_limit: int
-    spans: tuple[SpanSink, ...]
+    __slots__ = ("render_limit", "runtime", "spans")
+
+    def __init__(self, runtime: Runtime, *, render_limit: int, spans: tuple[SpanSink, ...]) -> None:
+        self.runtime = runtime
+        self.render_limit = render_limit
+        """The most characters of one tool result the model is shown."""
+        self.spans = spans
 
     @property
     def clock(self) -> Clock:
         return self.runtime.clock
 
-    def _move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:
+    def move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:
         """Fire `trigger` on the machine and record the transition it made."""
-        source = run.lifecycle.state
+        source = run.lifecycle.current
         dest = fire(run.lifecycle, trigger)
         record = TransitionRecord(
             run_id=run.run_id,
             seq=len(run.records) + 1,
             time=self.clock.now(),
             from_state=source,
-            to_state=dest.value,
-            trigger=trigger.value,
+            to_state=dest,
+            trigger=trigger,
             attempt=run.usage.attempts,
             **fields,
         )
@@ -70,7 +76,7 @@ class EngineCore:
             reason=record.reason,
         )
 
-    def _ms_since(self, started: float) -> float:
+    def ms_since(self, started: float) -> float:
         return round((self.clock.monotonic() - started) * 1000, 3)
 
 

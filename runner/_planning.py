@@ -9,9 +9,9 @@ from typing import Final
 
 from . import budget as bounds
 from ._call_ids import unique_calls
-from ._core import EngineCore
+from ._core import Core
 from ._jsonsafe import safe_str
-from ._state import RunState, Slot
+from ._state import AdmitBatch, InFlight, RunState, Slot
 from .budget import Bound
 from .errors import RunFailure
 from .machine import Decision, Trigger
@@ -52,134 +52,133 @@ def _unusable(reply: ModelReply) -> str | None:
     return None
 
 
-class Planning(EngineCore):
-    async def _ask(
-        self, run: RunState, tools: tuple[ToolSpec, ...], choice: ToolChoice, *, bounded: bool
-    ) -> tuple[ModelReply | None, float, str | None]:
-        """One model request, asked again per the policy while the provider is unavailable.
+async def _ask(
+    core: Core, run: RunState, tools: tuple[ToolSpec, ...], choice: ToolChoice, *, bounded: bool
+) -> tuple[ModelReply | None, float, str | None]:
+    """One model request, asked again per the policy while the provider is unavailable.
 
-        Returns (reply or None, latency_ms, why there is no reply). A 429/5xx is retried after its
-        Retry-After (or backoff) only when the wait fits before the deadline, then once more on the
-        adapter's same-family fallback model; a rejected request (400/401/403...) is not retried.
-        """
-        started = self.clock.monotonic()
-        policy, limits = self.runtime.policy, run.spec.limits
-        retries, fell_back = 0, False
-        while True:
-            run.model_requests += 1
-            now = self.clock.monotonic()
-            timeout = bounds.time_left(limits, run.usage, now) if bounded else None
-            try:
-                reply = await run.effects.ask(
-                    run.model_requests, run.transcript, tools, choice, timeout
+    Returns (reply or None, latency_ms, why there is no reply). A 429/5xx is retried after its
+    Retry-After (or backoff) only when the wait fits before the deadline, then once more on the
+    adapter's same-family fallback model; a rejected request (400/401/403...) is not retried.
+    """
+    started = core.clock.monotonic()
+    policy, limits = core.runtime.policy, run.spec.limits
+    retries, fell_back = 0, False
+    while True:
+        run.model_requests += 1
+        now = core.clock.monotonic()
+        timeout = bounds.time_left(limits, run.usage, now) if bounded else None
+        try:
+            reply = await run.effects.ask(
+                run.model_requests, run.transcript, tools, choice, timeout
+            )
+            break
+        except TimeoutError:
+            return None, core.ms_since(started), "deadline"
+        except RunFailure:
+            raise
+        except ModelRejected as exc:
+            why = f"model_rejected: {safe_str(exc.status)} {safe_str(exc)}"
+            return None, core.ms_since(started), why
+        except ModelUnavailable as exc:
+            if retries < policy.max_retries:
+                retries += 1
+                wait = retry_after_or_backoff(
+                    policy, exc.retry_after, retries, run.rng, core.clock.now()
                 )
-                break
-            except TimeoutError:
-                return None, self._ms_since(started), "deadline"
-            except RunFailure:
-                raise
-            except ModelRejected as exc:
-                why = f"model_rejected: {safe_str(exc.status)} {safe_str(exc)}"
-                return None, self._ms_since(started), why
-            except ModelUnavailable as exc:
-                if retries < policy.max_retries:
-                    retries += 1
-                    wait = retry_after_or_backoff(
-                        policy, exc.retry_after, retries, run.rng, self.clock.now()
-                    )
-                    if self.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
-                        return None, self._ms_since(started), "deadline"
-                    await self.clock.sleep(wait)
-                    run.waits.append(wait)
-                    continue
-                if not fell_back and run.effects.use_fallback():
-                    retries, fell_back = 0, True
-                    continue
-                why = f"model_unavailable: {safe_str(exc.status)}"
-                return None, self._ms_since(started), why
-            except Exception as exc:  # an adapter bug must still end the run in a declared state
-                name = getattr(exc, "type_name", type(exc).__name__)
-                return None, self._ms_since(started), f"model_error: {safe_str(name)}"
-        run.usage.model_steps += 1
-        run.usage.tokens_in += reply.usage.input_tokens
-        run.usage.tokens_out += reply.usage.output_tokens
-        run.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
-        elided = run.transcript.full_chars - run.transcript.chars
-        run.prefill.append(reply.usage.input_tokens)
-        run.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
-        return reply, self._ms_since(started), None
+                if core.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
+                    return None, core.ms_since(started), "deadline"
+                await core.clock.sleep(wait)
+                run.waits.append(wait)
+                continue
+            if not fell_back and run.effects.use_fallback():
+                retries, fell_back = 0, True
+                continue
+            why = f"model_unavailable: {safe_str(exc.status)}"
+            return None, core.ms_since(started), why
+        except Exception as exc:  # an adapter bug must still end the run in a declared state
+            name = getattr(exc, "type_name", type(exc).__name__)
+            return None, core.ms_since(started), f"model_error: {safe_str(name)}"
+    run.usage.model_steps += 1
+    run.usage.tokens_in += reply.usage.input_tokens
+    run.usage.tokens_out += reply.usage.output_tokens
+    run.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
+    elided = run.transcript.full_chars - run.transcript.chars
+    run.prefill.append(reply.usage.input_tokens)
+    run.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
+    return reply, core.ms_since(started), None
 
-    async def _plan(self, run: RunState) -> None:
-        now = self.clock.monotonic()
-        bound = run.tripped or bounds.spent(run.spec.limits, run.usage, now)
-        if bound is not None:
-            await self._final_request(run, bound)
+
+async def plan(core: Core, run: RunState) -> None:
+    now = core.clock.monotonic()
+    bound = run.tripped or bounds.spent(run.spec.limits, run.usage, now)
+    if bound is not None:
+        await _final_request(core, run, bound)
+        return
+    reply, latency, failure = await _ask(core, run, run.offered, "auto", bounded=True)
+    if reply is None:
+        if failure == "deadline":
+            run.tripped = Bound.DEADLINE  # the next iteration makes the final request
             return
-        reply, latency, failure = await self._ask(run, run.offered, "auto", bounded=True)
-        if reply is None:
-            if failure == "deadline":
-                run.tripped = Bound.DEADLINE  # the next iteration makes the final request
-                return
-            run.reason = failure or "model_error"
-            self._move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason)
-            return
-        tokens = {"tokens_in": reply.usage.input_tokens, "tokens_out": reply.usage.output_tokens}
-        unusable = _unusable(reply)
-        if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
-            run.transcript.append(AssistantMessage(text=reply.text))
-            run.answer, run.reason = reply.text or None, unusable
-            self._move(run, Trigger.GIVE_UP, latency_ms=latency, reason=unusable, **tokens)
-            return
-        if reply.tool_calls:
-            calls = unique_calls(reply.tool_calls, run.call_ids)
-            run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
-            run.queue = deque(Slot(call=call) for call in calls)
-            run.fresh_batch = True
-            run.batch_writes = {}
-            run.pending, run.pending_reason, run.pending_key = Decision.CONTINUE, None, None
-            self._move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
-            return
+        run.reason = failure or "model_error"
+        core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason)
+        return
+    tokens = {"tokens_in": reply.usage.input_tokens, "tokens_out": reply.usage.output_tokens}
+    unusable = _unusable(reply)
+    if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
+        run.transcript.append(AssistantMessage(text=reply.text))
+        run.answer, run.reason = reply.text or None, unusable
+        core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=unusable, **tokens)
+        return
+    if reply.tool_calls:
+        calls = unique_calls(reply.tool_calls, run.call_ids)
+        run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
+        run.batch = InFlight(calls=deque(Slot(call=call) for call in calls))
+        run.work = AdmitBatch()
+        core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
+        return
+    run.transcript.append(AssistantMessage(text=reply.text))
+    run.answer = reply.text
+    run.reason = "model_final"
+    core.move(
+        run,
+        Trigger.ANSWER,
+        result_class="model_final",
+        latency_ms=latency,
+        reason=run.reason,
+        **tokens,
+    )
+
+
+async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
+    """The one tool-free request after a bound is spent; then `abstain`.
+
+    It is outside the model-step cap. Under the deadline it gets only the time left, and none
+    when none is left (the run then abstains with its evidence and no final text).
+    """
+    run.transcript.append(
+        UserMessage(
+            text=f"The {bound.value} budget is spent and no more tools can be called. Answer "
+            "from the evidence you have, and say what you could not determine."
+        )
+    )
+    left = bounds.time_left(run.spec.limits, run.usage, core.clock.monotonic())
+    deadline = bound is Bound.DEADLINE
+    reply: ModelReply | None = None
+    latency: float | None = None
+    if not deadline or left > 0:  # the tools stay declared; tool_choice none forbids them
+        reply, latency, _ = await _ask(core, run, run.offered, "none", bounded=deadline)
+    if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
         run.answer = reply.text
-        run.reason = "model_final"
-        self._move(
-            run,
-            Trigger.ANSWER,
-            result_class="model_final",
-            latency_ms=latency,
-            reason=run.reason,
-            **tokens,
-        )
-
-    async def _final_request(self, run: RunState, bound: Bound) -> None:
-        """The one tool-free request after a bound is spent; then `abstain`.
-
-        It is outside the model-step cap. Under the deadline it gets only the time left, and none
-        when none is left (the run then abstains with its evidence and no final text).
-        """
-        run.transcript.append(
-            UserMessage(
-                text=f"The {bound.value} budget is spent and no more tools can be called. Answer "
-                "from the evidence you have, and say what you could not determine."
-            )
-        )
-        left = bounds.time_left(run.spec.limits, run.usage, self.clock.monotonic())
-        deadline = bound is Bound.DEADLINE
-        reply: ModelReply | None = None
-        latency: float | None = None
-        if not deadline or left > 0:  # the tools stay declared; tool_choice none forbids them
-            reply, latency, _ = await self._ask(run, run.offered, "none", bounded=deadline)
-        if reply is not None:
-            run.transcript.append(AssistantMessage(text=reply.text))
-            run.answer = reply.text
-        run.reason = bound.value
-        self._move(
-            run,
-            Trigger.GIVE_UP,
-            result_class="budget_exhausted",
-            decision=Decision.ABSTAIN.value,
-            latency_ms=latency,
-            tokens_in=reply.usage.input_tokens if reply else None,
-            tokens_out=reply.usage.output_tokens if reply else None,
-            reason=run.reason,
-        )
+    run.reason = bound.value
+    core.move(
+        run,
+        Trigger.GIVE_UP,
+        result_class="budget_exhausted",
+        decision=Decision.ABSTAIN,
+        latency_ms=latency,
+        tokens_in=reply.usage.input_tokens if reply else None,
+        tokens_out=reply.usage.output_tokens if reply else None,
+        reason=run.reason,
+    )

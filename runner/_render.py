@@ -7,7 +7,7 @@ transcript stays an exact growing prefix.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, assert_never
 
 from .observations import (
     AccessDenied,
@@ -57,8 +57,10 @@ def error_detail(observation: ToolObservation) -> dict[str, Any]:
             }
         case BudgetExhausted(bound=bound, detail=detail):
             return {"reason": f"budget spent: {bound}", "detail": detail}
-        case _:
+        case ToolSucceeded() | ToolFoundNothing():  # shown as a result, never as an error
             return {"reason": observation.kind}
+        case unreachable:
+            assert_never(unreachable)
 
 
 def model_view(observation: ToolObservation, attempts_left: int) -> tuple[dict[str, Any], bool]:

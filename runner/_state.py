@@ -13,8 +13,9 @@ from ._cancel import Cancellation
 from .budget import Bound, Usage
 from .clock import Clock
 from .contracts import CompiledContract, ContractSet
+from .decide import Batch, Verdict
 from .effects import Effects
-from .machine import Decision, Lifecycle
+from .machine import Lifecycle
 from .models.base import ToolCall, ToolSpec
 from .observations import ToolObservation
 from .operations import OperationStatus
@@ -57,9 +58,7 @@ class Slot:
     operation_key: str | None = None
     params_hash: str | None = None
     reconciled: bool = False
-    """A lookup by key has already been made for this write."""
-    looking_up: bool = False
-    """The dispatch in flight is the reconciliation lookup, not the write."""
+    """A lookup by key has been made for this write since it was last sent."""
     duplicate_of: Slot | None = None
     """An earlier call of this batch holding the same operation key: this one is never
     dispatched; it is answered as a duplicate of that call's outcome."""
@@ -67,14 +66,53 @@ class Slot:
     """The result class this call was answered with."""
 
 
-@dataclass(slots=True, kw_only=True)
-class Current:
-    """The outcome being decided on in `observe`."""
+@dataclass(frozen=True, slots=True)
+class AdmitBatch:
+    """`call`: a fresh batch; admit every call in call order, then classify the first."""
+
+
+@dataclass(frozen=True, slots=True)
+class NextCall:
+    """`call`: classify the next call of the batch (admitted with it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """`call`: send `slot`'s call again (the verdict's wait has been slept)."""
 
     slot: Slot
-    observation: ToolObservation
-    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class LookUp:
+    """`call`: look `slot`'s write up by its operation key."""
+
+    slot: Slot
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """`observe`: carry out the verdict on `slot`'s outcome."""
+
+    slot: Slot
+    verdict: Verdict
     latency_ms: float | None
+
+
+@dataclass(slots=True, kw_only=True)
+class InFlight:
+    """The batch of calls the model proposed last, owned by the run while it is worked off."""
+
+    calls: deque[Slot] = field(default_factory=deque)
+    """Its outstanding calls in call order; the front one is being called or observed."""
+    writes: dict[str, Slot] = field(default_factory=dict)
+    """Operation key -> the first call of the batch that claimed it."""
+    standing: Batch = field(default_factory=Batch)
+    """Its strongest decision so far."""
+
+
+Work = AdmitBatch | NextCall | Retry | LookUp | Decided
+"""What the run is doing next, as a value: set by each phase for the next one."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -99,18 +137,12 @@ class RunState:
     """Transitions already stored (resume): re-driven moves must match them, not be re-stored."""
     transcript: Transcript = field(default_factory=Transcript)
     records: list[TransitionRecord] = field(default_factory=list)
-    queue: deque[Slot] = field(default_factory=deque)
-    batch_writes: dict[str, Slot] = field(default_factory=dict)
-    """Operation key -> the first call of the current batch that claimed it."""
+    batch: InFlight = field(default_factory=InFlight)
+    """The batch of calls in flight (replaced whole when the model proposes the next)."""
     call_ids: set[str] = field(default_factory=set)
     """Every call id given out in this run (ids are made unique at `plan`)."""
-    fresh_batch: bool = False
-    redo: Slot | None = None
-    """A slot going back to `call` for a retry or a reconciliation lookup."""
-    current: Current | None = None
-    pending: Decision = Decision.CONTINUE
-    pending_reason: str | None = None
-    pending_key: str | None = None
+    work: Work = field(default_factory=NextCall)
+    """What the next `call` or `observe` does."""
     tripped: Bound | None = None
     settled: dict[str, tuple[str, str]] = field(default_factory=dict)
     invalid_streak: dict[str, int] = field(default_factory=dict)

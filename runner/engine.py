@@ -10,8 +10,9 @@ request, and the run ends `abstain` with the bound as its reason. A write whose 
 is looked up by its operation key before anything else; if that cannot settle it, `unknown`.
 
 This module holds the public `Engine` (run, resume, replay) and a run's lifecycle; the states'
-work lives in `_planning.py` (plan) and `_acting.py` (call, observe), and `_core.py` holds the one
-way to make a move.
+work lives in plain functions, `_planning.plan` and `_acting.call`/`observe`, each given the
+engine's `Core` (`_core.py`: its settings and the one way to make a move) and the run's state.
+The one decision on each observation is `decide.decide`.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from ._acting import Acting
+from ._acting import call, observe
 from ._cancel import CANCELLED, take_cancellation
-from ._core import brief
+from ._core import Core, brief
 from ._logging import run_logger
-from ._planning import Planning
+from ._planning import plan
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
 from .clock import Clock
@@ -74,7 +75,7 @@ class ReplayedRun:
     """Whether the final tool-free answer was not in the recording (counterfactual only)."""
 
 
-class Engine(Planning, Acting):
+class Engine:
     """Runs tasks against a fixed set of contracts, tools, policy, store and clock.
 
     Build one per configuration and call `run` for each task; contracts are compiled and the
@@ -105,9 +106,7 @@ class Engine(Planning, Acting):
                 DeprecationWarning,
                 stacklevel=2,
             )
-        self.render_limit = render_limit
         self.system_prompt = system_prompt
-        self.spans = tuple(spans)
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         self.runtime = Runtime(
             contracts=contracts,
@@ -117,6 +116,11 @@ class Engine(Planning, Acting):
             policy=policy or Policy(),
             retry_horizon=retry_horizon,
         )
+        self._core = Core(self.runtime, render_limit=render_limit, spans=tuple(spans))
+
+    @property
+    def clock(self) -> Clock:
+        return self.runtime.clock
 
     def run_sync(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Run to completion from synchronous code, on the clock's event loop."""
@@ -314,11 +318,11 @@ class Engine(Planning, Acting):
                         if run.cancel.requested:  # the batch is done: end before asking again
                             self._end_cancelled(run)
                         else:
-                            await self._plan(run)
+                            await plan(self._core, run)
                     elif state is State.CALL:
-                        await self._call(run)
+                        await call(self._core, run)
                     else:
-                        await self._observe(run)
+                        await observe(self._core, run)
                 except asyncio.CancelledError as exc:
                     # Only a model request (in `plan`) is ever abandoned for the handle's cancel.
                     if state is not State.PLAN or not take_cancellation(run.cancel, exc):
@@ -329,7 +333,7 @@ class Engine(Planning, Acting):
                         raise
                     self._end_cancelled(run)  # re-driving a cancelled run: its inputs end here
         finally:
-            for slot in run.queue:
+            for slot in run.batch.calls:
                 if isinstance(slot.task, asyncio.Future):
                     slot.task.cancel()
                 elif slot.task is not None:
@@ -339,7 +343,7 @@ class Engine(Planning, Acting):
 
     def _end_cancelled(self, run: RunState) -> None:
         run.reason = CANCELLED
-        self._move(run, Trigger.GIVE_UP, decision=Decision.ABSTAIN.value, reason=CANCELLED)
+        self._core.move(run, Trigger.GIVE_UP, decision=Decision.ABSTAIN, reason=CANCELLED)
 
     def _finish(self, run: RunState) -> RunResult:
         summary = RunSummary(

@@ -14,18 +14,16 @@ from typing import Final, Protocol
 
 from ._call_ids import unique_id
 from .contracts import ContractSet
+from .machine import Trigger
 from .replay import Recording
+from .result_classes import DISPATCHED, LEAVES_WRITE_OPEN
 from .states import TERMINAL, State
 from .trace import TransitionRecord
 
 # Classes that can only come from a call that was really dispatched.
-_DISPATCHED: Final = frozenset(
-    {"ok", "empty", "rate_limited", "transient", "malformed_result", "unknown_outcome",
-     "not_applied"}
-)  # fmt: skip
-_TERMINAL_STATES: Final = frozenset(state.value for state in TERMINAL)
+_DISPATCHED: Final[frozenset[str]] = DISPATCHED
 # Classes that leave a write's outcome open: a lookup (or nothing) must settle it.
-_UNSETTLED: Final = frozenset({"unknown_outcome", "budget_exhausted"})
+_UNSETTLED: Final[frozenset[str]] = LEAVES_WRITE_OPEN
 
 
 class Expect(Protocol):
@@ -87,11 +85,11 @@ def _batches(records: list[TransitionRecord]) -> Iterator[list[TransitionRecord]
     """The records of each proposed batch: from `propose` to the move back to plan or the end."""
     batch: list[TransitionRecord] | None = None
     for record in records:
-        if record.trigger == "propose":
+        if record.trigger == Trigger.PROPOSE:
             batch = []
         elif batch is not None:
             batch.append(record)
-            if record.to_state == "plan" or record.to_state in _TERMINAL_STATES:
+            if record.to_state == State.PLAN or record.to_state in TERMINAL:
                 yield batch
                 batch = None
     if batch is not None:
@@ -102,10 +100,10 @@ def _answered_in_batch(batch: list[TransitionRecord]) -> list[str]:
     """Call ids whose final classification this batch records (retries and lookups excluded)."""
     answered = []
     for index, record in enumerate(batch):
-        if record.trigger != "classify":
+        if record.trigger != Trigger.CLASSIFY:
             continue
         following = batch[index + 1] if index + 1 < len(batch) else None
-        if following is None or following.trigger not in {"retry", "reconcile"}:
+        if following is None or following.trigger not in {Trigger.RETRY, Trigger.RECONCILE}:
             answered.append(record.call_id or "")
     return answered
 
@@ -123,11 +121,11 @@ def _dispatches(recording: Recording) -> Iterator[tuple[TransitionRecord, int, b
     outputs = {(output.call_id, output.tool) for output in recording.outputs}
     batch_start, retried = 0, dict[str | None, int]()
     for record in recording.transitions:
-        if record.trigger == "propose":
+        if record.trigger == Trigger.PROPOSE:
             batch_start, retried = record.seq, {}
-        elif record.trigger == "retry":
+        elif record.trigger == Trigger.RETRY:
             retried[record.call_id] = record.seq
-        if record.trigger != "classify":
+        if record.trigger != Trigger.CLASSIFY:
             yield record, record.seq, False
             continue
         dispatched = record.result_class in _DISPATCHED or (record.call_id, record.tool) in outputs
@@ -141,11 +139,11 @@ def no_retry_after_access_denied(recording: Recording, contracts: ContractSet) -
     denied: dict[str, int] = {}
     for record, dispatched_at, dispatched in _dispatches(recording):
         tool = record.tool or ""
-        if record.trigger == "retry" and tool in denied:
+        if record.trigger == Trigger.RETRY and tool in denied:
             return Check(name, False, _again(record.seq, tool, denied))
         if dispatched and tool in denied and dispatched_at > denied[tool]:
             return Check(name, False, _again(record.seq, tool, denied, record.call_id))
-        if record.trigger == "classify" and record.result_class == "access_denied" and tool:
+        if record.trigger == Trigger.CLASSIFY and record.result_class == "access_denied" and tool:
             denied.setdefault(tool, record.seq)
     return Check(name, True)
 
@@ -175,9 +173,9 @@ def no_second_intent_after_unknown_outcome(recording: Recording, contracts: Cont
     name = "no_second_intent_after_unknown_outcome"
     records = recording.transitions
     for index, record in enumerate(records):
-        if record.trigger == "classify" and record.result_class == "unknown_outcome":
+        if record.trigger == Trigger.CLASSIFY and record.result_class == "unknown_outcome":
             following = records[index + 1] if index + 1 < len(records) else None
-            if following is not None and following.trigger == "retry":
+            if following is not None and following.trigger == Trigger.RETRY:
                 return Check(
                     name, False, f"seq {following.seq}: {record.call_id} re-sent without a lookup"
                 )
@@ -185,7 +183,7 @@ def no_second_intent_after_unknown_outcome(recording: Recording, contracts: Cont
     seen: set[str] = set()
     for record, dispatched_at, _ in _dispatches(recording):
         key = record.operation_key
-        if key is None or record.trigger != "classify":
+        if key is None or record.trigger != Trigger.CLASSIFY:
             continue
         if key not in seen:
             seen.add(key)
@@ -261,7 +259,7 @@ def no_call_outside_scopes(recording: Recording, contracts: ContractSet) -> Chec
 def ending(recording: Recording) -> tuple[str | None, str | None]:
     """Terminal state and reason as the transitions record them (None, None: unfinished)."""
     last = recording.transitions[-1] if recording.transitions else None
-    if last is None or last.to_state not in _TERMINAL_STATES:
+    if last is None or last.to_state not in TERMINAL:
         return None, None
     return last.to_state, last.reason
 

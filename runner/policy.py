@@ -1,7 +1,8 @@
 """The retry policy as validated data: observation class -> decision, plus backoff.
 
-Pure: nothing here sleeps or reads a clock. The engine asks `decision_for()` what to do and
-`retry_delay()` how long to wait, then checks the wait against the deadline before sleeping.
+Pure: nothing here sleeps or reads a clock. The one decision (`decide.py`) asks `decision_for()`
+what the table says and `retry_delay()` how long to wait, and checks the wait against the deadline;
+the engine sleeps. Each result class's defaults and allowed decisions come from `result_classes.py`.
 """
 
 from __future__ import annotations
@@ -23,22 +24,12 @@ from ._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
 from .errors import ConfigError
 from .machine import Decision
 from .observations import ResultClass, ToolRateLimited
+from .result_classes import CLASSES
 
 DEFAULT_DECISIONS: Final[dict[ResultClass, Decision]] = {
-    "ok": Decision.CONTINUE,
-    "empty": Decision.CONTINUE,
-    "invalid_arguments": Decision.BACK_TO_MODEL,
-    "rate_limited": Decision.RETRY,
-    "transient": Decision.RETRY,
-    "access_denied": Decision.ESCALATE,
-    "permanent": Decision.BACK_TO_MODEL,
-    "malformed_result": Decision.BACK_TO_MODEL,
-    "unknown_tool": Decision.BACK_TO_MODEL,
-    "unknown_outcome": Decision.RECONCILE,
-    "not_applied": Decision.RETRY,
-    "repeat_refused": Decision.BACK_TO_MODEL,
-    "budget_exhausted": Decision.FINAL_ANSWER,
+    kind: facts.default for kind, facts in CLASSES.items() if facts.default is not None
 }
+"""The default policy's table, from the registry of result classes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,45 +40,12 @@ class Rule:
     rule: str
 
 
-_TO_PLAN: Final = frozenset({Decision.CONTINUE, Decision.BACK_TO_MODEL})
-_STOP: Final = frozenset({Decision.ABSTAIN, Decision.ESCALATE})
-_HAND_BACK: Final = frozenset({Decision.BACK_TO_MODEL}) | _STOP
-_RETRYABLE: Final = frozenset({Decision.RETRY}) | _HAND_BACK
-
-# What a policy may decide per result class: the failure classes of DESIGN.md as data, checked
-# whenever a `Policy` is built. No table can retry a denial, skip the lookup of an unknown write,
-# re-send a settled call, or keep calling tools once a bound is spent.
+# What a policy may decide per result class: the failure classes of DESIGN.md as data (kept in
+# `result_classes.py`), checked whenever a `Policy` is built. No table can retry a denial, skip
+# the lookup of an unknown write, re-send a settled call, or keep calling tools once a bound is
+# spent.
 ALLOWED_DECISIONS: Final[dict[ResultClass, Rule]] = {
-    "ok": Rule(_TO_PLAN, "a success is final: never retried nor reconciled"),
-    "empty": Rule(_TO_PLAN, "an empty result is an answer: never retried nor reconciled"),
-    "invalid_arguments": Rule(
-        _HAND_BACK, "invalid arguments go back to the model for correction, never re-sent as is"
-    ),
-    "rate_limited": Rule(
-        _RETRYABLE, "a rate limit is retried (bounded) or handed back; nothing to reconcile"
-    ),
-    "transient": Rule(
-        _RETRYABLE, "a transient failure is retried (bounded) or handed back; nothing to reconcile"
-    ),
-    "access_denied": Rule(
-        _STOP, "access denied is never retried, reconciled or handed back: escalate or abstain"
-    ),
-    "permanent": Rule(_HAND_BACK, "a permanent failure is never retried: the same call fails"),
-    "malformed_result": Rule(_HAND_BACK, "a malformed result is never retried nor reconciled"),
-    "unknown_tool": Rule(_HAND_BACK, "a call to an unknown tool is never retried"),
-    "unknown_outcome": Rule(
-        frozenset({Decision.RECONCILE, Decision.UNKNOWN}),
-        "an unknown write outcome is reconciled by its key before anything else, or ends unknown",
-    ),
-    "not_applied": Rule(
-        _RETRYABLE, "a write proven not applied may be re-sent under its key, never looked up again"
-    ),
-    "repeat_refused": Rule(_HAND_BACK, "a refused repeat is never re-sent"),
-    "budget_exhausted": Rule(
-        frozenset({Decision.FINAL_ANSWER, Decision.ABSTAIN}),
-        "a spent budget allows only the final tool-free answer or abstain",
-    ),
-    "model_final": Rule(frozenset(), "the model's final answer is not a tool outcome"),
+    kind: Rule(facts.allowed, facts.rule) for kind, facts in CLASSES.items()
 }
 
 MAX_RETRIES: Final = 10
@@ -99,8 +57,8 @@ def unsafe_decisions(decisions: Mapping[ResultClass, Decision]) -> list[str]:
     """Every entry of a decision table that breaks the matrix, each naming its rule."""
     problems = []
     for result_class, decision in decisions.items():
-        rule = ALLOWED_DECISIONS.get(result_class)
-        if rule is not None and decision not in rule.allowed:
+        rule = ALLOWED_DECISIONS[result_class]
+        if decision not in rule.allowed:
             allowed = ", ".join(sorted(rule.allowed)) or "none"
             problems.append(
                 f"{result_class}: {decision.value} breaks the rule '{rule.rule}' "
@@ -161,7 +119,7 @@ class Policy(BaseModel):
 
     def decision_for(self, result_class: ResultClass) -> Decision:
         """The table's decision for a result class."""
-        return self.decisions.get(result_class, Decision.BACK_TO_MODEL)
+        return self.decisions[result_class]  # every table is merged over the defaults
 
     def key_generation(self, retries: int) -> int:
         """The generation of the operation key a write's retry is sent under: always 0, so one

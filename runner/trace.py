@@ -27,8 +27,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 
 from ._documents import DocumentProblem, read_text
 from .errors import LogFormatError
+from .machine import Decision, Trigger
 from .models.identity import ModelIdentity
+from .observations import ResultClass
 from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
+from .states import State
 
 LOG_FORMAT: Final = "runner-log/1"
 
@@ -40,17 +43,18 @@ class TransitionRecord:
     run_id: str
     seq: int
     time: datetime
-    from_state: str
-    to_state: str
-    trigger: str
+    from_state: State
+    to_state: State
+    trigger: Trigger
     tool: str | None = None
     call_id: str | None = None
     args: dict[str, Any] | None = None
     """The arguments as validated (None where the call was refused before validation)."""
-    result_class: str | None = None
+    result_class: ResultClass | None = None
     attempt: int = 0
     """Admitted tool attempts so far in the run."""
-    decision: str | None = None
+    decision: Decision | None = None
+    """The verdict on the call's outcome (`classify`), or the decision a move carries out."""
     latency_ms: float | None = None
     operation_key: str | None = None
     tokens_in: int | None = None
@@ -58,9 +62,10 @@ class TransitionRecord:
     wait_s: float | None = None
     """The wait slept before this transition (retries only)."""
     reason: str | None = None
-    """Why a call was rejected, a decision overridden, or the run ended."""
+    """Why a call was rejected, the verdict's reason, or why the run ended."""
 
     def to_json(self) -> dict[str, Any]:
+        """The record as the log stores it; enums stay enums (they are their string values)."""
         data = asdict(self)
         data["from"] = data.pop("from_state")
         data["to"] = data.pop("to_state")
@@ -68,7 +73,7 @@ class TransitionRecord:
         return data
 
 
-def states_visited(records: list[TransitionRecord]) -> list[str]:
+def states_visited(records: list[TransitionRecord]) -> list[State]:
     """The states a run passed through, starting where its first transition started."""
     if not records:
         return []
@@ -158,15 +163,15 @@ class _TransitionLine(BaseModel):
     run_id: str
     seq: int
     time: datetime
-    from_: str = Field(alias="from")
-    to: str
-    trigger: str
+    from_: State = Field(alias="from")
+    to: State
+    trigger: Trigger
     tool: str | None
     call_id: str | None
     args: dict[str, Any] | None
-    result_class: str | None
+    result_class: ResultClass | None
     attempt: int
-    decision: str | None
+    decision: Decision | None
     latency_ms: float | None
     operation_key: str | None
     tokens_in: int | None

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from runner import _acting
 from runner.cli import main
 from runner.contracts import ContractSet
-from runner.engine import Engine
 from runner.grading import grade
 from runner.machine import Decision
 from runner.policy import DEFAULT_DECISIONS, Policy
@@ -132,7 +132,7 @@ def test_a_second_write_intent_after_an_unknown_outcome_fails_grading(
 ) -> None:
     # The engine now ends such a run `unknown` before the model can hold again; grading must
     # still catch a runner without that guard, so this test takes the guard away.
-    monkeypatch.setattr(Engine, "_unless_unsettled", lambda self, run, final: final)
+    monkeypatch.setattr(_acting, "_unsettled", lambda run: None)
     fixture = _hold_fixture(
         {"hold_room": [{"write": "commit_then_lose_response"}, {"write": "commit"}]},
         [
