@@ -15,7 +15,7 @@ from ._decisions import ENDING, decide
 from ._render import model_view, render_for_model
 from ._state import Current, RunState, Slot
 from .budget import Bound
-from .classifier import classify
+from .classifier import classify, malformed_reason
 from .machine import Decision, Trigger
 from .machine import decide as trigger_for
 from .observations import (
@@ -24,6 +24,7 @@ from .observations import (
     BudgetExhausted,
     OutcomeUnknown,
     RepeatRefused,
+    ResultMalformed,
     ToolFailedPermanently,
     ToolFailedTransiently,
     ToolFoundNothing,
@@ -63,6 +64,8 @@ def _why(observation: ToolObservation) -> str | None:
             return reason
         case OutcomeUnknown(reason=reason):
             return reason
+        case ResultMalformed(errors=errors):
+            return malformed_reason(errors)
         case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=True):
             return f"duplicate of {first} in the same reply ({kind})"
         case _:

@@ -14,6 +14,12 @@ from pydantic import ValidationError
 
 from . import log
 from ._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
+from ._tool_commands import (
+    add_tool_commands,
+    ended_run_json,
+    listing_json,
+    run_tool_command,
+)
 from .budget import Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
 from .errors import LoadError, RunnerError, StoreCorrupt, StoreError
@@ -155,11 +161,13 @@ def _parser() -> argparse.ArgumentParser:
     with_db(artifact)
 
     runs = commands.add_parser("runs", help="list stored runs")
+    runs.add_argument("--json", action="store_true", help="print one JSON object per run")
     with_db(runs)
 
     contracts = commands.add_parser("contracts", help="work with tool contracts")
     contract_commands = contracts.add_subparsers(dest="contracts_command", required=True)
     contract_commands.add_parser("check", help="compile every contract")
+    add_tool_commands(parser, commands, contract_commands)  # last: it adds --verbose to all
     return parser
 
 
@@ -245,6 +253,9 @@ def _resume(args: argparse.Namespace) -> int:
     try:
         summary = store.summary(args.run_id)
         if summary is not None:
+            if args.json:  # the stored run as `show --json` prints it, marked as not resumed
+                print(json.dumps(ended_run_json(store, args.run_id, summary), sort_keys=True))
+                return 0
             print(
                 printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
             )
@@ -300,6 +311,10 @@ def _runs(args: argparse.Namespace) -> int:
     finally:
         store.close()
     listings = [listing for listing in everything if isinstance(listing, RunListing)]
+    if args.json:
+        for listing in everything:
+            print(json.dumps(listing_json(listing), sort_keys=True))
+        return EXIT_BAD_INPUT if len(listings) < len(everything) else 0
     width = max([len(listing.header.name) for listing in listings] + [len("fixture")])
     reasons = max([len(x.summary.reason) for x in listings if x.summary] + [len("reason")])
     print(
@@ -449,9 +464,15 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _check_contracts(args: argparse.Namespace) -> int:
+    if args.contracts_command != "check":
+        return run_tool_command(args, _contracts)
     contracts = _contracts(args.contracts)
     print(f"ok: {len(contracts)} contracts compiled ({', '.join(sorted(contracts))})")
     return 0
+
+
+def _check_fixtures(args: argparse.Namespace) -> int:
+    return run_tool_command(args, _contracts)
 
 
 _COMMANDS = {
@@ -463,6 +484,7 @@ _COMMANDS = {
     "grade": _grade,
     "artifact": _artifact,
     "contracts": _check_contracts,
+    "fixtures": _check_fixtures,
 }
 
 

@@ -1,0 +1,102 @@
+"""`runner fixtures check`: a fixture writer learns what the runner would refuse before running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner.cli import main
+from runner.contracts import ContractSet
+from runner.fixture_check import check_script
+from runner.fixtures import load_fixture
+
+from .conftest import FIXTURES
+
+FIXTURE = """\
+name: wrong_names
+description: A fixture written with the wrong argument names.
+task: Find flights SFO to NRT.
+tenant: optiverse
+principal: {{id: agent-7, scopes: [travel.read]}}
+tools: [search_flights]
+environment:
+  search_flights:
+    - respond: {{status: ok, options: [], source_timestamp: "yesterday"}}
+model:
+  - tool_calls: [{{name: search_flights, args: {args}}}]
+  - final: "done"
+expect: {{terminal: {terminal}}}
+"""
+WRONG = (
+    '{from: SFO, to: NRT, date_start: "2027-04-01", date_end: "2027-04-03", accessibility: none}'
+)
+
+
+def write(tmp_path: Path, *, args: str = WRONG, terminal: str = "complete") -> Path:
+    path = tmp_path / "wrong_names.yaml"
+    path.write_text(FIXTURE.format(args=args, terminal=terminal))
+    return path
+
+
+def test_wrong_argument_names_and_a_bad_response_are_warned(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    findings = check_script(load_fixture(write(tmp_path), contracts), contracts)
+    assert [(f.where, f.result_class, f.anticipated) for f in findings] == [
+        ("model[0].tool_calls[0] search_flights", "invalid_arguments", False),
+        ("environment.search_flights[0]", "malformed_result", False),
+    ]
+    assert findings[0].detail == "from: unexpected argument"
+    assert "source_timestamp: 'yesterday' is not a 'date-time'" in findings[1].detail
+
+
+def test_the_cli_warns_names_the_file_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path)
+    assert main(["fixtures", "check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert (
+        f"{path}: warning: model[0].tool_calls[0] search_flights: would be invalid_arguments: "
+        "from: unexpected argument"
+    ) in out
+    assert "1 fixtures checked: 2 warnings, 0 notes (scripted on purpose), 0 unreadable" in out
+
+
+def test_the_shipped_fixtures_script_their_refusals_on_purpose(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["fixtures", "check", str(FIXTURES)]) == 0
+    out = capsys.readouterr().out
+    assert "warning:" not in out
+    assert "tenant_in_arguments.yaml: note: model[0].tool_calls[0] search_flights" in out
+    assert "0 warnings, 8 notes" in out
+
+
+def test_an_unreadable_fixture_is_named_the_others_still_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    assert main(["fixtures", "check", str(bad), str(good)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and str(bad) in captured.err
+    assert "2 fixtures checked: 2 warnings, 0 notes (scripted on purpose), 1 unreadable" in (
+        captured.out
+    )
+
+
+@pytest.mark.parametrize("state", ["plan", "call", "observe"])
+def test_expect_terminal_accepts_only_terminal_states(
+    tmp_path: Path, state: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, terminal=state)
+    assert main(["fixtures", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: fixture {path}: expect.terminal: must be a terminal state "
+        f"(complete, abstain, escalate, unknown), got '{state}'\n"
+    )
+    assert main(["run", str(path), "--db", str(tmp_path / "r.sqlite")]) == 2
