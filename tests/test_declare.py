@@ -20,9 +20,9 @@ from runner.declare import Toolset, contract_json, declare_contract, declared_in
 from runner.engine import Engine
 from runner.errors import ContractError
 from runner.models.scripted import ScriptedModel, ScriptedTurn
-from runner.spec import RunSpec
+from runner.spec import RunResult, RunSpec
 from runner.store import MemoryStore
-from runner.tools import Principal
+from runner.tools import Principal, ToolInvocation
 
 from . import declared_tools
 from .conftest import ROOT
@@ -134,6 +134,31 @@ def test_the_export_round_trips_to_the_same_contract(tmp_path: Path) -> None:
     assert contract_json(exported) == contract_json(DECLARED)
 
 
+def _drive(tools: Toolset) -> RunResult:
+    """One run that calls search_flights once, then answers."""
+    model = ScriptedModel(
+        [
+            ScriptedTurn.model_validate(
+                {"tool_calls": [{"name": "search_flights", "args": VALID_ARGUMENTS}]}
+            ),
+            ScriptedTurn.model_validate({"final": "NH7, assistance unknown"}),
+        ]
+    )
+    engine = Engine(
+        contracts=tools.contract_set(),
+        toolbox=tools,
+        store=MemoryStore(),
+        clock=FakeClock(datetime(2027, 3, 1, 9, tzinfo=UTC)),
+    )
+    spec = RunSpec(
+        task="find flights",
+        tenant="acme",
+        principal=Principal(id="svc", scopes=frozenset({"travel.read"})),
+        tools=("search_flights",),
+    )
+    return engine.run_sync(spec, model)
+
+
 def test_a_declared_tool_is_dispatched_with_its_model_and_its_result_dumped() -> None:
     tools = Toolset()
     seen: list[declared_tools.SearchFlights] = []
@@ -153,34 +178,7 @@ def test_a_declared_tool_is_dispatched_with_its_model_and_its_result_dumped() ->
             status="ok", options=[option], source_timestamp=datetime(2027, 3, 1, tzinfo=UTC)
         )
 
-    arguments = {
-        "origin": "SFO",
-        "destination": "NRT",
-        "date_start": "2027-04-01",
-        "date_end": "2027-04-03",
-        "accessibility": "wheelchair",
-    }
-    model = ScriptedModel(
-        [
-            ScriptedTurn.model_validate(
-                {"tool_calls": [{"name": "search_flights", "args": arguments}]}
-            ),
-            ScriptedTurn.model_validate({"final": "NH7, assistance unknown"}),
-        ]
-    )
-    engine = Engine(
-        contracts=tools.contract_set(),
-        toolbox=tools,
-        store=MemoryStore(),
-        clock=FakeClock(datetime(2027, 3, 1, 9, tzinfo=UTC)),
-    )
-    spec = RunSpec(
-        task="find flights",
-        tenant="acme",
-        principal=Principal(id="svc", scopes=frozenset({"travel.read"})),
-        tools=("search_flights",),
-    )
-    result = engine.run_sync(spec, model)
+    result = _drive(tools)
     assert result.terminal.value == "complete"
     assert [r.result_class for r in result.transitions if r.trigger == "classify"] == ["ok"]
     assert seen and seen[0].origin == "SFO" and str(seen[0].date_start) == "2027-04-01"
@@ -292,3 +290,34 @@ def test_contracts_export_of_a_module_that_does_not_import_is_one_line(
     assert main(["contracts", "export", "--module", "tests.no_such_module"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "tests.no_such_module" in err
+
+
+def test_a_file_contract_is_implemented_with_a_plain_mapping() -> None:
+    tools = Toolset()
+    received: list[tuple[dict[str, Any], str]] = []
+
+    @tools.implement(FILE)
+    async def search_flights(arguments: dict[str, Any], invocation: ToolInvocation) -> object:
+        received.append((arguments, invocation.tenant))
+        return {"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}
+
+    result = _drive(tools)
+    assert received == [(VALID_ARGUMENTS, "acme")]
+    assert [r.result_class for r in result.transitions if r.trigger == "classify"] == ["empty"]
+
+
+def test_a_dangling_reconcile_with_is_refused_when_the_set_is_built() -> None:
+    hold = declare_contract(
+        name="hold_seat",
+        description="Hold a seat on a flight; use it only once the traveller has chosen one.",
+        arguments=Bounded,
+        result=Ok,
+        scope="travel.book",
+        timeout_s=5,
+        side_effect="write",
+        reconcile_with="lookup_seat",
+    )
+    tools = Toolset()
+    tools.add(hold)
+    with pytest.raises(ContractError, match="reconcile_with names 'lookup_seat'"):
+        tools.contract_set()
