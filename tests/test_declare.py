@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -207,6 +207,11 @@ class Host(BaseModel):
     address: IPvAnyAddress
 
 
+class Lettered(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    city: str = Field(pattern=r"^\p{L}+$")
+
+
 class Ok(BaseModel):
     status: Literal["ok"]
 
@@ -233,6 +238,7 @@ def _declare(arguments: type[BaseModel], result: Any = Ok) -> CompiledContract:
         (Loose, "must forbid extra fields"),
         (Checked, "pydantic validators cannot be written as JSON Schema (Checked._upper)"),
         (Host, "format 'ipvanyaddress' cannot be asserted"),
+        (Lettered, "pattern '^\\\\p{L}+$' is refused"),
     ],
 )
 def test_what_a_schema_cannot_carry_is_refused_by_name(
@@ -321,3 +327,18 @@ def test_a_dangling_reconcile_with_is_refused_when_the_set_is_built() -> None:
     tools.add(hold)
     with pytest.raises(ContractError, match="reconcile_with names 'lookup_seat'"):
         tools.contract_set()
+
+
+def test_a_discriminated_union_result_decides_by_its_status() -> None:
+    result = Annotated[
+        declared_tools.FlightsFound | declared_tools.ToolError, Field(discriminator="status")
+    ]
+    compiled = _declare(Bounded, result)
+    assert (
+        compiled.check_result({"status": "error", "error_code": "rate_limited", "retryable": True})
+        == ()
+    )
+    assert compiled.check_result({"status": "error", "error_code": "x", "retryable": True}) == (
+        "error_code: 'x' is not one of "
+        "['invalid_arguments', 'access_denied', 'rate_limited', 'service_unavailable']",
+    )
