@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ._jsonsafe import NotJson, json_value
 from .contracts import ContractSet
 from .fixtures import Fixture
 
@@ -58,7 +59,13 @@ def _call_findings(fixture: Fixture, contracts: ContractSet) -> Iterable[tuple[s
             elif call.name not in fixture.tools:
                 yield where, "unknown_tool", "not one of the fixture's tools"
             else:
-                problem = contract.check_arguments(call.args, context)
+                try:  # as the runtime takes a model's arguments: plain JSON or refused
+                    arguments = json_value(call.args, refuse_surrogates=True)
+                except NotJson as exc:
+                    why = f"arguments are not plain JSON: {exc}{_hint(exc)}"
+                    yield where, "invalid_arguments", why
+                    continue
+                problem = contract.check_arguments(arguments, context)
                 if problem is not None:
                     field = f"{problem.field}: " if problem.field else ""
                     yield where, "invalid_arguments", f"{field}{problem.reason}"
@@ -73,11 +80,23 @@ def _response_findings(fixture: Fixture, contracts: ContractSet) -> Iterable[tup
         for index, outcome in enumerate(outcomes):
             if "respond" not in outcome.model_fields_set:
                 continue
-            errors = contract.check_result(outcome.respond)
+            # A garbled answer from a write does not say whether it happened.
+            kind = "unknown_outcome" if is_write else "malformed_result"
+            try:
+                payload = json_value(outcome.respond)
+            except NotJson as exc:
+                why = f"the payload is not plain JSON: {exc}{_hint(exc)}"
+                yield f"environment.{tool}[{index}]", kind, why
+                continue
+            errors = contract.check_result(payload)
             if errors:
-                # A garbled answer from a write does not say whether it happened.
-                kind = "unknown_outcome" if is_write else "malformed_result"
                 yield f"environment.{tool}[{index}]", kind, errors[0]
+
+
+def _hint(exc: NotJson) -> str:
+    if "date" in str(exc) or "time" in str(exc):
+        return " (YAML reads an unquoted date or time as one: quote it)"
+    return ""
 
 
 def check_script(fixture: Fixture, contracts: ContractSet) -> list[ScriptFinding]:

@@ -100,3 +100,15 @@ def test_expect_terminal_accepts_only_terminal_states(
         f"(complete, abstain, escalate, unknown), got '{state}'\n"
     )
     assert main(["run", str(path), "--db", str(tmp_path / "r.sqlite")]) == 2
+
+
+def test_an_unquoted_yaml_date_is_named_not_a_crash(tmp_path: Path, contracts: ContractSet) -> None:
+    args = '{origin: SFO, destination: NRT, date_start: 2027-04-01, date_end: "2027-04-03", ' + (
+        "accessibility: none}"
+    )
+    findings = check_script(load_fixture(write(tmp_path, args=args), contracts), contracts)
+    assert findings[0].result_class == "invalid_arguments"
+    assert findings[0].detail == (
+        "arguments are not plain JSON: /date_start: date is not a JSON value "
+        "(YAML reads an unquoted date or time as one: quote it)"
+    )
