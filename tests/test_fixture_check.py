@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.cli import main
 from runner.contracts import ContractSet
 from runner.fixture_check import check_script
 from runner.fixtures import load_fixture
+from runner.scenario import run_fixture
+from runner.store import MemoryStore
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK, make_fixture
 
 FIXTURE = """\
 name: wrong_names
@@ -112,3 +118,61 @@ def test_an_unquoted_yaml_date_is_named_not_a_crash(tmp_path: Path, contracts: C
         "arguments are not plain JSON: /date_start: date is not a JSON value "
         "(YAML reads an unquoted date or time as one: quote it)"
     )
+
+
+NEAR_VALUES: dict[str, list[Any]] = {
+    "origin": ["SFO", "XXX", "sfo", 7, None, date(2027, 4, 1)],
+    "destination": ["NRT", "SFO", "NRTX"],
+    "date_start": ["2027-04-01", "2027-03-01", "2027-02-30", date(2027, 4, 1)],
+    "date_end": ["2027-04-03", "2027-03-30", "2027-05-30"],
+    "accessibility": ["none", "wheelchair", "some"],
+    "max_results": [1, 10, 11, "3"],
+    "from": ["SFO"],
+    "tenant": ["acme"],
+}
+RESPONSES: list[Any] = [
+    FLIGHTS_OK,
+    {**FLIGHTS_OK, "source_timestamp": "yesterday"},
+    {**FLIGHTS_OK, "source_timestamp": datetime(2027, 3, 1, 9, tzinfo=UTC)},
+    {"status": "error", "error_code": "rate_limited", "retryable": True},
+    {"status": "ok"},
+    "",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    changes=st.lists(st.sampled_from(sorted(NEAR_VALUES)), max_size=3, unique=True).flatmap(
+        lambda keys: st.fixed_dictionaries({k: st.sampled_from(NEAR_VALUES[k]) for k in keys})
+    ),
+    response=st.sampled_from(RESPONSES),
+    scopes=st.sampled_from([["travel.read"], ["travel.book"]]),
+)
+def test_the_check_says_what_the_run_records(
+    changes: dict[str, Any], response: Any, scopes: list[str], contracts: ContractSet
+) -> None:
+    """Whatever the script, the check's verdict on the first call is the class the run records."""
+    arguments = {**FLIGHT_ARGS, **changes}
+    fixture = make_fixture(
+        principal={"id": "agent-7", "scopes": scopes},
+        environment={"search_flights": [{"respond": response}]},
+        model=[
+            {"tool_calls": [{"name": "search_flights", "args": arguments}]},
+            {"final": "done"},
+        ],
+        constraints={"earliest": "2027-03-25", "latest": "2027-04-15"},
+    )
+    findings = check_script(fixture, contracts)
+    recorded = next(
+        r.result_class
+        for r in run_fixture(fixture, contracts, MemoryStore()).result.transitions
+        if r.trigger == "classify"
+    )
+    call_findings = [f.result_class for f in findings if f.where.startswith("model[0]")]
+    response_findings = [f.result_class for f in findings if f.where.startswith("environment")]
+    if call_findings:
+        assert recorded == call_findings[0]
+    elif response_findings:
+        assert recorded == response_findings[0]
+    else:
+        assert recorded in {"ok", "empty", "rate_limited"}
