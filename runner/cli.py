@@ -314,6 +314,8 @@ def _runs(args: argparse.Namespace) -> int:
     if args.json:
         for listing in everything:
             print(json.dumps(listing_json(listing), sort_keys=True))
+            if isinstance(listing, UnreadableRun):
+                print(f"error: {listing.problem}", file=sys.stderr)
         return EXIT_BAD_INPUT if len(listings) < len(everything) else 0
     width = max([len(listing.header.name) for listing in listings] + [len("fixture")])
     reasons = max([len(x.summary.reason) for x in listings if x.summary] + [len("reason")])

@@ -4,6 +4,7 @@ goes before or after the subcommand."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,22 @@ def test_verbose_after_the_subcommand_logs_transitions(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stderr
         assert ("transition" in done.stderr) == bool(verbose)
+
+
+def test_runs_json_names_an_unreadable_run_in_its_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.sqlite"
+    good = _run(str(db), "access_denied.yaml", capsys)
+    bad = _run(str(db), "rate_limited.yaml", capsys)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE runs SET header = 'not json' WHERE run_id = ?", (bad,))
+    conn.close()
+    assert main(["runs", "--db", str(db), "--json"]) == 2
+    out, err = capsys.readouterr()
+    listed = {item["run_id"]: item for item in map(json.loads, out.splitlines())}
+    assert listed[good]["unreadable"] is None
+    assert listed[bad] == {"run_id": bad, "unreadable": listed[bad]["unreadable"]}
+    assert f"run {bad} header cannot be read back" in listed[bad]["unreadable"]
+    assert err.count("\n") == 1 and f"run {bad} header cannot be read back" in err
