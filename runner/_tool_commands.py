@@ -20,7 +20,7 @@ from typing import Any
 from ._arguments import EXIT_BAD_INPUT
 from .contracts import CompiledContract, ContractSet
 from .declare import contract_json, declared_in
-from .errors import ConfigError, FixtureError, LoadError
+from .errors import ConfigError, FixtureError, LoadError, RunnerError
 from .fixture_check import check_script
 from .fixtures import collect_fixture_paths, load_fixture
 from .report import RunView, printable, run_json
@@ -88,8 +88,12 @@ def _import(name: str) -> Any:
         sys.path.insert(0, cwd)
     try:
         return importlib.import_module(name)
-    except ImportError as exc:
-        raise ConfigError(f"--module {name} cannot be imported: {exc}") from exc
+    except RunnerError:  # e.g. a declaration the runner refuses: its own one-line error
+        raise
+    except Exception as exc:  # the user's module failed: named in one line, not a traceback
+        raise ConfigError(
+            f"--module {name} cannot be imported: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _declared(args: argparse.Namespace) -> list[CompiledContract]:
