@@ -20,12 +20,12 @@ from typing import Any
 from ._arguments import EXIT_BAD_INPUT
 from .contracts import CompiledContract, ContractSet
 from .declare import contract_json, declared_in
-from .errors import ConfigError, FixtureError, LoadError, RunnerError
+from .errors import ConfigError, FixtureError, RunnerError
 from .fixture_check import check_script
 from .fixtures import collect_fixture_paths, load_fixture
 from .report import RunView, printable, run_json
-from .store.base import RunListing, Store, UnreadableRun
-from .trace import RunSummary
+from .store.base import RunListing, UnreadableRun
+from .trace import RunHeader, RunSummary, TransitionRecord
 
 EXIT_NEEDS_A_LOOK = 1
 
@@ -169,12 +169,16 @@ def _check_fixtures(args: argparse.Namespace, contracts: Contracts) -> int:
     return EXIT_NEEDS_A_LOOK if warnings else 0
 
 
-def ended_run_json(store: Store, run_id: str, summary: RunSummary) -> dict[str, Any]:
-    """`resume --json` of a run that already ended: the stored run, as `show --json` prints it."""
-    header = store.header(run_id)
-    if header is None:
-        raise LoadError(f"no run {run_id} in the store")
-    view = RunView.of_stored(header, summary, store.transitions(run_id))
+def ended_run_json(
+    header: RunHeader,
+    summary: RunSummary,
+    transitions: list[TransitionRecord],
+    holds: int | None,
+) -> dict[str, Any]:
+    """`resume --json` of a run that already ended: the stored run as `show --json` prints it,
+    with the holds its supplier database has now (as a resumed run reports them)."""
+    view = RunView.of_stored(header, summary, transitions)
+    view.holds = holds
     return {**run_json(view, None), "already_ended": True}
 
 

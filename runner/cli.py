@@ -254,7 +254,10 @@ def _resume(args: argparse.Namespace) -> int:
         summary = store.summary(args.run_id)
         if summary is not None:
             if args.json:  # the stored run as `show --json` prints it, marked as not resumed
-                print(json.dumps(ended_run_json(store, args.run_id, summary), sort_keys=True))
+                recording = Recording.from_store(store, args.run_id)
+                holds = _stored_holds(recording, args.db.resolve().parent)
+                ended = ended_run_json(recording.header, summary, recording.transitions, holds)
+                print(json.dumps(ended, sort_keys=True))
                 return 0
             print(
                 printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")

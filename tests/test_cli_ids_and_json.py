@@ -48,6 +48,18 @@ def test_resume_json_of_an_ended_run_is_the_stored_run(
     assert resumed["terminal"] == "escalate"
 
 
+def test_resume_json_of_an_ended_write_reports_its_holds_as_the_run_did(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "r.sqlite")
+    assert main(["run", str(FIXTURES / "hold_not_committed.yaml"), "--db", db, "--json"]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert main(["resume", ran["run_id"], "--db", db, "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["holds"] == ran["holds"] == 1
+    assert resumed["transitions"] == ran["transitions"]
+
+
 def test_runs_json_is_one_object_per_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
