@@ -8,7 +8,7 @@ result schema is `malformed_result`, an exception is named by its type. An answe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from .contracts import CompiledContract
 from .observations import (
@@ -25,6 +25,17 @@ from .observations import (
 )
 from .recording import MalformedOutput, describe_exception
 from .tools import ToolResponse
+
+_REASON_CHARS: Final = 200
+
+
+def malformed_reason(errors: tuple[str, ...]) -> str:
+    """A `malformed_result`'s reason: the first schema error (`path: message`), cut to one short
+    line (a schema message may quote the whole payload), and how many more there are."""
+    first = " ".join((errors[0] if errors else "does not match its result schema").split())
+    if len(first) > _REASON_CHARS:
+        first = first[: _REASON_CHARS - 3] + "..."
+    return f"{first} (and {len(errors) - 1} more)" if len(errors) > 1 else first
 
 
 def classify(

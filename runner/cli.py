@@ -14,6 +14,12 @@ from pydantic import ValidationError
 
 from . import log
 from ._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
+from ._tool_commands import (
+    add_tool_commands,
+    ended_run_json,
+    listing_json,
+    run_tool_command,
+)
 from .budget import Limits
 from .contracts import ContractSet, load_contracts
 from .errors import LoadError, RunnerError, StoreCorrupt, StoreError
@@ -44,6 +50,7 @@ from .travel import (
     fixtures_dir,
     load_travel_contracts,
 )
+from .travel.fixture_check import check_command
 from .travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from .travel.scenario import ScenarioRun, resume_fixture, run_fixture, stored_fixture, stored_world
 from .travel.supplier import SupplierDatabase, locate
@@ -161,19 +168,23 @@ def _parser() -> argparse.ArgumentParser:
     with_db(artifact)
 
     runs = commands.add_parser("runs", help="list stored runs")
+    runs.add_argument("--json", action="store_true", help="print one JSON object per run")
     with_db(runs)
 
-    contracts = commands.add_parser("contracts", help="work with tool contracts")
-    contract_commands = contracts.add_subparsers(dest="contracts_command", required=True)
-    contract_commands.add_parser("check", help="compile every contract")
-    _fixtures_parser(commands)
+    _contracts_and_fixtures_parsers(parser, commands)  # last: it adds --verbose to all
     return parser
 
 
-def _fixtures_parser(commands: argparse._SubParsersAction[ArgumentParser]) -> None:
-    fixtures = commands.add_parser("fixtures", help="the bundled travel fixtures")
+def _contracts_and_fixtures_parsers(
+    parser: ArgumentParser, commands: argparse._SubParsersAction[ArgumentParser]
+) -> None:
+    contracts = commands.add_parser("contracts", help="work with tool contracts")
+    contract_commands = contracts.add_subparsers(dest="contracts_command", required=True)
+    contract_commands.add_parser("check", help="compile every contract")
+    fixtures = commands.add_parser("fixtures", help="the bundled fixtures; check fixture files")
     fixture_commands = fixtures.add_subparsers(dest="fixtures_command", required=True)
     fixture_commands.add_parser("path", help="print the bundled fixtures folder (any install)")
+    add_tool_commands(parser, contract_commands, fixture_commands)  # last: adds --verbose to all
 
 
 def _open_store(path: Path, *, must_exist: bool, read_only: bool = False) -> SqliteStore:
@@ -258,6 +269,12 @@ def _resume(args: argparse.Namespace) -> int:
     try:
         summary = store.summary(args.run_id)
         if summary is not None:
+            if args.json:  # the stored run as `show --json` prints it, marked as not resumed
+                recording = Recording.from_store(store, args.run_id)
+                holds = _stored_holds(recording, args.db.resolve().parent)
+                ended = ended_run_json(recording.header, summary, recording.transitions, holds)
+                print(json.dumps(ended, sort_keys=True))
+                return 0
             print(
                 printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
             )
@@ -313,6 +330,12 @@ def _runs(args: argparse.Namespace) -> int:
     finally:
         store.close()
     listings = [listing for listing in everything if isinstance(listing, RunListing)]
+    if args.json:
+        for listing in everything:
+            print(json.dumps(listing_json(listing), sort_keys=True))
+            if isinstance(listing, UnreadableRun):
+                print(f"error: {listing.problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT if len(listings) < len(everything) else 0
     width = max([len(listing.header.name) for listing in listings] + [len("fixture")])
     reasons = max([len(x.summary.reason) for x in listings if x.summary] + [len("reason")])
     print(
@@ -465,14 +488,18 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _check_contracts(args: argparse.Namespace) -> int:
+    if args.contracts_command != "check":
+        return run_tool_command(args)
     contracts = _contracts(args.contracts)
     print(f"ok: {len(contracts)} contracts compiled ({', '.join(sorted(contracts))})")
     return 0
 
 
-def _fixtures(_args: argparse.Namespace) -> int:
-    print(fixtures_dir())
-    return 0
+def _fixtures(args: argparse.Namespace) -> int:
+    if args.fixtures_command == "path":
+        print(fixtures_dir())
+        return 0
+    return check_command(args.paths, _contracts(args.contracts))
 
 
 _COMMANDS = {

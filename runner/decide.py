@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Final, assert_never
 
 from .budget import Bound
+from .classifier import malformed_reason
 from .machine import Decision
 from .observations import (
     AccessDenied,
@@ -152,13 +153,14 @@ def why(observation: ToolObservation) -> str | None:
             return reason
         case OutcomeUnknown(reason=reason):
             return reason
+        case ResultMalformed(errors=errors):
+            return malformed_reason(errors)
         case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=same_reply):
             return f"duplicate of {first} in the same reply ({kind})" if same_reply else None
         case (
             ToolSucceeded()
             | ToolFoundNothing()
             | ToolRateLimited()
-            | ResultMalformed()
             | ToolUnknown()
             | WriteNotApplied()
         ):

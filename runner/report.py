@@ -169,7 +169,8 @@ def transition_line(record: TransitionRecord) -> str:
         extra += f"  key {record.operation_key}"
     return printable(
         f"  {record.seq:>3}  {record.from_state + ' -> ' + record.to_state:<20} "
-        f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.result_class):<18} "
+        f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.call_id):<10} "
+        f"{_dash(record.result_class):<18} "
         f"attempt {record.attempt:<3} {_dash(record.decision):<14} {latency:>8}{extra}"
     )
 

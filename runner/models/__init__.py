@@ -8,6 +8,8 @@ servers such as vLLM, llama.cpp or Ollama) and `runner.models.anthropic.Anthropi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import ConfigError
 from .base import (
     ModelAdapter,
@@ -19,7 +21,9 @@ from .base import (
     ToolChoice,
     ToolSpec,
 )
-from .scripted import ScriptedModel
+
+if TYPE_CHECKING:
+    from .scripted import ScriptedModel
 
 __all__ = [
     "ModelAdapter",
@@ -51,3 +55,13 @@ def live_model(
 
         return AnthropicModel(name, base_url=base_url, fallback_model=fallback_model)
     raise ConfigError(f"--model {spec!r}: unknown provider {provider!r} (openai or anthropic)")
+
+
+def __getattr__(name: str) -> object:
+    """`ScriptedModel` on first use: importing it eagerly would close an import cycle
+    (`runner.transcript` needs `runner.models.base`; the scripted model needs the transcript)."""
+    if name == "ScriptedModel":
+        from .scripted import ScriptedModel  # noqa: PLC0415  (lazy on purpose, see above)
+
+        return ScriptedModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -29,7 +30,7 @@ from ..contracts import ContractSet
 from ..errors import FixtureError
 from ..models.scripted import ScriptedTurn
 from ..observations import RESULT_CLASSES
-from ..states import State
+from ..states import TERMINAL, State
 from .rules import TaskConstraints
 
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -84,6 +85,7 @@ class Expect(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     terminal: State
+    """Where the run must end: one of the terminal states (checked below)."""
     reason: str | None = None
     attempts: int | None = None
     model_steps: int | None = None
@@ -95,6 +97,14 @@ class Expect(BaseModel):
     """Active holds in the supplier database when the run ends."""
     operation_key_preserved: bool | None = None
     """The run ends handing over the key of a write whose outcome is unknown."""
+
+    @field_validator("terminal")
+    @classmethod
+    def _terminal(cls, state: State) -> State:
+        if state not in TERMINAL:  # a run never ends in plan, call or observe
+            ends = ", ".join(s.value for s in State if s in TERMINAL)
+            raise ValueError(f"must be a terminal state ({ends}), got {state.value!r}")
+        return state
 
 
 class Fixture(BaseModel):
