@@ -77,12 +77,12 @@ def python_source(pattern: str) -> str:
     ASCII mode is a scoped flag, so sources can be joined with `|` (jsonschema joins the
     `patternProperties` keys that way to find additional properties).
     """
-    rewritten = "".join(_rewrite(pattern))
-    try:
-        re.compile(rewritten, re.ASCII)
-    except re.error as exc:
+    source = f"(?a:{''.join(_rewrite(pattern))})"
+    try:  # the scoped form itself: global flags such as (?i) compile alone but not inside it
+        re.compile(source)
+    except (re.error, ValueError) as exc:  # (?u) with ASCII is a bare ValueError
         raise PatternRefused(f"Python's re cannot compile it: {exc}") from exc
-    return f"(?a:{rewritten})"
+    return source
 
 
 def _pattern(

@@ -323,3 +323,23 @@ def test_pattern_properties_and_additional_properties_agree_on_ecma_meaning(
     assert contract.check_arguments({"tags": {"ecole": 1}}, {}) is None
     assert contract.check_arguments({"tags": {"école": 1}}, {}) is not None
     assert contract.check_arguments({"tags": {"ecole\n": 1}}, {}) is not None
+
+
+@pytest.mark.parametrize("pattern", ["(?i)^[a-z]{3}$", "(?s)^a.b$", "(?x) a", "(?u)^\\w$", "(?L)a"])
+def test_a_pattern_with_inline_global_flags_is_refused_at_load(
+    tmp_path: Path, pattern: str
+) -> None:
+    """Issue 17.4: Python's global flags (not ECMA-262) compiled alone but not in the ASCII-scoped
+    form the reference uses, so they raised `re.error` (or a bare ValueError) mid-validation."""
+    _write(
+        tmp_path,
+        "flags_tool",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"value": {"type": "string", "pattern": pattern}},
+        },
+    )
+    with pytest.raises(ContractError) as info:
+        load_contracts(tmp_path)
+    assert "flags_tool.json" in str(info.value) and "is refused" in str(info.value)
