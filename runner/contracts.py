@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sysconfig
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -335,5 +336,8 @@ def load_default_contracts() -> ContractSet:
 
 
 def default_contracts_dir() -> Path:
-    """`contracts/` beside the `runner` package (the checkout this package is installed from)."""
-    return Path(__file__).resolve().parent.parent / "contracts"
+    """`contracts/` beside the `runner` package (a checkout, or an editable install of one);
+    else the copy a plain `pip install` put in the environment's `share/runner/contracts`."""
+    beside = Path(__file__).resolve().parent.parent / "contracts"
+    installed = Path(sysconfig.get_path("data")) / "share" / "runner" / "contracts"
+    return beside if beside.is_dir() or not installed.is_dir() else installed.resolve()
