@@ -199,3 +199,30 @@ def test_a_header_too_deep_to_read_back_is_refused_not_written(tmp_path: Path) -
     assert store.runs() == []
     store.begin_run(header("r2"))  # the store goes on
     assert [item.run_id for item in store.runs() if isinstance(item, UnreadableRun)] == []
+
+
+def test_a_row_that_is_not_utf8_spoils_only_its_own_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bytes that are not UTF-8 (a disk error, another writer) made SQLite's decoding raise for
+    the whole query: one such header failed `runner runs` and `grade --stored` for every run."""
+    db = tmp_path / "runs.sqlite"
+    first, bad, last = stored_runs(db)
+    not_utf8 = "CAST(X'7B2278223A22FF227D' AS TEXT)"  # {"x":"\xff"}
+    corrupt(db, f"UPDATE runs SET header = {not_utf8} WHERE run_id = ?", bad)
+    corrupt(db, "UPDATE transitions SET record = CAST(X'5BFF5D' AS TEXT) WHERE run_id = ?", last)
+    capsys.readouterr()
+
+    assert main(["runs", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert first in out and last in out and f"{bad}  (unreadable" in out
+    assert err.count("\n") == 1 and f"run {bad} header cannot be read back" in err
+
+    assert main(["grade", "--stored", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert "read_only_success" in out
+    assert f"run {bad} header cannot be read back" in err
+
+    assert main(["show", last, "--db", str(db)]) == 2
+    assert f"run {last} transition 1 cannot be read back" in capsys.readouterr().err
+    assert main(["show", first, "--db", str(db)]) == 0
