@@ -30,6 +30,7 @@ from .report import (
     grade_json,
     grade_text,
     printable,
+    printable_json,
     replay_json,
     run_json,
     run_text,
@@ -287,9 +288,10 @@ def _artifact(args: argparse.Namespace) -> int:
         raise LoadError(f"run {args.run_id} has no tool output for call {args.call_id}")
     outcome = outputs[-1].outcome  # the last try is the one the model was shown
     if isinstance(outcome, Responded):
-        print(json.dumps(outcome.payload, indent=2, sort_keys=True, ensure_ascii=False))
+        text = json.dumps(outcome.payload, indent=2, sort_keys=True, ensure_ascii=False)
     else:
-        print(json.dumps(RAW_OUTCOME_ADAPTER.dump_python(outcome, mode="json"), indent=2))
+        text = json.dumps(RAW_OUTCOME_ADAPTER.dump_python(outcome, mode="json"), indent=2)
+    print(printable_json(text))
     return 0
 
 

@@ -45,6 +45,12 @@ def printable(value: object) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+def printable_json(text: str) -> str:
+    """JSON text whose strings' remaining control characters (json.dumps escapes only C0 ones)
+    are written as `\\uXXXX` escapes: the same JSON, safe to show on a terminal."""
+    return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 @dataclass(slots=True, kw_only=True)
 class RunView:
     """What the report shows of a run, whether it just ran or was read back from a store."""
