@@ -110,3 +110,13 @@ class Redactor:
             return ModelRejected(redacted, status=exc.status)
         rebuilt = rebuild_outcome(Raised(type=exception_name(exc), message=redacted))
         return rebuilt if isinstance(rebuilt, Exception) else exc
+
+
+def model_secrets(model: object) -> tuple[str, ...]:
+    """A live model's own credentials (its API key: `secrets` on the adapter), which a provider
+    may echo back in a reply or an error message; none for an adapter that declares none."""
+    try:
+        found = getattr(model, "secrets", ())
+    except Exception:  # a hostile adapter's attribute lookup: it declares nothing then
+        return ()
+    return tuple(item for item in found if isinstance(item, str)) if type(found) is tuple else ()
