@@ -5,6 +5,7 @@ folder far from the checkout."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -24,7 +25,12 @@ def _pip(*args: str, cwd: Path = REPO) -> None:
 
 
 def test_an_installed_wheel_finds_its_default_contracts(tmp_path: Path) -> None:
-    _pip("wheel", "--no-deps", "-w", str(tmp_path / "dist"), ".")
+    source = tmp_path / "source"  # a copy: building in the checkout leaves build/ behind
+    for part in ("runner", "contracts"):
+        shutil.copytree(REPO / part, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    _pip("wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(source))
     (wheel,) = (tmp_path / "dist").glob("runner-*.whl")
     env_dir = tmp_path / "venv"
     subprocess.run(
