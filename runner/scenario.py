@@ -35,7 +35,7 @@ from .policy import Policy
 from .spec import RunResult, RunSpec
 from .states import State
 from .store.base import Store
-from .supplier import SupplierDatabase, locate
+from .supplier import SupplierDatabase, has_schema, locate
 from .tools import Principal
 from .trace import states_visited
 
@@ -164,6 +164,8 @@ def _reopen_supplier(
     path = locate(recorded, store_dir)
     if path is None:
         raise ResumeRefused(run_id, f"its supplier database {recorded} does not exist")
+    if not has_schema(path):
+        raise ResumeRefused(run_id, f"its supplier database {path} is empty (no schema)")
     return SupplierDatabase.open_existing(path)
 
 
