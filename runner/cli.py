@@ -17,13 +17,13 @@ from ._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
 from .budget import Limits
 from .contracts import ContractSet, default_contracts_dir, load_contracts, load_default_contracts
 from .errors import LoadError, RunnerError, StoreCorrupt, StoreError
-from .fixtures import Fixture, collect_fixture_paths, load_fixture
+from .fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from .grading import FixtureGrade, grade
 from .models import live_model
 from .models.base import ModelAdapter
 from .policy import Policy
 from .recording import RAW_OUTCOME_ADAPTER, Responded
-from .replay import Recording, describe, replay
+from .replay import Recording, describe, replay, stored_limits
 from .report import (
     RunView,
     context_table,
@@ -387,6 +387,20 @@ def _stored_holds(recording: Recording, store_dir: Path) -> int | None:
         supplier.close()
 
 
+def _stored_expect(recording: Recording) -> Expect | None:
+    """The expectations of the fixture a run recorded; `StoreCorrupt` if it no longer loads."""
+    document = recording.header.fixture
+    try:
+        return Fixture.model_validate(document).expect if document else None
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise StoreCorrupt(
+            f"run {recording.header.run_id}: its stored fixture does not load: "
+            f"{where}: {problem['msg']}"
+        ) from exc
+
+
 def _grade(args: argparse.Namespace) -> int:
     if args.trials < 1:
         raise LoadError(f"--trials must be at least 1, got {args.trials}")
@@ -408,12 +422,12 @@ def _grade(args: argparse.Namespace) -> int:
             for run_id in run_ids:
                 try:
                     recording = Recording.from_store(store, run_id)
+                    expect = _stored_expect(recording)
+                    stored_limits(recording.header)
                 except StoreCorrupt as exc:  # named; the other runs are still graded
                     print(f"error: {printable(exc)}", file=sys.stderr)
                     unreadable += 1
                     continue
-                document = recording.header.fixture
-                expect = Fixture.model_validate(document).expect if document else None
                 holds = _stored_holds(recording, args.db.resolve().parent)
                 trial = grade(recording, contracts, expect, holds)
                 name = recording.header.name

@@ -226,3 +226,29 @@ def test_a_row_that_is_not_utf8_spoils_only_its_own_run(
     assert main(["show", last, "--db", str(db)]) == 2
     assert f"run {last} transition 1 cannot be read back" in capsys.readouterr().err
     assert main(["show", first, "--db", str(db)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("edit", "named", "replayed"),
+    [  # replay needs no fixture, only the limits
+        ("json_set(header, '$.fixture.budget.max_attempts', 'x')", "stored fixture", 0),
+        ("json_set(header, '$.limits.max_attempts', -5)", "stored limits", 2),
+    ],
+)
+def test_a_stored_fixture_or_limits_that_no_longer_load_spoil_only_their_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str, named: str, replayed: int
+) -> None:
+    """The header reads back, but what it embeds did not validate: `grade --stored` and
+    `replay` ended in a pydantic traceback (exit 1) instead of naming the run."""
+    db = tmp_path / "runs.sqlite"
+    first, bad, _last = stored_runs(db)
+    corrupt(db, f"UPDATE runs SET header = {edit} WHERE run_id = ?", bad)
+    capsys.readouterr()
+    assert main(["grade", "--stored", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert "read_only_success" in out and err.count("\n") == 1
+    assert err.startswith(f"error: run {bad}: its {named}") and "Traceback" not in err
+    assert main(["replay", bad, "--db", str(db)]) == replayed
+    err = capsys.readouterr().err
+    assert not replayed or (err.startswith("error: ") and err.count("\n") == 1 and bad in err)
+    assert main(["replay", first, "--db", str(db)]) == 0
