@@ -269,3 +269,12 @@ def test_a_provider_echoing_the_api_key_never_gets_it_recorded(
     store.close()
     assert key.encode() not in (tmp_path / "runs.db").read_bytes()
     assert all(key.encode() not in wal.read_bytes() for wal in tmp_path.glob("runs.db-*"))
+
+
+def test_tool_arguments_with_a_number_too_long_to_read_are_invalid_not_a_model_error() -> None:
+    """OpenAI sends arguments as a JSON string: a 5000-digit integer in it raised a bare
+    ValueError from json (not a JSONDecodeError), which ended the whole run as a model error."""
+    from runner.models._wire import parse_arguments  # noqa: PLC0415  # the seam under test
+
+    arguments, why = parse_arguments('{"max_results": ' + "9" * 5000 + "}")
+    assert arguments == {} and why is not None and "too long" in why
