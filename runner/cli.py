@@ -424,11 +424,12 @@ def _grade(args: argparse.Namespace) -> int:
                     recording = Recording.from_store(store, run_id)
                     expect = _stored_expect(recording)
                     stored_limits(recording.header)
-                except StoreCorrupt as exc:  # named; the other runs are still graded
-                    print(f"error: {printable(exc)}", file=sys.stderr)
+                    holds = _stored_holds(recording, args.db.resolve().parent)
+                except StoreError as exc:  # named; the other runs are still graded
+                    named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
+                    print(f"error: {printable(_one_line(named))}", file=sys.stderr)
                     unreadable += 1
                     continue
-                holds = _stored_holds(recording, args.db.resolve().parent)
                 trial = grade(recording, contracts, expect, holds)
                 name = recording.header.name
                 grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)

@@ -252,3 +252,27 @@ def test_a_stored_fixture_or_limits_that_no_longer_load_spoil_only_their_run(
     err = capsys.readouterr().err
     assert not replayed or (err.startswith("error: ") and err.count("\n") == 1 and bad in err)
     assert main(["replay", first, "--db", str(db)]) == 0
+
+
+def test_a_run_whose_world_cannot_be_read_spoils_only_its_own_grade(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A supplier database that is not one (or is empty) stopped `grade --stored` for all."""
+    db = tmp_path / "runs.sqlite"
+    stored = [*stored_runs(db)]
+    capsys.readouterr()
+    hold = str(FIXTURES / "hold_not_committed.yaml")
+    assert main(["run", hold, "--repeat", "2", "--db", str(db), "--json"]) == 0
+    out = capsys.readouterr().out
+    first, bad = (json.loads(line)["run_id"] for line in out.splitlines())
+    not_a_database = tmp_path / "not-a-database.sqlite"
+    not_a_database.write_text("garbage, not SQLite\n" * 100)
+    corrupt(
+        db, "UPDATE runs SET header = json_set(header, '$.world.supplier_db', ?) WHERE run_id = ?",
+        str(not_a_database), bad,
+    )  # fmt: skip
+    assert main(["grade", "--stored", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert "hold_not_committed  1/1" in out and "read_only_success   3/3" in out, out
+    assert err.startswith(f"error: run {bad}: ") and err.count("\n") == 1
+    assert str(not_a_database) in err and first not in err and stored
