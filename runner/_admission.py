@@ -23,14 +23,15 @@ from .observations import (
     ToolFailedPermanently,
     ToolUnknown,
 )
-from .operations import Operation, OperationStatus, mint_key, parameter_hash
+from .operations import Operation, OperationStatus, canonical, mint_key, parameter_hash
 from .tools import ToolImplementation, ToolInvocation
 from .transcript import render_json
 
 
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     """Hash of a tool name and its canonical arguments (for refusing repeats)."""
-    return hashlib.sha256(render_json({"tool": tool, "args": arguments}).encode()).hexdigest()
+    canonical_args = canonical(arguments)
+    return hashlib.sha256(render_json({"tool": tool, "args": canonical_args}).encode()).hexdigest()
 
 
 def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:

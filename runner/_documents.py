@@ -22,6 +22,8 @@ MAX_VALUES: Final = 1_000_000
 """Values a document may expand to (YAML aliases can make a small file expand exponentially)."""
 
 TOO_DEEP: Final = f"nested too deeply (at most {MAX_DEPTH} levels of lists and mappings)"
+TOO_LONG_NUMBER: Final = "a number too long to read (Python reads at most 4300 digits)"
+"""json and yaml raise a bare ValueError for an integer literal past `int`'s digit limit."""
 
 
 class DocumentProblem(ValueError):

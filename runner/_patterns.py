@@ -18,7 +18,7 @@ from typing import Any, Final, cast
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
-from ._schema_walk import SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_ONES
+from ._schema_walk import DATA_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_ONES
 
 # ECMA-262 WhiteSpace and LineTerminator.
 _SPACE: Final = r"\t\n\x0b\f\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -77,12 +77,12 @@ def python_source(pattern: str) -> str:
     ASCII mode is a scoped flag, so sources can be joined with `|` (jsonschema joins the
     `patternProperties` keys that way to find additional properties).
     """
-    rewritten = "".join(_rewrite(pattern))
-    try:
-        re.compile(rewritten, re.ASCII)
-    except re.error as exc:
+    source = f"(?a:{''.join(_rewrite(pattern))})"
+    try:  # the scoped form itself: global flags such as (?i) compile alone but not inside it
+        re.compile(source)
+    except (re.error, ValueError) as exc:  # (?u) with ASCII is a bare ValueError
         raise PatternRefused(f"Python's re cannot compile it: {exc}") from exc
-    return f"(?a:{rewritten})"
+    return source
 
 
 def _pattern(
@@ -109,8 +109,8 @@ def for_reference(schema: Any) -> Any:
             copy[key] = {name: for_reference(sub) for name, sub in value.items()}
         elif key in SCHEMA_LISTS and isinstance(value, list):
             copy[key] = [for_reference(sub) for sub in value]
-        elif key in SCHEMA_ONES:
-            copy[key] = for_reference(value)
+        elif key in SCHEMA_ONES or (key not in DATA_KEYWORDS and isinstance(value, Mapping)):
+            copy[key] = for_reference(value)  # any object a `$ref` may point at, too
         else:
             copy[key] = value
     return copy

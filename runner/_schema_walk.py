@@ -27,10 +27,13 @@ SCHEMA_MAPS: Final = frozenset(
     {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 )
 """Keywords whose value maps names to subschemas."""
+DATA_KEYWORDS: Final = frozenset({"const", "enum", "default", "examples"})
+"""Keywords whose value is instance data, never a schema."""
 
 
 def subschemas(schema: Any, where: str = "") -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Every schema object inside `schema` with its JSON pointer (data such as `enum` skipped)."""
+    """Every schema object inside `schema` with its JSON pointer (data such as `enum` skipped),
+    and every object under other keywords too, since a `$ref` can make any of them a schema."""
     if not isinstance(schema, Mapping):
         return
     yield where or "/", schema
@@ -43,3 +46,14 @@ def subschemas(schema: Any, where: str = "") -> Iterator[tuple[str, Mapping[str,
                 yield from subschemas(sub, f"{where}/{key}/{index}")
         elif key in SCHEMA_ONES:
             yield from subschemas(value, f"{where}/{key}")
+        elif key not in DATA_KEYWORDS:  # unknown keywords and annotations (contentSchema...)
+            yield from _reachable(value, f"{where}/{key}")
+
+
+def _reachable(value: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Objects under a keyword that is not a schema keyword: a `$ref` may still point at them."""
+    if isinstance(value, Mapping):
+        yield from subschemas(value, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _reachable(item, f"{where}/{index}")

@@ -28,13 +28,14 @@ from .models import live_model
 from .models.base import ModelAdapter
 from .policy import Policy
 from .recording import RAW_OUTCOME_ADAPTER, Responded
-from .replay import Recording, describe, replay
+from .replay import Recording, describe, replay, stored_limits
 from .report import (
     RunView,
     context_table,
     grade_json,
     grade_text,
     printable,
+    printable_json,
     replay_json,
     run_json,
     run_text,
@@ -51,7 +52,7 @@ from .travel import (
     load_travel_contracts,
 )
 from .travel.fixture_check import check_command
-from .travel.fixtures import Fixture, collect_fixture_paths, load_fixture
+from .travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from .travel.scenario import ScenarioRun, resume_fixture, run_fixture, stored_fixture, stored_world
 from .travel.supplier import SupplierDatabase, locate
 
@@ -317,9 +318,10 @@ def _artifact(args: argparse.Namespace) -> int:
         raise LoadError(f"run {args.run_id} has no tool output for call {args.call_id}")
     outcome = outputs[-1].outcome  # the last try is the one the model was shown
     if isinstance(outcome, Responded):
-        print(json.dumps(outcome.payload, indent=2, sort_keys=True, ensure_ascii=False))
+        text = json.dumps(outcome.payload, indent=2, sort_keys=True, ensure_ascii=False)
     else:
-        print(json.dumps(RAW_OUTCOME_ADAPTER.dump_python(outcome, mode="json"), indent=2))
+        text = json.dumps(RAW_OUTCOME_ADAPTER.dump_python(outcome, mode="json"), indent=2)
+    print(printable_json(text))
     return 0
 
 
@@ -424,6 +426,20 @@ def _stored_holds(recording: Recording, store_dir: Path) -> int | None:
         supplier.close()
 
 
+def _stored_expect(recording: Recording) -> Expect | None:
+    """The expectations of the fixture a run recorded; `StoreCorrupt` if it no longer loads."""
+    document = stored_fixture(recording.header)
+    try:
+        return Fixture.model_validate(document).expect if document else None
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise StoreCorrupt(
+            f"run {recording.header.run_id}: its stored fixture does not load: "
+            f"{where}: {problem['msg']}"
+        ) from exc
+
+
 def _grade(args: argparse.Namespace) -> int:
     if args.trials < 1:
         raise LoadError(f"--trials must be at least 1, got {args.trials}")
@@ -445,13 +461,14 @@ def _grade(args: argparse.Namespace) -> int:
             for run_id in run_ids:
                 try:
                     recording = Recording.from_store(store, run_id)
-                except StoreCorrupt as exc:  # named; the other runs are still graded
-                    print(f"error: {printable(exc)}", file=sys.stderr)
+                    expect = _stored_expect(recording)
+                    stored_limits(recording.header)
+                    holds = _stored_holds(recording, args.db.resolve().parent)
+                except StoreError as exc:  # named; the other runs are still graded
+                    named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
+                    print(f"error: {printable(_one_line(named))}", file=sys.stderr)
                     unreadable += 1
                     continue
-                document = stored_fixture(recording.header)
-                expect = Fixture.model_validate(document).expect if document else None
-                holds = _stored_holds(recording, args.db.resolve().parent)
                 trial = grade(recording, contracts, expect, holds)
                 name = recording.header.name
                 grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)

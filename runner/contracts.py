@@ -29,7 +29,7 @@ from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from referencing.exceptions import Unresolvable
 
-from ._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
+from ._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
 from ._formats import ASSERTED_FORMATS, FORMAT_CHECKER, unasserted_formats
 from ._patterns import PatternRefused, ReferenceValidator, for_reference, python_source
 from ._schema_walk import subschemas
@@ -296,6 +296,8 @@ def load_contract_file(path: Path, rules: Mapping[str, type[BaseModel]]) -> Comp
         raise ContractError(
             path, f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from exc
+    except ValueError as exc:  # after JSONDecodeError, its subclass
+        raise ContractError(path, TOO_LONG_NUMBER) from exc
     try:
         contract = Contract.model_validate(data)
     except ValidationError as exc:

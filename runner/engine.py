@@ -52,7 +52,7 @@ from .models.base import (
 from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
-from .redaction import Redactor
+from .redaction import Redactor, model_secrets
 from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
@@ -131,9 +131,7 @@ class Engine:
         """Drive one task to exactly one terminal state and return its result."""
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
-        effects = LiveEffects(
-            run_id, model, self.clock, started, Redactor(spec.credentials.values())
-        )
+        effects = LiveEffects(run_id, model, self.clock, started, Redactor(_secrets(spec, model)))
         run = self._new_run(run_id, spec, effects, started, known=[])
         self.runtime.store.begin_run(self._header(run, identity_of(model)))
         return await self._drive(run)
@@ -183,7 +181,7 @@ class Engine:
         if spec.system_prompt is None and header.system_prompt is not None:
             spec = dataclasses.replace(spec, system_prompt=header.system_prompt)  # as it began
         started = self.clock.monotonic()
-        live = LiveEffects(run_id, model, self.clock, started, Redactor(spec.credentials.values()))
+        live = LiveEffects(run_id, model, self.clock, started, Redactor(_secrets(spec, model)))
         outputs = store.outputs(run_id)
         answered = {output.ordinal for output in outputs}
         in_flight = {op.dispatch for op in store.operations(run_id) if op.dispatch not in answered}
@@ -391,3 +389,8 @@ def _limits_json(limits: Limits) -> dict[str, Any]:
     """Limits repeat from run to run (they are frozen, so hashable): dump each once."""
     dumped: dict[str, Any] = limits.model_dump(mode="json")
     return dumped
+
+
+def _secrets(spec: RunSpec, model: ModelAdapter) -> list[str]:
+    """Every value the run redacts: the runtime's credentials and the live model's key."""
+    return [*spec.credentials.values(), *model_secrets(model)]

@@ -27,9 +27,21 @@ class OperationStatus(StrEnum):
     UNKNOWN = "unknown"
 
 
+def canonical(value: Any) -> Any:
+    """`value` with every integral float written as the integer it is: JSON Schema (and the
+    contracts' `integer`) count 4 and 4.0 as one value, so one write must get one key."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {key: canonical(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [canonical(item) for item in value]
+    return value
+
+
 def parameter_hash(arguments: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of validated parameters."""
-    return hashlib.sha256(render_json(arguments).encode()).hexdigest()
+    return hashlib.sha256(render_json(canonical(arguments)).encode()).hexdigest()
 
 
 def mint_key(tenant: str, tool: str, run_id: str, params_hash: str, generation: int = 0) -> str:

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
+from ._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
 from .errors import ConfigError
 from .machine import Decision
 from .observations import ResultClass, ToolRateLimited
@@ -180,6 +180,8 @@ class Policy(BaseModel):
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
             )
             raise ConfigError(f"policy {path}: {details}") from exc
+        except ValueError as exc:  # after ValidationError, its subclass
+            raise ConfigError(f"policy {path}: {TOO_LONG_NUMBER}") from exc
 
 
 def backoff_delay(retry_number: int, rng: random.Random, backoff: Backoff) -> float:

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, Final
 
+from ._jsonsafe import safe_str
 from .models.base import ModelRejected, ModelReply, ModelUnavailable
 from .recording import Raised, exception_name, rebuild_outcome
 from .tools import ToolResponse
@@ -91,7 +92,7 @@ class Redactor:
             if payload is outcome.payload and retry_after == outcome.retry_after:
                 return outcome
             return ToolResponse(payload=payload, retry_after=retry_after)
-        message = str(outcome)
+        message = safe_str(outcome)
         redacted = self.text(message)
         if redacted == message:
             return outcome
@@ -99,7 +100,7 @@ class Redactor:
 
     def model_error(self, exc: Exception) -> Exception:
         """A failed model request's exception with a redacted message (itself if it had none)."""
-        message = str(exc)
+        message = safe_str(exc)
         redacted = self.text(message)
         if redacted == message:
             return exc
@@ -109,3 +110,13 @@ class Redactor:
             return ModelRejected(redacted, status=exc.status)
         rebuilt = rebuild_outcome(Raised(type=exception_name(exc), message=redacted))
         return rebuilt if isinstance(rebuilt, Exception) else exc
+
+
+def model_secrets(model: object) -> tuple[str, ...]:
+    """A live model's own credentials (its API key: `secrets` on the adapter), which a provider
+    may echo back in a reply or an error message; none for an adapter that declares none."""
+    try:
+        found = getattr(model, "secrets", ())
+    except Exception:  # a hostile adapter's attribute lookup: it declares nothing then
+        return ()
+    return tuple(item for item in found if isinstance(item, str)) if type(found) is tuple else ()

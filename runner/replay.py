@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from .budget import Limits
 from .clock import FakeClock
 from .contracts import ContractSet
 from .engine import Engine, ReplayedRun
-from .errors import LoadError, OutsideRecording, ReplayDivergence
+from .errors import LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .spec import DEFAULT_SYSTEM_PROMPT, RunSpec
@@ -154,7 +156,7 @@ def replay(
     """
     header = recording.header
     recorded_policy = Policy.recorded(header.policy)
-    recorded_limits = Limits.model_validate(header.limits)
+    recorded_limits = stored_limits(header)
     use_policy = policy or recorded_policy
     use_limits = limits or recorded_limits
     changes = [
@@ -203,6 +205,18 @@ def replay(
         policy=use_policy.name,
         changes=changes,
     )
+
+
+def stored_limits(header: RunHeader) -> Limits:
+    """The limits a run recorded; `StoreCorrupt` naming the run when they no longer load."""
+    try:
+        return Limits.model_validate(header.limits)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise StoreCorrupt(
+            f"run {header.run_id}: its stored limits do not load: {where}: {problem['msg']}"
+        ) from exc
 
 
 # What a run's summary says that its replay must say again. Elapsed time is left out: it is

@@ -45,6 +45,16 @@ def printable(value: object) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+# C0 controls in json.dumps output are its own line breaks and indentation: strings escape them.
+_RAW_IN_JSON: Final = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable_json(text: str) -> str:
+    """JSON text whose strings' remaining control characters (json.dumps escapes only C0 ones)
+    are written as `\\uXXXX` escapes: the same JSON, safe to show on a terminal."""
+    return _RAW_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 @dataclass(slots=True, kw_only=True)
 class RunView:
     """What the report shows of a run, whether it just ran or was read back from a store."""

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
-from ._documents import DocumentProblem, read_text
+from ._documents import TOO_LONG_NUMBER, DocumentProblem, read_text
 from .errors import LogFormatError
 from .machine import Decision, Trigger
 from .models.identity import ModelIdentity
@@ -239,6 +239,8 @@ def read_log(path: Path) -> list[LoggedRun]:
             raise LogFormatError(path, number, "nested too deeply to read") from exc
         except json.JSONDecodeError as exc:
             raise LogFormatError(path, number, f"not JSON ({exc.msg}); truncated?") from exc
+        except ValueError as exc:  # after JSONDecodeError, its subclass
+            raise LogFormatError(path, number, TOO_LONG_NUMBER) from exc
         if not isinstance(data, dict):
             raise LogFormatError(path, number, "a line must be a JSON object")
         try:

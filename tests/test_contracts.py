@@ -323,3 +323,75 @@ def test_pattern_properties_and_additional_properties_agree_on_ecma_meaning(
     assert contract.check_arguments({"tags": {"ecole": 1}}, {}) is None
     assert contract.check_arguments({"tags": {"école": 1}}, {}) is not None
     assert contract.check_arguments({"tags": {"ecole\n": 1}}, {}) is not None
+
+
+@pytest.mark.parametrize("pattern", ["(?i)^[a-z]{3}$", "(?s)^a.b$", "(?x) a", "(?u)^\\w$", "(?L)a"])
+def test_a_pattern_with_inline_global_flags_is_refused_at_load(
+    tmp_path: Path, pattern: str
+) -> None:
+    """Issue 17.4: Python's global flags (not ECMA-262) compiled alone but not in the ASCII-scoped
+    form the reference uses, so they raised `re.error` (or a bare ValueError) mid-validation."""
+    _write(
+        tmp_path,
+        "flags_tool",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"value": {"type": "string", "pattern": pattern}},
+        },
+    )
+    with pytest.raises(ContractError) as info:
+        load_contracts(tmp_path)
+    assert "flags_tool.json" in str(info.value) and "is refused" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "refused"),
+    [
+        ({"type": "string", "format": "idn-email"}, "format 'idn-email' cannot be asserted"),
+        ({"type": "string", "pattern": "^\\p{Lu}{3}$"}, "is refused"),
+        ({"type": "string", "pattern": "(?i)^[a-z]{3}$"}, "is refused"),
+    ],
+)
+@pytest.mark.parametrize("keyword", ["x-hidden", "contentSchema"])
+def test_a_format_or_pattern_reached_only_through_a_ref_is_checked_at_load(
+    tmp_path: Path, hidden: dict[str, Any], refused: str, keyword: str
+) -> None:
+    """A `$ref` may point into any keyword, an unknown one or an annotation such as
+    `contentSchema` included: the walk skipped those, so an unassertable format there was
+    accepted silently and a pattern there raised PatternRefused while validating a call."""
+    _write(
+        tmp_path,
+        "hidden_tool",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"value": {"$ref": f"#/{keyword}"}},
+            keyword: hidden,
+        },
+    )
+    with pytest.raises(ContractError) as info:
+        load_contracts(tmp_path)
+    assert "hidden_tool.json" in str(info.value) and refused in str(info.value)
+    assert f"/{keyword}" in str(info.value)
+
+
+def test_pattern_properties_reached_through_a_ref_mean_what_ecma_262_says(tmp_path: Path) -> None:
+    """Keys under an unknown keyword were left as Python read them: `$` matched before "\\n"."""
+    _write(
+        tmp_path,
+        "hidden_tool",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"value": {"$ref": "#/x-hidden"}},
+            "x-hidden": {
+                "type": "object",
+                "patternProperties": {"^[a-z]+$": {"type": "string"}},
+                "additionalProperties": False,
+            },
+        },
+    )
+    compiled = load_contracts(tmp_path)["hidden_tool"]
+    assert compiled.check_arguments({"value": {"abc": "x"}}, {}) is None
+    assert compiled.check_arguments({"value": {"abc\n": "x"}}, {}) is not None

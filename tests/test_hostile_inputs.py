@@ -268,6 +268,14 @@ MODEL_REPLIES: dict[str, tuple[Callable[[], object], str, str, str | None]] = {
         "model_error: ValueError",
         None,
     ),
+    # Redaction read its message with str(): the RuntimeError that raised was recorded as the
+    # model's error, and the replay (of the recorded Unprintable) diverged.
+    "adapter error whose message cannot be printed": (
+        Unprintable,
+        "abstain",
+        "model_error: Unprintable",
+        None,
+    ),
 }
 
 

@@ -73,3 +73,27 @@ def test_run_show_and_runs_escape_model_text(
     for command in (["show", run_id], ["runs"], ["replay", run_id]):
         assert main([*command, "--db", db]) == 0, command
         _assert_clean(capsys.readouterr().out)
+
+
+def test_artifact_escapes_what_json_leaves_raw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`json.dumps(ensure_ascii=False)` escapes C0 controls only: C1 controls (U+009B is a CSI),
+    DEL, line separators and bidirectional overrides reached the terminal raw."""
+    hostile = "NH7\x9b2J\x7f\u202eLJ\u2028\x85 東京"
+    fixture = yaml.safe_load(_hostile_fixture(tmp_path).read_text(encoding="utf-8"))
+    fixture["environment"]["search_flights"][0]["respond"] = {
+        **FLIGHTS_OK,
+        "options": [{"flight_id": hostile, "assistance_status": "unknown"}],
+    }
+    path = tmp_path / "hostile_text.yaml"
+    path.write_text(yaml.safe_dump(fixture), encoding="utf-8")
+    db = str(tmp_path / "h.sqlite")
+    main(["run", str(path), "--db", db, "--json"])
+    run = json.loads(capsys.readouterr().out)
+    call_id = next(t["call_id"] for t in run["transitions"] if t["tool"] == "search_flights")
+    assert main(["artifact", run["run_id"], call_id, "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert not any(char in out for char in "\x9b\x7f\u202e\u2028\x85"), repr(out)
+    assert "東京" in out  # other text stays as written
+    assert json.loads(out)["options"][0]["flight_id"] == hostile  # still the same JSON

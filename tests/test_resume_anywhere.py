@@ -180,6 +180,21 @@ def test_a_missing_supplier_database_is_refused_by_name(tmp_path: Path) -> None:
     assert list(world.parent.iterdir()) == []  # not created afresh
 
 
+def test_an_empty_supplier_database_is_refused_not_migrated(tmp_path: Path) -> None:
+    """A world file emptied (truncated by a failed copy or restore) was migrated as a fresh
+    database: the lookup found no hold there and the hold was sent again."""
+    run_id = crash_after_the_hold(tmp_path, [])
+    (world,) = (tmp_path / "run" / "runs.sqlite.world").glob("supplier-*.sqlite")
+    for path in world.parent.iterdir():
+        path.unlink()
+    world.touch()
+    code, out, err = resume(tmp_path, run_id)
+    assert (code, out) == (2, "")
+    assert f"cannot resume run {run_id}: its supplier database {world} is empty" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert world.stat().st_size == 0  # left as it was found
+
+
 def test_grade_stored_from_another_directory_passes_correct_hold_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -100,6 +100,38 @@ def test_a_batch_of_distinct_writes_is_still_sent_in_full(contracts: ContractSet
     assert outcome.result.terminal.value == "complete"
 
 
+def test_the_same_number_written_two_ways_is_one_write(contracts: ContractSet) -> None:
+    """4 and 4.0 are the same JSON Schema integer (the schema accepts both): the copy minted a
+    key of its own, went out, and the supplier held the room twice."""
+    hold = {
+        "hotel_id": "H-SHIBA", "check_in": "2027-04-02", "check_out": "2027-04-06", "guests": 4,
+        "room_type": "accessible",
+    }  # fmt: skip
+    fixture = make_fixture(
+        principal={"id": "agent-7", "scopes": ["travel.read", "travel.book"]},
+        tools=["hold_room", "lookup_hold"],
+        environment={},
+        model=[
+            {
+                "tool_calls": [
+                    {"id": "a", "name": "hold_room", "args": hold},
+                    {"id": "b", "name": "hold_room", "args": {**hold, "guests": 4.0}},
+                ]
+            },
+            {"tool_calls": [{"id": "c", "name": "hold_room", "args": {**hold, "guests": 4e0}}]},
+            {"final": "One hold."},
+        ],
+    )
+    outcome = run_fixture(fixture, contracts, MemoryStore())
+    assert len(outcome.environment.tools["hold_room"].invocations) == 1
+    assert _classified(outcome.result.transitions) == [
+        ("a", "ok"),
+        ("b", "repeat_refused"),
+        ("c", "repeat_refused"),  # the same write again, after it succeeded
+    ]
+    assert outcome.holds == 1
+
+
 def test_repeated_call_ids_are_made_unique_in_a_reply_and_across_turns(
     tmp_path: Path, contracts: ContractSet
 ) -> None:

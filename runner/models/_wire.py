@@ -34,6 +34,8 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
         parsed = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
         return {}, f"{exc.msg} at column {exc.colno}"
+    except ValueError:  # after JSONDecodeError, its subclass: an integer past int's digit limit
+        return {}, "a number too long to read"
     if not isinstance(parsed, dict):
         return {}, f"expected a JSON object, got {type(parsed).__name__}"
     return parsed, None

@@ -150,6 +150,8 @@ class AnthropicModel:
         self.identity = ModelIdentity(
             provider="anthropic", name=model, base_url=redact_url(base_url), fallback=fallback_model
         )
+        self.secrets: tuple[str, ...] = (key,) if key else ()
+        """What the run redacts by value, like its own credentials: an endpoint may echo it."""
         self.max_tokens = max_tokens
         self.client = client or anthropic.AsyncAnthropic(
             api_key=key or "unused-by-local-servers",

@@ -150,6 +150,8 @@ class OpenAIChatModel:
         self.identity = ModelIdentity(
             provider="openai", name=model, base_url=redact_url(base_url), fallback=fallback_model
         )
+        self.secrets: tuple[str, ...] = (key,) if key else ()
+        """What the run redacts by value, like its own credentials: an endpoint may echo it."""
         self.client = client or openai.AsyncOpenAI(
             api_key=key or "unused-by-local-servers",
             base_url=base_url,

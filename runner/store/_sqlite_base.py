@@ -56,6 +56,15 @@ def translate(path: Path | str, exc: sqlite3.Error) -> StoreError:
     return StoreError(f"{path}: {text}")
 
 
+def _text(raw: bytes) -> str | bytes:
+    """A TEXT value as str; bytes that are not UTF-8 stay bytes, so the reader of that one row
+    refuses it by name (SQLite's own decoding would fail the whole query: every run of `runs`)."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw
+
+
 def open_database(
     path: Path | str,
     *,
@@ -79,6 +88,7 @@ def open_database(
         )
     except sqlite3.Error as exc:
         raise translate(path, exc) from exc
+    conn.text_factory = _text
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={synchronous}")
@@ -167,6 +177,7 @@ def _connect_checked(
     conn = sqlite3.connect(
         uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
     )
+    conn.text_factory = _text
     try:
         conn.execute("PRAGMA query_only=ON")
         version = _version(conn, path, kind, migrations)

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from .._documents import TOO_DEEP, DocumentProblem, check_shape, read_text
+from .._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
 from ..budget import Limits
 from ..contracts import ContractSet
 from ..errors import FixtureError
@@ -175,6 +175,8 @@ def parse_fixture(path: Path, known_tools: Iterable[str] | None = None) -> Fixtu
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise FixtureError(path, f"not valid YAML{where}: {problem}") from exc
+    except ValueError as exc:  # after JSONDecodeError, its subclass
+        raise FixtureError(path, TOO_LONG_NUMBER) from exc
     if not isinstance(data, dict):
         raise FixtureError(path, "must be a mapping of fixture fields")
     context = {"known_tools": set(known_tools)} if known_tools is not None else None

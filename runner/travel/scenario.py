@@ -38,7 +38,7 @@ from ..trace import RunHeader, states_visited
 from .environment import HoldRoom, LookupHold, ScriptedEnvironment
 from .fixtures import Expect, Fixture
 from .prompt import SYSTEM_PROMPT
-from .supplier import SupplierDatabase, locate
+from .supplier import SupplierDatabase, has_schema, locate
 
 SUPPLIER_TOOLS = frozenset({HoldRoom.name, LookupHold.name})
 
@@ -182,6 +182,8 @@ def _reopen_supplier(
     path = locate(recorded, store_dir)
     if path is None:
         raise ResumeRefused(run_id, f"its supplier database {recorded} does not exist")
+    if not has_schema(path):
+        raise ResumeRefused(run_id, f"its supplier database {path} is empty (no schema)")
     return SupplierDatabase.open_existing(path)
 
 

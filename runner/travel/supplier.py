@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -72,6 +73,23 @@ def locate(recorded: str, store_dir: Path | None) -> Path | None:
     return None
 
 
+def has_schema(path: Path) -> bool:
+    """Whether the database at `path` was ever migrated (an empty file has no schema); read
+    without writing anything, the write-ahead log included."""
+    if path.stat().st_size == 0:
+        return False
+    try:
+        conn = sqlite3.connect(str(path), isolation_level=None)
+    except sqlite3.Error:
+        return True  # not ours to judge here: opening it names the problem
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0]) > 0
+    except sqlite3.Error:
+        return True
+    finally:
+        conn.close()
+
+
 class SupplierDatabase:
     """The supplier's durable state: holds by idempotency key, and how many calls it received."""
 
@@ -87,6 +105,8 @@ class SupplierDatabase:
         """Open a database that must already exist: a resumed run's world is never a fresh one."""
         if not path.is_file():
             raise StoreError(f"supplier database {path} does not exist")
+        if not has_schema(path):  # migrating it would make it a fresh, empty world
+            raise StoreError(f"supplier database {path} is empty (no schema)")
         return cls(path, read_only=read_only)
 
     def close(self) -> None:

@@ -243,3 +243,38 @@ def test_an_endless_retry_after_is_never_waited_for(
     outcome = play(protocol, server, contracts, overloaded)
     result = outcome.result
     assert (result.terminal.value, result.reason, result.waits_s) == ("abstain", "deadline", [])
+
+
+# -- the provider key is a runtime credential too -----------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_provider_echoing_the_api_key_never_gets_it_recorded(
+    protocol: str, server: RecordedLLMServer, contracts: ContractSet, tmp_path: Path
+) -> None:
+    """An endpoint that echoes the key (in a reply, or in a 401's message, as some
+    OpenAI-compatible servers do) put it in the answer, the reason, the store and the log."""
+    key = "test-key"  # the key `adapter` gives the SDK
+    store = SqliteStore(tmp_path / "runs.db")
+    echoed = play(
+        protocol, server, contracts, exchange(protocol, content=f"your key is {key}"), store=store
+    )
+    rejected = play(
+        protocol, server, contracts, error(protocol, 401, f"Incorrect API key: {key}"), store=store
+    )
+    assert echoed.result.answer == "your key is [redacted]"
+    assert rejected.result.reason is not None and "401" in rejected.result.reason
+    for result in (echoed.result, rejected.result):
+        assert key not in (result.answer or "") and key not in (result.reason or "")
+    store.close()
+    assert key.encode() not in (tmp_path / "runs.db").read_bytes()
+    assert all(key.encode() not in wal.read_bytes() for wal in tmp_path.glob("runs.db-*"))
+
+
+def test_tool_arguments_with_a_number_too_long_to_read_are_invalid_not_a_model_error() -> None:
+    """OpenAI sends arguments as a JSON string: a 5000-digit integer in it raised a bare
+    ValueError from json (not a JSONDecodeError), which ended the whole run as a model error."""
+    from runner.models._wire import parse_arguments  # noqa: PLC0415  # the seam under test
+
+    arguments, why = parse_arguments('{"max_results": ' + "9" * 5000 + "}")
+    assert arguments == {} and why is not None and "too long" in why

@@ -199,3 +199,80 @@ def test_a_header_too_deep_to_read_back_is_refused_not_written(tmp_path: Path) -
     assert store.runs() == []
     store.begin_run(header("r2"))  # the store goes on
     assert [item.run_id for item in store.runs() if isinstance(item, UnreadableRun)] == []
+
+
+def test_a_row_that_is_not_utf8_spoils_only_its_own_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bytes that are not UTF-8 (a disk error, another writer) made SQLite's decoding raise for
+    the whole query: one such header failed `runner runs` and `grade --stored` for every run."""
+    db = tmp_path / "runs.sqlite"
+    first, bad, last = stored_runs(db)
+    not_utf8 = "CAST(X'7B2278223A22FF227D' AS TEXT)"  # {"x":"\xff"}
+    corrupt(db, f"UPDATE runs SET header = {not_utf8} WHERE run_id = ?", bad)
+    corrupt(db, "UPDATE transitions SET record = CAST(X'5BFF5D' AS TEXT) WHERE run_id = ?", last)
+    capsys.readouterr()
+
+    assert main(["runs", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert first in out and last in out and f"{bad}  (unreadable" in out
+    assert err.count("\n") == 1 and f"run {bad} header cannot be read back" in err
+
+    assert main(["grade", "--stored", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert "read_only_success" in out
+    assert f"run {bad} header cannot be read back" in err
+
+    assert main(["show", last, "--db", str(db)]) == 2
+    assert f"run {last} transition 1 cannot be read back" in capsys.readouterr().err
+    assert main(["show", first, "--db", str(db)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("edit", "named", "replayed"),
+    [  # replay needs no fixture, only the limits
+        ("json_set(header, '$.fixture.budget.max_attempts', 'x')", "stored fixture", 0),
+        ("json_set(header, '$.limits.max_attempts', -5)", "stored limits", 2),
+    ],
+)
+def test_a_stored_fixture_or_limits_that_no_longer_load_spoil_only_their_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: str, named: str, replayed: int
+) -> None:
+    """The header reads back, but what it embeds did not validate: `grade --stored` and
+    `replay` ended in a pydantic traceback (exit 1) instead of naming the run."""
+    db = tmp_path / "runs.sqlite"
+    first, bad, _last = stored_runs(db)
+    corrupt(db, f"UPDATE runs SET header = {edit} WHERE run_id = ?", bad)
+    capsys.readouterr()
+    assert main(["grade", "--stored", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert "read_only_success" in out and err.count("\n") == 1
+    assert err.startswith(f"error: run {bad}: its {named}") and "Traceback" not in err
+    assert main(["replay", bad, "--db", str(db)]) == replayed
+    err = capsys.readouterr().err
+    assert not replayed or (err.startswith("error: ") and err.count("\n") == 1 and bad in err)
+    assert main(["replay", first, "--db", str(db)]) == 0
+
+
+def test_a_run_whose_world_cannot_be_read_spoils_only_its_own_grade(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A supplier database that is not one (or is empty) stopped `grade --stored` for all."""
+    db = tmp_path / "runs.sqlite"
+    stored = [*stored_runs(db)]
+    capsys.readouterr()
+    hold = str(FIXTURES / "hold_not_committed.yaml")
+    assert main(["run", hold, "--repeat", "2", "--db", str(db), "--json"]) == 0
+    out = capsys.readouterr().out
+    first, bad = (json.loads(line)["run_id"] for line in out.splitlines())
+    not_a_database = tmp_path / "not-a-database.sqlite"
+    not_a_database.write_text("garbage, not SQLite\n" * 100)
+    corrupt(
+        db, "UPDATE runs SET header = json_set(header, '$.world.supplier_db', ?) WHERE run_id = ?",
+        str(not_a_database), bad,
+    )  # fmt: skip
+    assert main(["grade", "--stored", "--db", str(db)]) == 2
+    out, err = capsys.readouterr()
+    assert "hold_not_committed  1/1" in out and "read_only_success   3/3" in out, out
+    assert err.startswith(f"error: run {bad}: ") and err.count("\n") == 1
+    assert str(not_a_database) in err and first not in err and stored
