@@ -231,7 +231,7 @@ def test_a_row_that_is_not_utf8_spoils_only_its_own_run(
 @pytest.mark.parametrize(
     ("edit", "named", "replayed"),
     [  # replay needs no fixture, only the limits
-        ("json_set(header, '$.fixture.budget.max_attempts', 'x')", "stored fixture", 0),
+        ("json_set(header, '$.annotations.fixture.budget.max_attempts', 'x')", "stored fixture", 0),
         ("json_set(header, '$.limits.max_attempts', -5)", "stored limits", 2),
     ],
 )
@@ -268,9 +268,12 @@ def test_a_run_whose_world_cannot_be_read_spoils_only_its_own_grade(
     not_a_database = tmp_path / "not-a-database.sqlite"
     not_a_database.write_text("garbage, not SQLite\n" * 100)
     corrupt(
-        db, "UPDATE runs SET header = json_set(header, '$.world.supplier_db', ?) WHERE run_id = ?",
-        str(not_a_database), bad,
-    )  # fmt: skip
+        db,
+        "UPDATE runs SET header = json_set(header, '$.annotations.world.supplier_db', ?) "
+        "WHERE run_id = ?",
+        str(not_a_database),
+        bad,
+    )
     assert main(["grade", "--stored", "--db", str(db)]) == 2
     out, err = capsys.readouterr()
     assert "hold_not_committed  1/1" in out and "read_only_success   3/3" in out, out
