@@ -160,8 +160,9 @@ class Planning(EngineCore):
     async def _final_request(self, run: RunState, bound: Bound) -> None:
         """The one tool-free request after a bound is spent; then `abstain`.
 
-        It is outside the model-step cap. Under the deadline it gets only the time left, and none
-        when none is left (the run then abstains with its evidence and no final text).
+        It is outside the model-step cap, but never outside the deadline: whichever bound was
+        spent, it gets only the time left, and none when none is left (the run then abstains with
+        its evidence and no final text), so a slow final answer cannot stretch the run.
         """
         run.transcript.append(
             UserMessage(
@@ -170,11 +171,10 @@ class Planning(EngineCore):
             )
         )
         left = bounds.time_left(run.spec.limits, run.usage, self.clock.monotonic())
-        deadline = bound is Bound.DEADLINE
         reply: ModelReply | None = None
         latency: float | None = None
-        if not deadline or left > 0:  # the tools stay declared; tool_choice none forbids them
-            reply, latency, _ = await self._ask(run, run.offered, "none", bounded=deadline)
+        if left > 0:  # the tools stay declared; tool_choice none forbids them
+            reply, latency, _ = await self._ask(run, run.offered, "none", bounded=True)
         if reply is not None:
             run.transcript.append(AssistantMessage(text=reply.text))
             run.answer = reply.text
