@@ -62,10 +62,16 @@ CUT_SLACK_S = 1e-6
 """Recorded times are sums of float steps: a latency this close to a timeout reaches it."""
 
 
-def _cut(latency: float, timeout: float | None) -> bool:
-    """Whether a call that took `latency` would have been cut by `timeout` (the live runner's
-    timeout fires first when both fall due at once)."""
-    return timeout is not None and latency >= timeout - CUT_SLACK_S
+def _cut(latency: float, timeout: float | None) -> bool | None:
+    """Whether a call that took `latency` would have been cut by `timeout`; None when the two
+    are too close to tell (within `CUT_SLACK_S`: recorded times carry float noise, and which of
+    two timers due at once fires first is not something to predict). A call that took no time
+    is never cut by a timeout still to come."""
+    if timeout is None or latency <= 0 < timeout:
+        return False
+    if abs(latency - timeout) <= CUT_SLACK_S:
+        return None
+    return latency > timeout
 
 
 def _waited_past(
@@ -370,9 +376,13 @@ class ReplayEffects:
         turn = self.turns.get(ordinal)
         if self.counterfactual and turn is not None:
             latency = turn.ended_at - turn.started_at
-            if turn.transcript_digest != transcript.digest:
-                turn = None  # the model would have seen something else: its reply is unknown
-            elif turn.tool_choice == choice and _cut(latency, timeout):
+            cut = _cut(latency, timeout) if turn.tool_choice == choice else False
+            if cut is None and turn.stop_reason == TIMEOUT_FAILURE:
+                cut = True  # a recorded timeout at the timeout: cut or not, the same timeout
+            if turn.transcript_digest != transcript.digest or cut is None:
+                turn = None  # the model would have seen something else (or the reply might
+                # have come too late): what it would have answered is unknown
+            elif cut:
                 assert timeout is not None
                 await self.clock.sleep(timeout)  # the reply would have come too late
                 raise TimeoutError()
@@ -452,10 +462,18 @@ class ReplayEffects:
         self.served.add(ordinal)
         if self.counterfactual:
             latency, timeout = output.ended_at - output.started_at, invocation.timeout_s
-            if _cut(latency, timeout):
+            cut = _cut(latency, timeout)
+            timed_out = isinstance(output.outcome, Raised) and output.outcome.type == "TimeoutError"
+            if cut is None and timed_out:
+                cut = True  # a recorded timeout at the timeout: cut or not, the same timeout
+            if cut is None:
+                raise OutsideRecording(
+                    f"tool call {ordinal} ({invocation.tool} {invocation.call_id}): it took "
+                    f"{latency:g} s against a {timeout:g} s timeout: too close to tell"
+                )
+            if cut:
                 await self.clock.sleep(timeout)  # the live runner's timeout ends the call here
                 return TimeoutError()
-            timed_out = isinstance(output.outcome, Raised) and output.outcome.type == "TimeoutError"
             if timed_out and _waited_past(
                 output.started_at, output.ended_at, timeout, self.recorded_seconds
             ):
