@@ -112,8 +112,7 @@ class Planning(EngineCore):
         run.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
         elided = run.transcript.full_chars - run.transcript.chars
         run.prefill.append(reply.usage.input_tokens)
-        saved = estimate_tokens(elided) if elided > 0 else 0  # the estimate of nothing is 1
-        run.prefill_untruncated.append(reply.usage.input_tokens + saved)
+        run.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
         return reply, self._ms_since(started), None
 
     async def _plan(self, run: RunState) -> None:
