@@ -5,6 +5,7 @@ and make the one tool-free request after a bound is spent.
 from __future__ import annotations
 
 from collections import deque
+from datetime import timedelta
 from typing import Final
 
 from . import budget as bounds
@@ -90,8 +91,11 @@ class Planning(EngineCore):
             except ModelUnavailable as exc:
                 if retries < policy.max_retries:
                     retries += 1
+                    # A date is read against when the response came (as recorded), not
+                    # after storing it: a replay's clock reads exactly that moment.
+                    came = run.started_wall + timedelta(seconds=run.effects.answered_at())
                     wait = retry_after_or_backoff(
-                        policy, exc.retry_after, retries, self.runtime.rng, self.clock.now()
+                        policy, exc.retry_after, retries, self.runtime.rng, came
                     )
                     if self.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
                         return None, self._ms_since(started), "deadline"

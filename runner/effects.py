@@ -112,6 +112,11 @@ class Effects(Protocol):
         """Switch to the model's same-family fallback; False when there is none."""
         ...
 
+    def answered_at(self) -> float:
+        """When the last model request ended, in seconds from the run's start: what a replay's
+        clock reads at that point too, so a wait derived from it (a Retry-After date) replays."""
+        ...
+
 
 class LiveEffects:
     """Calls the model and tools for real and records each reply and outcome."""
@@ -133,6 +138,7 @@ class LiveEffects:
         """Takes the runtime's credentials out of every input before it is acted on or kept."""
         self.run_task = _current_task()
         """The task driving the run: only its cancellation propagates out of a tool or model."""
+        self.last_answer = 0.0
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -140,6 +146,9 @@ class LiveEffects:
 
     def since_start(self) -> float:
         return self.clock.monotonic() - self.started
+
+    def answered_at(self) -> float:
+        return self.last_answer
 
     async def ask(
         self,
@@ -215,6 +224,7 @@ class LiveEffects:
                 error_status=status if type(status) is int and abs(status) < 2**31 else None,
                 retry_after=safe_str(retry_after) if isinstance(retry_after, str) else None,
             )
+        self.last_answer = turn.ended_at
         self.recorded.append(turn)
 
     async def call(
@@ -336,6 +346,7 @@ class ReplayEffects:
         self._asked = 0
         self.served: set[int] = set()
         """Dispatch ordinals answered from the recording."""
+        self._live_answer = False
 
     def unserved(self) -> list[str]:
         """Recorded inputs an exact re-drive never asked for (a recording with extra inputs)."""
@@ -400,7 +411,9 @@ class ReplayEffects:
                     stop_reason="stand_in",
                 )
             live = self._hand_over(f"model request {ordinal}")
+            self._live_answer = True
             return await live.ask(ordinal, transcript, tools, choice, timeout)
+        self._live_answer = False
         if turn.tool_choice != choice:
             raise ReplayDivergence(
                 f"model request {ordinal}", f"tool_choice {turn.tool_choice}", choice
@@ -422,6 +435,11 @@ class ReplayEffects:
                 raise ModelRejected(turn.text, status=turn.error_status)
             raise ReplayedError(kind, turn.text)
         return turn.reply()
+
+    def answered_at(self) -> float:
+        if self._live_answer and self.live is not None:
+            return self.live.answered_at()
+        return self.clock.monotonic() - self.started  # a served reply ends when the clock says
 
     def use_fallback(self) -> bool:
         """The recording switched models if it went on asking; past it, ask the live adapter."""
