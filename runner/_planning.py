@@ -5,6 +5,7 @@ and make the one tool-free request after a bound is spent.
 from __future__ import annotations
 
 from collections import deque
+from datetime import timedelta
 from typing import Final
 
 from . import budget as bounds
@@ -83,9 +84,10 @@ async def _ask(
         except ModelUnavailable as exc:
             if retries < policy.max_retries:
                 retries += 1
-                wait = retry_after_or_backoff(
-                    policy, exc.retry_after, retries, run.rng, core.clock.now()
-                )
+                # A date is read against when the response came (as recorded), not after
+                # storing it: a replay's clock reads exactly that moment.
+                came = run.started_wall + timedelta(seconds=run.effects.answered_at())
+                wait = retry_after_or_backoff(policy, exc.retry_after, retries, run.rng, came)
                 if core.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
                     return None, core.ms_since(started), "deadline"
                 await core.clock.sleep(wait)
@@ -153,8 +155,9 @@ async def plan(core: Core, run: RunState) -> None:
 async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     """The one tool-free request after a bound is spent; then `abstain`.
 
-    It is outside the model-step cap. Under the deadline it gets only the time left, and none
-    when none is left (the run then abstains with its evidence and no final text).
+    It is outside the model-step cap, but never outside the deadline: whichever bound was
+    spent, it gets only the time left, and none when none is left (the run then abstains with
+    its evidence and no final text), so a slow final answer cannot stretch the run.
     """
     run.transcript.append(
         UserMessage(
@@ -163,11 +166,10 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         )
     )
     left = bounds.time_left(run.spec.limits, run.usage, core.clock.monotonic())
-    deadline = bound is Bound.DEADLINE
     reply: ModelReply | None = None
     latency: float | None = None
-    if not deadline or left > 0:  # the tools stay declared; tool_choice none forbids them
-        reply, latency, _ = await _ask(core, run, run.offered, "none", bounded=deadline)
+    if left > 0:  # the tools stay declared; tool_choice none forbids them
+        reply, latency, _ = await _ask(core, run, run.offered, "none", bounded=True)
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
         run.answer = reply.text

@@ -63,10 +63,16 @@ CUT_SLACK_S = 1e-6
 """Recorded times are sums of float steps: a latency this close to a timeout reaches it."""
 
 
-def _cut(latency: float, timeout: float | None) -> bool:
-    """Whether a call that took `latency` would have been cut by `timeout` (the live runner's
-    timeout fires first when both fall due at once)."""
-    return timeout is not None and latency >= timeout - CUT_SLACK_S
+def _cut(latency: float, timeout: float | None) -> bool | None:
+    """Whether a call that took `latency` would have been cut by `timeout`; None when the two
+    are too close to tell (within `CUT_SLACK_S`: recorded times carry float noise, and which of
+    two timers due at once fires first is not something to predict). A call that took no time
+    is never cut by a timeout still to come."""
+    if timeout is None or latency <= 0 < timeout:
+        return False
+    if abs(latency - timeout) <= CUT_SLACK_S:
+        return None
+    return latency > timeout
 
 
 def _waited_past(
@@ -107,6 +113,11 @@ class Effects(Protocol):
         """Switch to the model's same-family fallback; False when there is none."""
         ...
 
+    def answered_at(self) -> float:
+        """When the last model request ended, in seconds from the run's start: what a replay's
+        clock reads at that point too, so a wait derived from it (a Retry-After date) replays."""
+        ...
+
 
 class LiveEffects:
     """Calls the model and tools for real and records each reply and outcome."""
@@ -130,6 +141,7 @@ class LiveEffects:
         """The task driving the run: only its cancellation propagates out of a tool or model."""
         self.cancellation: Cancellation | None = None
         """The run's handle's cancel request (runs started with `Engine.start`)."""
+        self.last_answer = 0.0
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -137,6 +149,9 @@ class LiveEffects:
 
     def since_start(self) -> float:
         return self.clock.monotonic() - self.started
+
+    def answered_at(self) -> float:
+        return self.last_answer
 
     async def ask(
         self,
@@ -214,6 +229,7 @@ class LiveEffects:
                 error_status=status if type(status) is int and abs(status) < 2**31 else None,
                 retry_after=safe_str(retry_after) if isinstance(retry_after, str) else None,
             )
+        self.last_answer = turn.ended_at
         self.recorded.append(turn)
 
     async def call(
@@ -335,6 +351,7 @@ class ReplayEffects:
         self._asked = 0
         self.served: set[int] = set()
         """Dispatch ordinals answered from the recording."""
+        self._live_answer = False
 
     def unserved(self) -> list[str]:
         """Recorded inputs an exact re-drive never asked for (a recording with extra inputs)."""
@@ -375,9 +392,13 @@ class ReplayEffects:
         turn = self.turns.get(ordinal)
         if self.counterfactual and turn is not None:
             latency = turn.ended_at - turn.started_at
-            if turn.transcript_digest != transcript.digest:
-                turn = None  # the model would have seen something else: its reply is unknown
-            elif turn.tool_choice == choice and _cut(latency, timeout):
+            cut = _cut(latency, timeout) if turn.tool_choice == choice else False
+            if cut is None and turn.stop_reason == TIMEOUT_FAILURE:
+                cut = True  # a recorded timeout at the timeout: cut or not, the same timeout
+            if turn.transcript_digest != transcript.digest or cut is None:
+                turn = None  # the model would have seen something else (or the reply might
+                # have come too late): what it would have answered is unknown
+            elif cut:
                 assert timeout is not None
                 await self.clock.sleep(timeout)  # the reply would have come too late
                 raise TimeoutError()
@@ -395,7 +416,9 @@ class ReplayEffects:
                     stop_reason="stand_in",
                 )
             live = self._hand_over(f"model request {ordinal}")
+            self._live_answer = True
             return await live.ask(ordinal, transcript, tools, choice, timeout)
+        self._live_answer = False
         if turn.tool_choice != choice:
             raise ReplayDivergence(
                 f"model request {ordinal}", f"tool_choice {turn.tool_choice}", choice
@@ -417,6 +440,11 @@ class ReplayEffects:
                 raise ModelRejected(turn.text, status=turn.error_status)
             raise ReplayedError(kind, turn.text)
         return turn.reply()
+
+    def answered_at(self) -> float:
+        if self._live_answer and self.live is not None:
+            return self.live.answered_at()
+        return self.clock.monotonic() - self.started  # a served reply ends when the clock says
 
     def use_fallback(self) -> bool:
         """The recording switched models if it went on asking; past it, ask the live adapter."""
@@ -457,10 +485,18 @@ class ReplayEffects:
         self.served.add(ordinal)
         if self.counterfactual:
             latency, timeout = output.ended_at - output.started_at, invocation.timeout_s
-            if _cut(latency, timeout):
+            cut = _cut(latency, timeout)
+            timed_out = isinstance(output.outcome, Raised) and output.outcome.type == "TimeoutError"
+            if cut is None and timed_out:
+                cut = True  # a recorded timeout at the timeout: cut or not, the same timeout
+            if cut is None:
+                raise OutsideRecording(
+                    f"tool call {ordinal} ({invocation.tool} {invocation.call_id}): it took "
+                    f"{latency:g} s against a {timeout:g} s timeout: too close to tell"
+                )
+            if cut:
                 await self.clock.sleep(timeout)  # the live runner's timeout ends the call here
                 return TimeoutError()
-            timed_out = isinstance(output.outcome, Raised) and output.outcome.type == "TimeoutError"
             if timed_out and _waited_past(
                 output.started_at, output.ended_at, timeout, self.recorded_seconds
             ):

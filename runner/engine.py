@@ -294,7 +294,7 @@ class Engine:
             name=spec.name,
             tenant=spec.tenant,
             principal=spec.principal.id,
-            started_at=self.clock.now(),
+            started_at=run.started_wall,  # the instant a replay's clock starts from
             task=spec.task,
             tools=list(spec.tools),
             scopes=sorted(spec.principal.scopes),

@@ -23,6 +23,7 @@ from .errors import LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .spec import DEFAULT_SYSTEM_PROMPT, RunSpec
+from .states import TERMINAL
 from .store.base import Store
 from .store.memory import MemoryStore
 from .tools import Principal, ToolImplementation, ToolInvocation, ToolResponse
@@ -219,6 +220,11 @@ def stored_limits(header: RunHeader) -> Limits:
         ) from exc
 
 
+_TERMINAL_STATES: Final = frozenset(state.value for state in TERMINAL)
+_COMMITTING: Final = frozenset({"ok", "empty"})
+"""The classes that settle a write as committed (see `_settle_operation`)."""
+
+
 # What a run's summary says that its replay must say again. Elapsed time is left out: it is
 # replayed from the recorded inputs' times, but the engine's own time between them is not an input.
 _SUMMARY_FIELDS: Final = (
@@ -279,13 +285,7 @@ def describe(replay: Replay) -> str:
             f"identical: {len(replayed.records)} transitions re-driven from the recording, "
             f"{result.terminal.value} ({result.reason})"
         )
-    summary = recording.summary
-    recorded = _ending(
-        recording.transitions,
-        summary.terminal if summary else None,
-        summary.reason if summary else "unfinished",
-    )
-    recorded_writes = sum(op.status == "committed" for op in summary.operations) if summary else 0
+    recorded = _recorded_side(recording)
     with_what = ", ".join(replay.changes)
     if result is None:
         stop = _ending(replayed.records, None, f"outside_recording ({replayed.outside})")
@@ -294,6 +294,30 @@ def describe(replay: Replay) -> str:
     stand_in = " (its final answer is not in the recording)" if replayed.stood_in else ""
     return (
         f"with {with_what} the run would have stopped at {would}, "
-        f"{replay.committed_writes()} committed writes{stand_in}; "
-        f"recorded: {recorded}, {recorded_writes} committed writes"
+        f"{replay.committed_writes()} committed writes{stand_in}; recorded: {recorded}"
     )
+
+
+def _recorded_side(recording: Recording) -> str:
+    """What the run did, from its transitions (the terminal record, and each write key's last
+    classification), never from its summary; a summary that says otherwise is named."""
+    records = recording.transitions
+    last = records[-1] if records else None
+    ended = last is not None and last.to_state in _TERMINAL_STATES
+    terminal, reason = (last.to_state, last.reason) if ended and last else (None, "unfinished")
+    settled: dict[str, str | None] = {}
+    for record in records:
+        if record.trigger == "classify" and record.operation_key is not None:
+            settled[record.operation_key] = record.result_class
+    writes = sum(result in _COMMITTING for result in settled.values())
+    said = f"{_ending(records, terminal, reason)}, {writes} committed writes"
+    summary = recording.summary
+    if summary is None:
+        return said
+    claimed = sum(op.status == "committed" for op in summary.operations)
+    if (summary.terminal, summary.reason, claimed) != (terminal, reason, writes):
+        said += (
+            f" (its summary says {summary.terminal} ({summary.reason}), {claimed} committed "
+            "writes, which its transitions do not)"
+        )
+    return said
