@@ -37,11 +37,12 @@ from ._cancel import CANCELLED, take_cancellation
 from ._core import Core, brief
 from ._logging import run_logger
 from ._planning import plan
+from ._replay_effects import ReplayEffects
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
 from .clock import Clock
 from .contracts import ContractSet
-from .effects import Effects, LiveEffects, ReplayEffects
+from .effects import Effects, LiveEffects
 from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
 from .handle import RunHandle
 from .machine import Decision, Trigger, attach, detach

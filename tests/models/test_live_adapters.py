@@ -4,8 +4,6 @@ that answers from recorded exchanges (tests/data/llm), and checks what the adapt
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from itertools import pairwise
@@ -21,28 +19,10 @@ from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import ScenarioRun, run_fixture
 
 from ..conftest import FIXTURES, make_fixture
-from ..llm_server import RecordedLLMServer, load_recordings
+from ..llm_server import RecordedLLMServer
 
 PROTOCOLS = ["openai", "anthropic"]
 EMPTY = {"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}
-
-
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordedLLMServer]:
-    """Loopback only: the no-network guard is lifted for 127.0.0.1 and nothing else."""
-    monkeypatch.undo()  # drop the suite's blanket guard, then allow loopback alone
-
-    original = socket.socket.connect
-
-    def loopback_only(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if host not in {"127.0.0.1", "localhost", "::1"}:
-            raise AssertionError(f"tests may only connect to loopback, not {host}")
-        return original(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
-    with RecordedLLMServer(load_recordings()) as running:
-        yield running
 
 
 def adapter(protocol: str, url: str, model: str, fallback: str | None = None) -> Any:
