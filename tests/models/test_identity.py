@@ -22,7 +22,6 @@ from runner.travel.scenario import run_fixture
 
 from ..conftest import FIXTURES
 from ..llm_server import RecordedLLMServer
-from .test_live_adapters import server  # noqa: F401  # the loopback server fixture
 
 LIVE = ModelIdentity(provider="openai", name="gpt-x", base_url="http://127.0.0.1:9/v1")
 
@@ -59,7 +58,7 @@ def test_adapters_declare_their_identity_without_the_key() -> None:
 
 
 def test_the_header_and_the_log_name_the_model_without_secrets(
-    server: RecordedLLMServer,  # noqa: F811  # the imported fixture
+    server: RecordedLLMServer,
     contracts: ContractSet,
     tmp_path: Path,
 ) -> None:

@@ -1,0 +1,293 @@
+"""The `runner` command: run fixtures; resume, show and list stored runs; check contracts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .. import log
+from .._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
+from .._tool_commands import add_tool_commands, ended_run_json, run_tool_command
+from ..errors import LoadError, RunnerError, StoreError
+from ..models import live_model
+from ..models.base import ModelAdapter
+from ..replay import Recording
+from ..report import RunView, printable, run_json, run_text
+from ..store import FanoutStore, JsonlLog
+from ..store.base import Store
+from ..travel import fixtures_dir
+from ..travel.fixture_check import check_command
+from ..travel.fixtures import collect_fixture_paths, load_fixture
+from ..travel.scenario import ScenarioRun, resume_fixture, run_fixture
+from ._common import (
+    DEFAULT_DB,
+    EXIT_EXPECTATION_FAILED,
+    contracts_for,
+    one_line,
+    open_store,
+    policy_for,
+    world_dir,
+)
+from ._stored import (
+    artifact_command,
+    grade_command,
+    replay_command,
+    runs_command,
+    show_command,
+    stored_holds,
+)
+
+
+def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
+    sub.add_argument("--model", default=None, help=f"{purpose}: openai:MODEL or anthropic:MODEL")
+    sub.add_argument("--base-url", default=None, help="with --model: the provider's endpoint")
+    sub.add_argument("--fallback-model", default=None, help="with --model: same-family fallback")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog="runner", description=__doc__)
+    parser.add_argument(
+        "--contracts", type=Path, default=None, help="contracts folder (default: the bundled ones)"
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="log every transition to stderr (structlog)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def with_db(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--db", type=Path, default=DEFAULT_DB, help="SQLite store (default: runs.sqlite)"
+        )
+
+    run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
+    run.add_argument("paths", nargs="+", type=Path, help="fixture files or folders")
+    run.add_argument("--repeat", type=count, default=1, help="run each fixture N times, each clean")
+    run.add_argument("--json", action="store_true", help="print one JSON object per run")
+    run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
+    run.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
+    run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
+    _with_model(run, "plan with a live model")
+    with_db(run)
+
+    resume = commands.add_parser("resume", help="continue a run that was killed")
+    resume.add_argument("run_id")
+    _with_model(resume, "the live model the run was started with (default: from its header)")
+    resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
+    with_db(resume)
+
+    show = commands.add_parser("show", help="print a stored run's trajectory")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true", help="print the run as one JSON object")
+    with_db(show)
+
+    replay = commands.add_parser(
+        "replay", help="re-drive a stored run (or a JSONL log) from its recorded inputs"
+    )
+    replay.add_argument("source", help="a RUN_ID in --db, or a JSONL log file")
+    replay.add_argument("--run", default=None, help="with a log file: only this run")
+    replay.add_argument(
+        "--policy", default=None, help="counterfactual: default, naive (simulation), or a file"
+    )
+    for bound, kind in (
+        ("max_attempts", count),
+        ("max_model_steps", count),
+        ("max_tokens", count),
+        ("max_seconds", seconds),
+    ):
+        replay.add_argument(
+            f"--{bound.replace('_', '-')}",
+            dest=bound,
+            type=kind,
+            default=None,
+            help=f"counterfactual: another {bound}",
+        )
+    replay.add_argument("--json", action="store_true", help="print one JSON object per replay")
+    with_db(replay)
+
+    grade = commands.add_parser(
+        "grade", help="grade fixtures over K clean trials each, or runs already stored"
+    )
+    grade.add_argument("paths", nargs="*", type=Path, help="fixture files or folders to run")
+    grade.add_argument("--trials", type=count, default=1, help="trials per fixture (pass^k)")
+    grade.add_argument(
+        "--stored",
+        nargs="*",
+        default=None,
+        metavar="RUN_ID",
+        help="grade runs stored in --db instead (all of them when no id is given)",
+    )
+    grade.add_argument(
+        "--policy", default=None, help="default, naive (simulation), or a policy file"
+    )
+    grade.add_argument(
+        "--seed", type=seed, default=0, help="trial i runs with seed SEED + i (default 0)"
+    )
+    grade.add_argument("--json", action="store_true", help="print the grades as JSON")
+    with_db(grade)
+
+    artifact = commands.add_parser("artifact", help="print a tool call's full stored output")
+    artifact.add_argument("run_id")
+    artifact.add_argument("call_id")
+    with_db(artifact)
+
+    runs = commands.add_parser("runs", help="list stored runs")
+    runs.add_argument("--json", action="store_true", help="print one JSON object per run")
+    with_db(runs)
+
+    _contracts_and_fixtures_parsers(parser, commands)  # last: it adds --verbose to all
+    return parser
+
+
+def _contracts_and_fixtures_parsers(
+    parser: ArgumentParser, commands: argparse._SubParsersAction[ArgumentParser]
+) -> None:
+    contracts = commands.add_parser("contracts", help="work with tool contracts")
+    contract_commands = contracts.add_subparsers(dest="contracts_command", required=True)
+    contract_commands.add_parser("check", help="compile every contract")
+    fixtures = commands.add_parser("fixtures", help="the bundled fixtures; check fixture files")
+    fixture_commands = fixtures.add_subparsers(dest="fixtures_command", required=True)
+    fixture_commands.add_parser("path", help="print the bundled fixtures folder (any install)")
+    add_tool_commands(parser, contract_commands, fixture_commands)  # last: adds --verbose to all
+
+
+def _print_scenario(outcome: ScenarioRun, heading: str, as_json: bool) -> None:
+    view = RunView.of_result(outcome.result, outcome.holds)
+    expect = {"passed": outcome.passed, "failures": outcome.failures}
+    if as_json:
+        print(json.dumps(run_json(view, expect), sort_keys=True))
+        return
+    print(run_text(view, heading))
+    if outcome.fixture.expect is not None:
+        verdict = "met" if outcome.passed else "FAILED: " + "; ".join(outcome.failures)
+        print(f"  expect: {printable(verdict)}")
+    print()
+
+
+def _model(args: argparse.Namespace) -> ModelAdapter | None:
+    if args.model is None:
+        if args.base_url is not None or args.fallback_model is not None:
+            raise LoadError("--base-url and --fallback-model go with --model")
+        return None
+    return live_model(args.model, base_url=args.base_url, fallback_model=args.fallback_model)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
+    contracts = contracts_for(args.contracts)
+    policy = policy_for(args.policy)
+    fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
+    model = _model(args)
+    store: Store = open_store(args.db, must_exist=False)
+    if args.log is not None:
+        store = FanoutStore(store, JsonlLog(args.log))
+    world = world_dir(args.db)
+    failed = passed = 0
+    try:
+        for fixture in fixtures:
+            for index in range(1, args.repeat + 1):
+                outcome = run_fixture(
+                    fixture,
+                    contracts,
+                    store,
+                    seed=args.seed,
+                    policy=policy,
+                    world_dir=world,
+                    model=model,
+                )
+                _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
+                passed += outcome.passed
+                failed += not outcome.passed
+    except StoreError as exc:  # the run stopped where its record stops: it can go on from there
+        raise StoreError(
+            f"{exc}; any run it stopped shows as (running) in `runner runs --db {args.db}`, "
+            f"and `runner resume RUN_ID --db {args.db}` continues it"
+        ) from exc
+    finally:
+        store.close()
+    if not args.json:
+        print(
+            f"{len(fixtures)} fixtures x {args.repeat}: "
+            f"{passed} runs met expectations, {failed} did not"
+        )
+    return EXIT_EXPECTATION_FAILED if failed else 0
+
+
+def _resume(args: argparse.Namespace) -> int:
+    contracts = contracts_for(args.contracts)
+    store = open_store(args.db, must_exist=True)
+    try:
+        summary = store.summary(args.run_id)
+        if summary is not None:
+            if args.json:  # the stored run as `show --json` prints it, marked as not resumed
+                recording = Recording.from_store(store, args.run_id)
+                holds = stored_holds(recording, args.db.resolve().parent)
+                ended = ended_run_json(recording.header, summary, recording.transitions, holds)
+                print(json.dumps(ended, sort_keys=True))
+                return 0
+            print(
+                printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
+            )
+            return 0
+        outcome = resume_fixture(
+            args.run_id, contracts, store, model=_model(args), store_dir=args.db.resolve().parent
+        )
+    finally:
+        store.close()
+    _print_scenario(outcome, f"{outcome.fixture.name} (resumed)", args.json)
+    return 0 if outcome.passed else EXIT_EXPECTATION_FAILED
+
+
+def _check_contracts(args: argparse.Namespace) -> int:
+    if args.contracts_command != "check":
+        return run_tool_command(args)
+    contracts = contracts_for(args.contracts)
+    print(f"ok: {len(contracts)} contracts compiled ({', '.join(sorted(contracts))})")
+    return 0
+
+
+def _fixtures(args: argparse.Namespace) -> int:
+    if args.fixtures_command == "path":
+        print(fixtures_dir())
+        return 0
+    return check_command(args.paths, contracts_for(args.contracts))
+
+
+_COMMANDS = {
+    "run": _run,
+    "resume": _resume,
+    "show": show_command,
+    "runs": runs_command,
+    "replay": replay_command,
+    "grade": grade_command,
+    "artifact": artifact_command,
+    "contracts": _check_contracts,
+    "fixtures": _fixtures,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `runner ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    log.configure(level=logging.DEBUG if args.verbose else logging.WARNING)
+    try:
+        return _COMMANDS[args.command](args)
+    except RunnerError as exc:
+        print(f"error: {printable(one_line(str(exc)))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

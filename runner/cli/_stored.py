@@ -1,0 +1,263 @@
+"""The command line's reading commands: `show`, `artifact`, `runs`, `replay` and `grade` (which
+also runs fixtures to grade them). Reading commands open the store read-only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .._arguments import EXIT_BAD_INPUT
+from .._tool_commands import (
+    listing_json,
+)
+from ..budget import Limits
+from ..errors import LoadError, StoreCorrupt, StoreError
+from ..grading import FixtureGrade, grade
+from ..recording import RAW_OUTCOME_ADAPTER, Responded
+from ..replay import Recording, describe, replay, stored_limits
+from ..report import (
+    RunView,
+    context_table,
+    grade_json,
+    grade_text,
+    printable,
+    printable_json,
+    replay_json,
+    run_json,
+    run_text,
+    side_by_side,
+)
+from ..store.base import RunListing, UnreadableRun
+from ..travel import (
+    SYSTEM_PROMPT,
+)
+from ..travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
+from ..travel.scenario import run_fixture, stored_fixture, stored_world
+from ..travel.supplier import SupplierDatabase, locate
+from ._common import (
+    EXIT_EXPECTATION_FAILED,
+    contracts_for,
+    one_line,
+    open_store,
+    policy_for,
+    world_dir,
+)
+
+
+def show_command(args: argparse.Namespace) -> int:
+    store = open_store(args.db, must_exist=True, read_only=True)
+    try:
+        header = store.header(args.run_id)
+        if header is None:
+            raise LoadError(f"no run {args.run_id} in {args.db}")
+        view = RunView.of_stored(header, store.summary(args.run_id), store.transitions(args.run_id))
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(run_json(view, None), sort_keys=True))
+    else:
+        print(run_text(view, header.name))
+        print(context_table(view))
+    return 0
+
+
+def artifact_command(args: argparse.Namespace) -> int:
+    store = open_store(args.db, must_exist=True, read_only=True)
+    try:
+        if store.header(args.run_id) is None:
+            raise LoadError(f"no run {args.run_id} in {args.db}")
+        outputs = [o for o in store.outputs(args.run_id) if o.call_id == args.call_id]
+    finally:
+        store.close()
+    if not outputs:
+        raise LoadError(f"run {args.run_id} has no tool output for call {args.call_id}")
+    outcome = outputs[-1].outcome  # the last try is the one the model was shown
+    if isinstance(outcome, Responded):
+        text = json.dumps(outcome.payload, indent=2, sort_keys=True, ensure_ascii=False)
+    else:
+        text = json.dumps(RAW_OUTCOME_ADAPTER.dump_python(outcome, mode="json"), indent=2)
+    print(printable_json(text))
+    return 0
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    store = open_store(args.db, must_exist=True, read_only=True)
+    try:
+        everything = store.runs()
+    finally:
+        store.close()
+    listings = [listing for listing in everything if isinstance(listing, RunListing)]
+    if args.json:
+        for listing in everything:
+            print(json.dumps(listing_json(listing), sort_keys=True))
+            if isinstance(listing, UnreadableRun):
+                print(f"error: {listing.problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT if len(listings) < len(everything) else 0
+    width = max([len(listing.header.name) for listing in listings] + [len("fixture")])
+    reasons = max([len(x.summary.reason) for x in listings if x.summary] + [len("reason")])
+    print(
+        f"{'run_id':<36}  {'started':<25}  {'fixture':<{width}}  {'terminal':<9}  "
+        f"{'reason':<{reasons}}  attempts"
+    )
+    for listing in everything:
+        if isinstance(listing, UnreadableRun):  # named in its place; the rest still listed
+            print(f"{listing.run_id:<36}  (unreadable: see stderr)")
+            print(f"error: {listing.problem}", file=sys.stderr)
+            continue
+        header, summary = listing.header, listing.summary
+        terminal = summary.terminal if summary else "(running)"
+        reason = summary.reason if summary else "-"
+        attempts = str(summary.attempts) if summary else "-"
+        print(
+            printable(
+                f"{header.run_id:<36}  {header.started_at.isoformat():<25}  "
+                f"{header.name:<{width}}  {terminal:<9}  {reason:<{reasons}}  {attempts}"
+            )
+        )
+    return EXIT_BAD_INPUT if len(listings) < len(everything) else 0
+
+
+def _recordings(args: argparse.Namespace) -> list[Recording]:
+    source = Path(args.source)
+    if source.suffix == ".jsonl" or source.is_file():
+        recordings = Recording.from_log(source)
+        if args.run is not None:
+            recordings = [r for r in recordings if r.header.run_id == args.run]
+        if not recordings:
+            raise LoadError(f"no run{' ' + args.run if args.run else ''} in {source}")
+        return recordings
+    if args.run is not None:
+        raise LoadError(f"--run picks a run from a log file, and {source} is not a file")
+    store = open_store(args.db, must_exist=True, read_only=True)
+    try:
+        return [Recording.from_store(store, args.source)]
+    finally:
+        store.close()
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    contracts = contracts_for(args.contracts)
+    policy = policy_for(args.policy)
+    diverged = False
+    for recording in _recordings(args):
+        overrides = {
+            name: getattr(args, name)
+            for name in ("max_attempts", "max_model_steps", "max_tokens", "max_seconds")
+            if getattr(args, name) is not None
+        }
+        limits = None
+        if overrides:
+            try:
+                limits = Limits.model_validate({**recording.header.limits, **overrides})
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                where = ".".join(str(part) for part in problem["loc"])
+                raise LoadError(f"limits for the replay: {where}: {problem['msg']}") from exc
+        # Runs stored before headers recorded the prompt were all told the travel world's.
+        outcome = replay(
+            recording, contracts, policy=policy, limits=limits, system_prompt=SYSTEM_PROMPT
+        )
+        diverged |= not outcome.changes and not outcome.identical
+        sentence = describe(outcome)
+        if args.json:
+            print(json.dumps(replay_json(outcome, sentence), sort_keys=True))
+            continue
+        print(printable(f"{recording.header.name}  run {recording.header.run_id}"))
+        if outcome.changes or outcome.divergence is not None:
+            print(side_by_side(recording.transitions, outcome.replayed.records))
+        print(f"  {printable(sentence)}\n")
+    return EXIT_EXPECTATION_FAILED if diverged else 0
+
+
+def stored_holds(recording: Recording, store_dir: Path) -> int | None:
+    recorded = stored_world(recording.header).get("supplier_db")
+    path = locate(recorded, store_dir) if recorded else None
+    if path is None:
+        return None
+    supplier = SupplierDatabase.open_existing(path, read_only=True)
+    try:
+        return supplier.active_holds()
+    finally:
+        supplier.close()
+
+
+def _stored_expect(recording: Recording) -> Expect | None:
+    """The expectations of the fixture a run recorded; `StoreCorrupt` if it no longer loads."""
+    document = stored_fixture(recording.header)
+    try:
+        return Fixture.model_validate(document).expect if document else None
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise StoreCorrupt(
+            f"run {recording.header.run_id}: its stored fixture does not load: "
+            f"{where}: {problem['msg']}"
+        ) from exc
+
+
+def grade_command(args: argparse.Namespace) -> int:
+    if args.trials < 1:
+        raise LoadError(f"--trials must be at least 1, got {args.trials}")
+    contracts = contracts_for(args.contracts)
+    grades: dict[str, FixtureGrade] = {}
+    stored = args.stored is not None
+    if stored and args.paths:
+        raise LoadError("grade takes fixture paths or --stored RUN_ID..., not both")
+    if stored and args.policy is not None:
+        raise LoadError("--policy has no effect on --stored runs (they ran under their own)")
+    unreadable = 0
+    store = open_store(args.db, must_exist=stored, read_only=stored)
+    try:
+        if args.stored is not None:
+            run_ids = args.stored or [
+                item.header.run_id if isinstance(item, RunListing) else item.run_id
+                for item in store.runs()
+            ]
+            for run_id in run_ids:
+                try:
+                    recording = Recording.from_store(store, run_id)
+                    expect = _stored_expect(recording)
+                    stored_limits(recording.header)
+                    holds = stored_holds(recording, args.db.resolve().parent)
+                except StoreError as exc:  # named; the other runs are still graded
+                    named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
+                    print(f"error: {printable(one_line(named))}", file=sys.stderr)
+                    unreadable += 1
+                    continue
+                trial = grade(recording, contracts, expect, holds)
+                name = recording.header.name
+                grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
+        else:
+            if not args.paths:
+                raise LoadError("grade needs fixture paths, or --stored to grade stored runs")
+            policy = policy_for(args.policy)
+            world = world_dir(args.db)
+            for path in collect_fixture_paths(args.paths):
+                fixture = load_fixture(path, contracts)
+                graded = grades.setdefault(fixture.name, FixtureGrade(fixture=fixture.name))
+                for index in range(args.trials):  # trials differ: a seed each, recorded
+                    outcome = run_fixture(
+                        fixture,
+                        contracts,
+                        store,
+                        seed=args.seed + index,
+                        policy=policy,
+                        world_dir=world,
+                    )
+                    recording = Recording.from_store(store, outcome.result.run_id)
+                    graded.trials.append(grade(recording, contracts, fixture.expect, outcome.holds))
+    finally:
+        store.close()
+    ordered = list(grades.values())
+    base_seed = None if args.stored is not None else args.seed
+    if args.json:
+        print(json.dumps(grade_json(ordered, base_seed), sort_keys=True))
+    else:
+        print(grade_text(ordered, base_seed))
+    if unreadable:
+        return EXIT_BAD_INPUT
+    return 0 if ordered and all(g.pass_k for g in ordered) else EXIT_EXPECTATION_FAILED
