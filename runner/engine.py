@@ -124,6 +124,7 @@ class Engine:
 
     def run_sync(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Run to completion from synchronous code, on the clock's event loop."""
+        outside_a_loop("Engine.run_sync", "await engine.run(...) or use engine.start(...)")
         with asyncio.Runner(loop_factory=self.clock.loop_factory) as runner:
             return runner.run(self.run(spec, model))
 
@@ -366,6 +367,16 @@ class Engine:
         return RunResult.of(
             summary, name=run.spec.name, transitions=run.records, evidence=run.evidence
         )
+
+
+def outside_a_loop(call: str, instead: str) -> None:
+    """A sync wrapper called from a running loop: say what to await instead (asyncio would
+    raise a bare RuntimeError and warn of a coroutine never awaited)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ConfigError(f"{call} cannot run inside a running event loop: {instead}")
 
 
 def _cancelled_next(run: RunState) -> bool:

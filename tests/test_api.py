@@ -19,7 +19,7 @@ from runner.api import (
 from runner.clock import SystemClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.errors import LoadError
+from runner.errors import ConfigError, LoadError
 from runner.states import State
 from runner.store import MemoryStore
 
@@ -59,3 +59,25 @@ def test_status_running_then_ended_and_listed_and_replayed_inside_the_loop(
 def test_status_of_a_run_the_store_does_not_have_is_a_load_error() -> None:
     with pytest.raises(LoadError, match="no run nope"):
         run_status(MemoryStore(), "nope")
+
+
+def test_sync_wrappers_called_inside_a_running_loop_are_a_config_error_and_print_nothing(
+    contracts: ContractSet, recwarn: pytest.WarningsRecorder
+) -> None:
+    """A service that calls `replay_run_sync` or `run_sync` from its loop gets a typed error
+    naming the async call, not asyncio's RuntimeError and a 'never awaited' warning."""
+    hotel = SlowHotel()
+    hotel.release.set()
+    store = MemoryStore()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=SystemClock())
+    run_id = engine.run_sync(SPEC, HoldThenAnswer()).run_id
+
+    async def service() -> None:
+        with pytest.raises(ConfigError, match=r"await runner\.api\.replay_run"):
+            replay_run_sync(store, run_id, contracts)
+        with pytest.raises(ConfigError, match=r"await engine\.run"):
+            engine.run_sync(SPEC, HoldThenAnswer())
+
+    asyncio.run(service())
+    assert [run.run_id for run in list_runs(store)] == [run_id]  # the refused run never began
+    assert [str(w.message) for w in recwarn.list if "never awaited" in str(w.message)] == []
