@@ -130,6 +130,7 @@ class Engine:
 
     async def run(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Drive one task to exactly one terminal state and return its result."""
+        self._check_tools(spec)
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(run_id, model, self.clock, started, Redactor(_secrets(spec, model)))
@@ -148,6 +149,7 @@ class Engine:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
+        self._check_tools(spec)
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(
@@ -284,6 +286,13 @@ class Engine:
         run.transcript.append(SystemMessage(text=self._prompt(spec)))
         run.transcript.append(UserMessage(text=spec.task))
         return run
+
+    def _check_tools(self, spec: RunSpec) -> None:
+        """A tool the spec names without a contract cannot be offered: it would be dropped from
+        the offer in silence (a typo), so it is refused before the run is stored."""
+        unknown = [name for name in spec.tools if name not in self.runtime.contracts]
+        if unknown:
+            raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
 
     def _prompt(self, spec: RunSpec) -> str:
         return spec.system_prompt if spec.system_prompt is not None else self.system_prompt

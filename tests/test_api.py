@@ -4,6 +4,7 @@ service calls from inside its own running loop (and their sync wrappers)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -81,3 +82,24 @@ def test_sync_wrappers_called_inside_a_running_loop_are_a_config_error_and_print
     asyncio.run(service())
     assert [run.run_id for run in list_runs(store)] == [run_id]  # the refused run never began
     assert [str(w.message) for w in recwarn.list if "never awaited" in str(w.message)] == []
+
+
+def test_a_spec_naming_a_tool_without_a_contract_is_refused_before_it_is_stored(
+    contracts: ContractSet,
+) -> None:
+    """A typo in `RunSpec.tools` used to drop the tool silently: the model was offered nothing
+    and the run 'completed'. Now `start` and `run` refuse it, and nothing is stored."""
+    store = MemoryStore()
+    engine = Engine(
+        contracts=contracts, toolbox=SlowHotel().tools(), store=store, clock=SystemClock()
+    )
+    typo = dataclasses.replace(SPEC, tools=(*SPEC.tools, "serch_hotels"))
+
+    async def service() -> None:
+        with pytest.raises(ConfigError, match="with no contract: serch_hotels"):
+            engine.start(typo, HoldThenAnswer())
+        with pytest.raises(ConfigError, match="with no contract: serch_hotels"):
+            await engine.run(typo, HoldThenAnswer())
+
+    asyncio.run(service())
+    assert list_runs(store) == []
