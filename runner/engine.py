@@ -39,7 +39,7 @@ from ._logging import run_logger
 from ._planning import plan
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
-from .clock import Clock
+from .clock import Clock, FakeClock
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects, ReplayEffects
 from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
@@ -130,7 +130,7 @@ class Engine:
 
     async def run(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Drive one task to exactly one terminal state and return its result."""
-        self._check_tools(spec)
+        self._check_start(spec, asyncio.get_running_loop())
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(run_id, model, self.clock, started, Redactor(_secrets(spec, model)))
@@ -149,7 +149,7 @@ class Engine:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
-        self._check_tools(spec)
+        self._check_start(spec, loop)
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(
@@ -287,9 +287,12 @@ class Engine:
         run.transcript.append(UserMessage(text=spec.task))
         return run
 
-    def _check_tools(self, spec: RunSpec) -> None:
-        """A tool the spec names without a contract cannot be offered: it would be dropped from
-        the offer in silence (a typo), so it is refused before the run is stored."""
+    def _check_start(self, spec: RunSpec, loop: asyncio.AbstractEventLoop) -> None:
+        """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
+        at its first wait and stay `running`), and a tool the spec names without a contract
+        (it would be dropped from the offer in silence: a typo)."""
+        if isinstance(self.clock, FakeClock):
+            self.clock.check_loop(loop, "a run on a FakeClock")
         unknown = [name for name in spec.tools if name not in self.runtime.contracts]
         if unknown:
             raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")

@@ -17,7 +17,7 @@ from runner.api import (
     replay_run_sync,
     run_status,
 )
-from runner.clock import SystemClock
+from runner.clock import FakeClock, SystemClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
 from runner.errors import ConfigError, LoadError
@@ -103,3 +103,24 @@ def test_a_spec_naming_a_tool_without_a_contract_is_refused_before_it_is_stored(
 
     asyncio.run(service())
     assert list_runs(store) == []
+
+
+def test_a_fake_clock_engine_started_on_a_foreign_loop_is_refused_before_it_is_stored(
+    contracts: ContractSet,
+) -> None:
+    """A `FakeClock` only works on its own loop; on `asyncio.run`'s loop the run used to be
+    stored, then fail at its first wait and stay `running` in the store for ever."""
+    hotel = SlowHotel()
+    hotel.release.set()
+    store = MemoryStore()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=FakeClock())
+
+    async def service() -> None:
+        with pytest.raises(ConfigError, match="clock's own loop"):
+            engine.start(SPEC, HoldThenAnswer())
+        with pytest.raises(ConfigError, match="clock's own loop"):
+            await engine.run(SPEC, HoldThenAnswer())
+
+    asyncio.run(service())
+    assert list_runs(store) == []
+    assert engine.run_sync(SPEC, HoldThenAnswer()).terminal == State.COMPLETE  # its own loop
