@@ -161,12 +161,13 @@ class FakeClock:
             raise ConfigError(f"a clock cannot go back: advance({seconds})")
         self._elapsed += seconds
 
-    async def sleep(self, seconds: float) -> None:
-        loop = asyncio.get_running_loop()
+    def check_loop(self, loop: asyncio.AbstractEventLoop, what: str = "FakeClock.sleep") -> None:
+        """Refuse a loop other than this clock's own (its waits would never be virtual)."""
         if not isinstance(loop, _VirtualTimeLoop) or loop._virtual_clock is not self:
-            raise ConfigError(
-                "FakeClock.sleep must run on the clock's own loop (clock.loop_factory)"
-            )
+            raise ConfigError(f"{what} must run on the clock's own loop (clock.loop_factory)")
+
+    async def sleep(self, seconds: float) -> None:
+        self.check_loop(asyncio.get_running_loop())
         self.sleeps.append(seconds)
         await asyncio.sleep(seconds)
 

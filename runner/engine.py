@@ -40,7 +40,7 @@ from ._planning import plan
 from ._replay_effects import ReplayEffects
 from ._state import RunState, Runtime
 from .budget import Limits, Usage
-from .clock import Clock
+from .clock import Clock, FakeClock
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects
 from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
@@ -125,11 +125,13 @@ class Engine:
 
     def run_sync(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Run to completion from synchronous code, on the clock's event loop."""
+        outside_a_loop("Engine.run_sync", "await engine.run(...) or use engine.start(...)")
         with asyncio.Runner(loop_factory=self.clock.loop_factory) as runner:
             return runner.run(self.run(spec, model))
 
     async def run(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Drive one task to exactly one terminal state and return its result."""
+        self._check_start(spec, asyncio.get_running_loop())
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(run_id, model, self.clock, started, Redactor(_secrets(spec, model)))
@@ -148,6 +150,7 @@ class Engine:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
+        self._check_start(spec, loop)
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(
@@ -285,6 +288,16 @@ class Engine:
         run.transcript.append(UserMessage(text=spec.task))
         return run
 
+    def _check_start(self, spec: RunSpec, loop: asyncio.AbstractEventLoop) -> None:
+        """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
+        at its first wait and stay `running`), and a tool the spec names without a contract
+        (it would be dropped from the offer in silence: a typo)."""
+        if isinstance(self.clock, FakeClock):
+            self.clock.check_loop(loop, "a run on a FakeClock")
+        unknown = [name for name in spec.tools if name not in self.runtime.contracts]
+        if unknown:
+            raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+
     def _prompt(self, spec: RunSpec) -> str:
         return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
 
@@ -367,6 +380,16 @@ class Engine:
         return RunResult.of(
             summary, name=run.spec.name, transitions=run.records, evidence=run.evidence
         )
+
+
+def outside_a_loop(call: str, instead: str) -> None:
+    """A sync wrapper called from a running loop: say what to await instead (asyncio would
+    raise a bare RuntimeError and warn of a coroutine never awaited)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ConfigError(f"{call} cannot run inside a running event loop: {instead}")
 
 
 def _cancelled_next(run: RunState) -> bool:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from .budget import Limits
 from .clock import FakeClock
 from .contracts import ContractSet
-from .engine import Engine, ReplayedRun
+from .engine import Engine, ReplayedRun, outside_a_loop
 from .errors import LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
@@ -155,6 +155,7 @@ def replay(
     `system_prompt`: the prompt of a run whose header does not record one (stored before the
     runner recorded it); a recorded one always wins.
     """
+    outside_a_loop("replay_run_sync", "await runner.api.replay_run(...)")
     header = recording.header
     recorded_policy = Policy.recorded(header.policy)
     recorded_limits = stored_limits(header)

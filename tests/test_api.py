@@ -4,6 +4,7 @@ service calls from inside its own running loop (and their sync wrappers)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -16,10 +17,10 @@ from runner.api import (
     replay_run_sync,
     run_status,
 )
-from runner.clock import SystemClock
+from runner.clock import FakeClock, SystemClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.errors import LoadError
+from runner.errors import ConfigError, LoadError
 from runner.states import State
 from runner.store import MemoryStore
 
@@ -59,3 +60,67 @@ def test_status_running_then_ended_and_listed_and_replayed_inside_the_loop(
 def test_status_of_a_run_the_store_does_not_have_is_a_load_error() -> None:
     with pytest.raises(LoadError, match="no run nope"):
         run_status(MemoryStore(), "nope")
+
+
+def test_sync_wrappers_called_inside_a_running_loop_are_a_config_error_and_print_nothing(
+    contracts: ContractSet, recwarn: pytest.WarningsRecorder
+) -> None:
+    """A service that calls `replay_run_sync` or `run_sync` from its loop gets a typed error
+    naming the async call, not asyncio's RuntimeError and a 'never awaited' warning."""
+    hotel = SlowHotel()
+    hotel.release.set()
+    store = MemoryStore()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=SystemClock())
+    run_id = engine.run_sync(SPEC, HoldThenAnswer()).run_id
+
+    async def service() -> None:
+        with pytest.raises(ConfigError, match=r"await runner\.api\.replay_run"):
+            replay_run_sync(store, run_id, contracts)
+        with pytest.raises(ConfigError, match=r"await engine\.run"):
+            engine.run_sync(SPEC, HoldThenAnswer())
+
+    asyncio.run(service())
+    assert [run.run_id for run in list_runs(store)] == [run_id]  # the refused run never began
+    assert [str(w.message) for w in recwarn.list if "never awaited" in str(w.message)] == []
+
+
+def test_a_spec_naming_a_tool_without_a_contract_is_refused_before_it_is_stored(
+    contracts: ContractSet,
+) -> None:
+    """A typo in `RunSpec.tools` used to drop the tool silently: the model was offered nothing
+    and the run 'completed'. Now `start` and `run` refuse it, and nothing is stored."""
+    store = MemoryStore()
+    engine = Engine(
+        contracts=contracts, toolbox=SlowHotel().tools(), store=store, clock=SystemClock()
+    )
+    typo = dataclasses.replace(SPEC, tools=(*SPEC.tools, "serch_hotels"))
+
+    async def service() -> None:
+        with pytest.raises(ConfigError, match="with no contract: serch_hotels"):
+            engine.start(typo, HoldThenAnswer())
+        with pytest.raises(ConfigError, match="with no contract: serch_hotels"):
+            await engine.run(typo, HoldThenAnswer())
+
+    asyncio.run(service())
+    assert list_runs(store) == []
+
+
+def test_a_fake_clock_engine_started_on_a_foreign_loop_is_refused_before_it_is_stored(
+    contracts: ContractSet,
+) -> None:
+    """A `FakeClock` only works on its own loop; on `asyncio.run`'s loop the run used to be
+    stored, then fail at its first wait and stay `running` in the store for ever."""
+    hotel = SlowHotel()
+    hotel.release.set()
+    store = MemoryStore()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=FakeClock())
+
+    async def service() -> None:
+        with pytest.raises(ConfigError, match="clock's own loop"):
+            engine.start(SPEC, HoldThenAnswer())
+        with pytest.raises(ConfigError, match="clock's own loop"):
+            await engine.run(SPEC, HoldThenAnswer())
+
+    asyncio.run(service())
+    assert list_runs(store) == []
+    assert engine.run_sync(SPEC, HoldThenAnswer()).terminal == State.COMPLETE  # its own loop

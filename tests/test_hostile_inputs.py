@@ -311,17 +311,17 @@ def test_cancelling_the_run_itself_still_propagates(contracts: ContractSet) -> N
 
             return wait
 
+    runs = engine(contracts, Slow(), MemoryStore())
+
     async def scenario() -> None:
-        store = MemoryStore()
-        running = asyncio.ensure_future(
-            engine(contracts, Slow(), store).run(spec(), ReplyList([search()]))
-        )
+        running = asyncio.ensure_future(runs.run(spec(), ReplyList([search()])))
         await started.wait()
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
 
-    asyncio.run(scenario())
+    with asyncio.Runner(loop_factory=runs.clock.loop_factory) as runner:  # a FakeClock's loop
+        runner.run(scenario())
 
 
 def test_huge_retry_after_is_a_wait_that_never_fits(store: Store, contracts: ContractSet) -> None:
