@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .contracts import CompiledContract, ContractSet
+from .contracts import CompiledContract
 from .declare import contract_json, declared_in
 from .errors import ConfigError, RunnerError
 from .report import RunView, printable, run_json
@@ -25,8 +24,6 @@ from .store.base import RunListing, UnreadableRun
 from .trace import RunHeader, RunSummary, TransitionRecord
 
 EXIT_NEEDS_A_LOOK = 1
-
-Contracts = Callable[[Path | None], ContractSet]
 
 
 def add_tool_commands(

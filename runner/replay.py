@@ -22,6 +22,7 @@ from .engine import Engine, ReplayedRun, outside_a_loop
 from .errors import LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
+from .result_classes import COMMITS_WRITE
 from .spec import DEFAULT_SYSTEM_PROMPT, RunSpec
 from .states import TERMINAL
 from .store.base import Store
@@ -221,11 +222,6 @@ def stored_limits(header: RunHeader) -> Limits:
         ) from exc
 
 
-_TERMINAL_STATES: Final = frozenset(state.value for state in TERMINAL)
-_COMMITTING: Final = frozenset({"ok", "empty"})
-"""The classes that settle a write as committed (see `_settle_operation`)."""
-
-
 # What a run's summary says that its replay must say again. Elapsed time is left out: it is
 # replayed from the recorded inputs' times, but the engine's own time between them is not an input.
 _SUMMARY_FIELDS: Final = (
@@ -304,13 +300,13 @@ def _recorded_side(recording: Recording) -> str:
     classification), never from its summary; a summary that says otherwise is named."""
     records = recording.transitions
     last = records[-1] if records else None
-    ended = last is not None and last.to_state in _TERMINAL_STATES
+    ended = last is not None and last.to_state in TERMINAL
     terminal, reason = (last.to_state, last.reason) if ended and last else (None, "unfinished")
     settled: dict[str, str | None] = {}
     for record in records:
         if record.trigger == "classify" and record.operation_key is not None:
             settled[record.operation_key] = record.result_class
-    writes = sum(result in _COMMITTING for result in settled.values())
+    writes = sum(result in COMMITS_WRITE for result in settled.values())
     said = f"{_ending(records, terminal, reason)}, {writes} committed writes"
     summary = recording.summary
     if summary is None:

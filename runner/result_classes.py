@@ -177,6 +177,11 @@ CLASSES: Final[dict[ResultClass, ClassFacts]] = {
 DISPATCHED: Final = frozenset(kind for kind, facts in CLASSES.items() if facts.dispatched)
 """Classes only a dispatched call can come to (for grading records, which carry the name)."""
 
+COMMITS_WRITE: Final = frozenset(
+    kind for kind, facts in CLASSES.items() if facts.write_status is OperationStatus.COMMITTED
+)
+"""Classes that settle a write as committed."""
+
 LEAVES_WRITE_OPEN: Final = frozenset(
     kind for kind, facts in CLASSES.items() if facts.write_status is None and facts.default
 )
