@@ -3,9 +3,11 @@ fixture builder."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ import structlog
 from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
+from runner.cli import main
 from runner.contracts import ContractSet
 from runner.travel import load_travel_contracts
 from runner.travel.fixtures import Fixture
@@ -124,3 +127,19 @@ def make_fixture(**overrides: Any) -> Fixture:
     }
     data.update(overrides)
     return Fixture.model_validate(data)
+
+
+def stored_run_with_a_forged_summary(db: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run `hold_reconcile_inconclusive` (it ends `unknown`) into `db` through the CLI, then edit
+    only its summary row to say `complete (model_final)`; the run id."""
+    fixture = str(FIXTURES / "hold_reconcile_inconclusive.yaml")
+    assert main(["run", fixture, "--db", str(db), "--json"]) == 0
+    run_id: str = json.loads(capsys.readouterr().out)["run_id"]
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            "UPDATE runs SET terminal = 'complete', summary = json_set(summary, "
+            "'$.terminal', 'complete', '$.reason', 'model_final') WHERE run_id = ?",
+            (run_id,),
+        )
+    connection.close()
+    return run_id

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from runner.store import SqliteStore
 from runner.travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, stored_run_with_a_forged_summary
 
 PATHS = collect_fixture_paths([FIXTURES])
 HOLD: dict[str, Any] = {
@@ -113,16 +112,7 @@ def test_grade_stored_fails_an_edited_summary_row(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "g.sqlite"
-    fixture = str(FIXTURES / "hold_reconcile_inconclusive.yaml")
-    assert main(["run", fixture, "--db", str(db), "--json"]) == 0
-    run_id = json.loads(capsys.readouterr().out)["run_id"]
-    with sqlite3.connect(db) as connection:
-        connection.execute(
-            "UPDATE runs SET terminal = 'complete', summary = json_set(summary, "
-            "'$.terminal', 'complete', '$.reason', 'model_final') WHERE run_id = ?",
-            (run_id,),
-        )
-    connection.close()
+    stored_run_with_a_forged_summary(db, capsys)
     assert main(["grade", "--stored", "--db", str(db)]) == 1
     assert "summary_matches_record" in capsys.readouterr().out
 

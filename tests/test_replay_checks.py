@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from runner.trace import OperationSummary
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, stored_run_with_a_forged_summary
 
 
 def _recording(name: str, tmp_path: Path, contracts: ContractSet) -> Recording:
@@ -122,16 +121,7 @@ def test_an_edited_summary_row_in_sqlite_fails_replay_on_the_cli(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "r.sqlite"
-    fixture = str(FIXTURES / "hold_reconcile_inconclusive.yaml")
-    assert main(["run", fixture, "--db", str(db), "--json"]) == 0
-    run_id = json.loads(capsys.readouterr().out)["run_id"]
-    with sqlite3.connect(db) as connection:
-        connection.execute(
-            "UPDATE runs SET terminal = 'complete', summary = json_set(summary, "
-            "'$.terminal', 'complete', '$.reason', 'model_final') WHERE run_id = ?",
-            (run_id,),
-        )
-    connection.close()
+    run_id = stored_run_with_a_forged_summary(db, capsys)
     assert main(["replay", run_id, "--db", str(db)]) == 1
     out = capsys.readouterr().out
     assert "identical" not in out and "terminal" in out and "complete" in out
