@@ -29,6 +29,7 @@ import asyncio
 import dataclasses
 from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._jsonsafe import NotJson, json_value
@@ -37,7 +38,7 @@ from ..contracts import CompiledContract, ContractSet
 from ..declare import checked_contract_set
 from ..errors import ConfigError
 from ..spec import RunSpec
-from ..tools import ToolImplementation, ToolInvocation, ToolResponse
+from ..tools import ToolBox, ToolImplementation, ToolInvocation, ToolResponse
 from .config import McpConfig
 from .pinning import ANNOTATION, KEY_META, NO_LOOKUP, SEPARATOR, Pin, PinnedTool, recorded_pin
 
@@ -166,6 +167,14 @@ class McpTools:
         """`spec` with the pin in its annotations, so the run's header records the tool list."""
         return dataclasses.replace(spec, annotations={**spec.annotations, **self.annotations()})
 
+    def on_clock(self, clock: Clock) -> McpTools:
+        """The same pin and connections, telling `clock` (a run's own) when calls are real I/O."""
+        return McpTools(self.config, self.pin, clock=clock, links=self.links)
+
+    def before(self, other: ToolBox) -> ToolBox:
+        """A toolbox that finds these tools first, then `other`'s (e.g. local tools)."""
+        return FirstOf((self, other))
+
     def implementation(self, tool: str) -> ToolImplementation | None:
         server, _, rest = tool.partition(SEPARATOR)
         if rest == NO_LOOKUP and server in self.links:
@@ -203,9 +212,25 @@ class McpTools:
         return ToolResponse(payload=payload_of(result, pinned))
 
     async def aclose(self) -> None:
-        """Close every connection opened on the running loop (stdio servers are stopped)."""
-        for link in self.links.values():
-            await link.aclose()
+        """Close every connection opened on the running loop (stdio servers are stopped, in
+        real time: a fake clock must not skip their shutdown's waits)."""
+        with self.clock.real_io() if self.clock is not None else nullcontext():
+            for link in self.links.values():
+                await link.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class FirstOf:
+    """Toolboxes asked in order; the first that has the tool calls it."""
+
+    boxes: tuple[ToolBox, ...]
+
+    def implementation(self, tool: str) -> ToolImplementation | None:
+        for box in self.boxes:
+            found = box.implementation(tool)
+            if found is not None:
+                return found
+        return None
 
 
 async def _no_lookup(invocation: ToolInvocation) -> ToolResponse:

@@ -26,6 +26,7 @@ from ..clock import Clock, FakeClock, InstantLatency, SystemClock
 from ..contracts import ContractSet
 from ..engine import Engine
 from ..errors import ResumeRefused, StoreCorrupt, StoreError
+from ..mcp import McpTools
 from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
@@ -107,14 +108,18 @@ def run_fixture(
     policy: Policy | None = None,
     world_dir: Path | None = None,
     model: ModelAdapter | None = None,
+    mcp: McpTools | None = None,
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
     `model` plans instead of the fixture's script (a live model); the tools stay simulated.
+    `mcp`: MCP servers' pinned tools, called for real (the pin is recorded in the header).
     """
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
     spec = spec_for(fixture, seed, world)
+    if mcp is not None:
+        spec = mcp.pinned_spec(spec)
     return _play(
         fixture,
         contracts=contracts,
@@ -125,6 +130,7 @@ def run_fixture(
         consumed={},
         drive=lambda engine, scripted: engine.run(spec, model or scripted),
         live=model is not None,
+        mcp=mcp,
     )
 
 
@@ -198,6 +204,7 @@ def _play(
     consumed: Mapping[str, int],
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
     live: bool = False,
+    mcp: McpTools | None = None,
 ) -> ScenarioRun:
     """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
 
@@ -208,16 +215,21 @@ def _play(
     environment = ScriptedEnvironment(
         fixture.environment, fixture.tools, tool_clock, supplier, consumed
     )
+    mcp = mcp.on_clock(clock) if mcp is not None else None  # real I/O on a fake clock
     engine = Engine(
         contracts=contracts,
-        toolbox=environment,
+        toolbox=environment if mcp is None else mcp.before(environment),
         store=store,
         clock=clock,
         policy=policy,
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
-            result = runner.run(drive(engine, ScriptedModel(fixture.model)))
+            try:
+                result = runner.run(drive(engine, ScriptedModel(fixture.model)))
+            finally:
+                if mcp is not None:  # its connections live on this run's loop
+                    runner.run(mcp.aclose())
         return _scenario(fixture, result, environment)
     finally:
         if supplier is not None:
