@@ -148,7 +148,7 @@ class McpConfig(BaseModel):
             raise ConfigError(f"mcp config {path}: {TOO_LONG_NUMBER}") from exc
         if not isinstance(data, dict):
             raise ConfigError(f"mcp config {path}: must be a mapping with a `servers` key")
-        return cls.of(data, base_dir=path.resolve().parent, source=str(path))
+        return cls.of(data, base_dir=path.resolve().parent, source=f"mcp config {path}")
 
     @classmethod
     def of(cls, data: dict[str, Any], *, base_dir: Path, source: str = "mcp config") -> McpConfig:

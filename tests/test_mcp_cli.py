@@ -1,0 +1,60 @@
+"""`runner run FIXTURE --mcp servers.yaml`: the README's example, end to end, then replayed and
+graded from the store with no server running."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner.cli import main
+
+from .conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "mcp"
+
+
+@pytest.fixture
+def venv_python_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example's config runs `python`: this interpreter (it has the SDK)."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
+
+
+def test_the_readme_example_runs_replays_and_grades(
+    venv_python_on_path: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "runs.sqlite")
+    fixture, servers = str(EXAMPLE / "search_docs.yaml"), str(EXAMPLE / "servers.yaml")
+    code = main(["run", fixture, "--mcp", servers, "--db", db, "--repeat", "3", "--json"])
+    out = capsys.readouterr().out
+    runs = [json.loads(line) for line in out.splitlines()]
+    assert code == 0, out
+    assert [(r["terminal"], r["expect"]["passed"]) for r in runs] == [("complete", True)] * 3
+    assert all(r["transitions"][1]["tool"] == "docs__search" for r in runs)
+    for run in runs:  # the servers are gone: the pinned contracts come from each header
+        assert main(["replay", run["run_id"], "--db", db]) == 0
+        assert "identical: 4 transitions" in capsys.readouterr().out
+    assert main(["grade", "--stored", "--db", db]) == 0
+
+
+def test_a_bad_mcp_config_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    servers = tmp_path / "servers.yaml"
+    servers.write_text("servers:\n  docs: {command: python}\n")
+    code = main(["run", str(EXAMPLE / "search_docs.yaml"), "--mcp", str(servers)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: mcp config") and "scope" in err and err.count("\n") == 1
+
+
+def test_a_server_that_cannot_start_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    servers = tmp_path / "servers.yaml"
+    servers.write_text("servers:\n  docs: {command: /nonexistent/server, scope: docs.read}\n")
+    code = main(["run", str(EXAMPLE / "search_docs.yaml"), "--mcp", str(servers)])
+    err = capsys.readouterr().err
+    assert code == 2 and "MCP server docs: cannot list its tools" in err
