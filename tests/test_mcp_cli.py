@@ -4,6 +4,9 @@ graded from the store with no server running."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,3 +61,34 @@ def test_a_server_that_cannot_start_is_one_error_line(
     code = main(["run", str(EXAMPLE / "search_docs.yaml"), "--mcp", str(servers)])
     err = capsys.readouterr().err
     assert code == 2 and "MCP server docs: cannot list its tools" in err
+
+
+@pytest.mark.parametrize("kill_after", [2, 3, 4])
+def test_a_killed_mcp_run_resumes_with_its_pinned_tools(
+    venv_python_on_path: None,
+    tmp_path: Path,
+    kill_after: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = str(tmp_path / "runs.sqlite")
+    fixture, servers = str(EXAMPLE / "search_docs.yaml"), str(EXAMPLE / "servers.yaml")
+    killed = subprocess.run(
+        [sys.executable, "-m", "runner", "run", fixture, "--mcp", servers, "--db", db],
+        env={**os.environ, "RUNNER_KILL_AFTER_COMMITS": str(kill_after)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    assert main(["runs", "--db", db, "--json"]) == 0
+    (listed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    run_id = listed["run_id"]
+    assert main(["resume", run_id, "--db", db]) == 2
+    assert "resume it with --mcp" in capsys.readouterr().err
+    assert main(["resume", run_id, "--db", db, "--mcp", servers, "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert (resumed["terminal"], resumed["expect"]["passed"]) == ("complete", True)
+    assert main(["replay", run_id, "--db", db]) == 0
+    assert "identical" in capsys.readouterr().out

@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     resume = commands.add_parser("resume", help="continue a run that was killed")
     resume.add_argument("run_id")
     _with_model(resume, "the live model the run was started with (default: from its header)")
+    resume.add_argument(
+        "--mcp", type=Path, default=None, help="how to reach the MCP servers the run pinned"
+    )
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(resume)
 
@@ -243,7 +246,12 @@ def _resume(args: argparse.Namespace) -> int:
             )
             return 0
         outcome = resume_fixture(
-            args.run_id, contracts, store, model=_model(args), store_dir=args.db.resolve().parent
+            args.run_id,
+            contracts,
+            store,
+            model=_model(args),
+            store_dir=args.db.resolve().parent,
+            mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
         )
     finally:
         store.close()

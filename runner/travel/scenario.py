@@ -26,7 +26,8 @@ from ..clock import Clock, FakeClock, InstantLatency, SystemClock
 from ..contracts import ContractSet
 from ..engine import Engine
 from ..errors import ResumeRefused, StoreCorrupt, StoreError
-from ..mcp import McpTools
+from ..mcp import McpConfig, McpTools, with_recorded
+from ..mcp.pinning import recorded_pin
 from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
@@ -141,12 +142,15 @@ def resume_fixture(
     *,
     model: ModelAdapter | None = None,
     store_dir: Path | None = None,
+    mcp: McpConfig | None = None,
 ) -> ScenarioRun:
     """Continue a killed fixture run from its store (and its supplier database).
 
     It goes on with the model its header names (the script, or a live model rebuilt from the
     record), or `model` if that is the same one; `store_dir` (the store file's folder) anchors
     world paths recorded by older runners. Raises `ResumeRefused` when either cannot be had.
+    A run that used MCP servers goes on with the tools its header pinned, on the servers `mcp`
+    says how to reach (never re-listed).
     """
     header = store.header(run_id)
     if header is None:
@@ -167,6 +171,14 @@ def resume_fixture(
     supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
     consumed = Counter(output.tool for output in store.outputs(run_id))
     spec = spec_for(fixture, header.seed, world)
+    pin = recorded_pin(header.annotations)
+    tools = None
+    if pin is not None:
+        if mcp is None:
+            raise ResumeRefused(run_id, "it called MCP servers: resume it with --mcp CONFIG")
+        tools = McpTools(mcp, pin)
+        contracts = with_recorded(contracts, header.annotations)
+        spec = tools.pinned_spec(spec)
     return _play(
         fixture,
         contracts=contracts,
@@ -176,6 +188,7 @@ def resume_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
+        mcp=tools,
     )
 
 
