@@ -196,6 +196,8 @@ async def booking_call(name: str, args: dict[str, Any]) -> types.CallToolResult:
             _write("bookings.json", bookings)
         if room == "lost-after" and _once("lost-after"):
             os._exit(3)  # wrote it, died before answering
+        if room == "rpc-after" and _once("rpc-after"):
+            raise MCPError(-32603, "internal error after the write")  # it did write
         if room == "hang-after" and _once("hang-after"):
             await anyio.sleep(3600)  # wrote it, never answers
         booking_id = bookings[key]["id"]

@@ -1,6 +1,6 @@
 """A read-only MCP server on the official SDK: the README's copy-paste example.
 
-    runner run examples/mcp/search_docs.yaml --mcp examples/mcp/servers.yaml
+runner run examples/mcp/search_docs.yaml --mcp examples/mcp/servers.yaml
 """
 
 from __future__ import annotations

@@ -126,6 +126,7 @@ class ServerLink:
                 session = await asyncio.shield(ready)
             except BaseException:
                 owner.cancel()
+                ready.add_done_callback(_retrieved)  # nobody waits for it any more
                 raise
             self._live = _Live(session=session, owner=owner, stop=stop, loop=loop)
             self.connections += 1
@@ -209,6 +210,11 @@ class ServerLink:
         if self._errlog is not None:
             self._errlog.close()
             self._errlog = None
+
+
+def _retrieved(future: asyncio.Future[ClientSession]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _why(exc: BaseException) -> str:
