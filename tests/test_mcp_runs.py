@@ -13,6 +13,7 @@ import pytest
 
 from runner.budget import Limits
 from runner.states import TERMINAL, State
+from runner.store import SqliteStore
 
 from .mcp_harness import (
     Outcome,
@@ -53,7 +54,12 @@ def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _declared_and_replayed(outcome: Outcome) -> None:
+    """Ended declared; the header records the pin; replays identical with no server running."""
     assert outcome.result.terminal in TERMINAL
+    store = SqliteStore(outcome.store_path)
+    header = store.header(outcome.result.run_id)
+    store.close()
+    assert header is not None and header.annotations["mcp"] == outcome.tools.pin.to_json()
     replay = replayed(outcome)  # every server is stopped by now
     assert replay.identical, replay.divergence
 

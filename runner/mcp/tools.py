@@ -209,6 +209,12 @@ class McpTools:
             return ToolResponse(payload=_error("jsonrpc_error", str(exc)))
         except McpMalformed as exc:
             return ToolResponse(payload={"status": "malformed", "detail": str(exc)})
+        except (TimeoutError, ConnectionError):
+            raise
+        except Exception as exc:  # the SDK failed in a way it does not document: for a write,
+            if pinned.side_effect == "write":  # that says nothing about whether it happened
+                raise ConnectionError(f"MCP server {pinned.server}: {exc!r}") from exc
+            raise
         return ToolResponse(payload=payload_of(result, pinned))
 
     async def aclose(self) -> None:
