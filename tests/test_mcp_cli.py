@@ -92,3 +92,42 @@ def test_a_killed_mcp_run_resumes_with_its_pinned_tools(
     assert (resumed["terminal"], resumed["expect"]["passed"]) == ("complete", True)
     assert main(["replay", run_id, "--db", db]) == 0
     assert "identical" in capsys.readouterr().out
+
+
+def test_a_hanging_server_on_a_fixture_clock_is_cut_at_its_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fixture runs on a fake clock; an MCP call is real I/O, so its timeout is real time and
+    the run still ends inside its deadline."""
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(
+        json.dumps(
+            {
+                "servers": {
+                    "hostile": {
+                        "command": sys.executable,
+                        "args": [str(ROOT / "tests" / "mcp_servers.py"), "hostile"],
+                        "env": {"MCP_STATE": str(tmp_path)},
+                        "scope": "web.read",
+                        "tools": {"slow_search": {"read_only": True, "timeout_s": 1}},
+                    }
+                }
+            }
+        )
+    )
+    fixture = tmp_path / "hang.yaml"
+    fixture.write_text(
+        "name: hang\ndescription: A search that never answers.\ntask: Search.\ntenant: acme\n"
+        "principal: {id: a, scopes: [web.read]}\nbudget: {max_seconds: 6}\n"
+        "tools: [hostile__slow_search]\n"
+        "model:\n  - tool_calls: [{name: hostile__slow_search, args: {query: hang}}]\n"
+        "  - final: nothing\n"
+    )
+    db = str(tmp_path / "runs.sqlite")
+    assert main(["run", str(fixture), "--mcp", str(servers), "--db", db, "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["terminal"] in {"complete", "abstain"}
+    classes = [t["result_class"] for t in run["transitions"] if t["trigger"] == "classify"]
+    assert classes[0] == "transient" and set(classes[:-1]) <= {"transient", "budget_exhausted"}
+    assert run["elapsed_s"] <= 6, run
+    assert main(["replay", run["run_id"], "--db", db]) == 0

@@ -20,7 +20,9 @@ What a call comes to (the classifier then maps it as for any tool):
   `unknown_outcome` for a write; a hang: the call's timeout, `TimeoutError`, likewise. Either way
   the next call runs on a fresh connection (a restarted process);
 - an answer that is not a `CallToolResult`: a payload that fails the result schema
-  (`malformed_result`; `unknown_outcome` for a write).
+  (`malformed_result`; `unknown_outcome` for a write);
+- any other failure of the SDK: the tool's exception (`permanent`), and for a write
+  `ConnectionError` (`unknown_outcome`: it does not say whether the write happened).
 """
 
 from __future__ import annotations
