@@ -30,7 +30,9 @@ def test_the_readme_example_runs_replays_and_grades(
 ) -> None:
     db = str(tmp_path / "runs.sqlite")
     fixture, servers = str(EXAMPLE / "search_docs.yaml"), str(EXAMPLE / "servers.yaml")
-    code = main(["run", fixture, "--mcp", servers, "--db", db, "--repeat", "3", "--json"])
+    log = str(tmp_path / "runs.jsonl")
+    args = ["--db", db, "--log", log, "--repeat", "3", "--json"]
+    code = main(["run", fixture, "--mcp", servers, *args])
     out = capsys.readouterr().out
     runs = [json.loads(line) for line in out.splitlines()]
     assert code == 0, out
@@ -40,6 +42,8 @@ def test_the_readme_example_runs_replays_and_grades(
         assert main(["replay", run["run_id"], "--db", db]) == 0
         assert "identical: 4 transitions" in capsys.readouterr().out
     assert main(["grade", "--stored", "--db", db]) == 0
+    assert main(["replay", log]) == 0  # the JSONL log's headers carry the pin too
+    assert capsys.readouterr().out.count("identical: 4 transitions") == 3
 
 
 def test_a_bad_mcp_config_is_one_error_line(
