@@ -56,6 +56,7 @@ def http_server(kind: str, state: Path) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    http_server.last = process  # type: ignore[attr-defined]  # a test may kill it mid-call
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -4,16 +4,26 @@ run replays identical from the record alone, with no server running."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from runner.budget import Limits
+from runner.clock import SystemClock
+from runner.declare import Toolset
+from runner.engine import Engine
+from runner.mcp import McpConfig, McpTools
+from runner.spec import RunResult, RunSpec
 from runner.states import TERMINAL, State
-from runner.store import SqliteStore
+from runner.store import MemoryStore, SqliteStore
+from runner.testing import scripted
+from runner.tools import Principal
 
 from .mcp_harness import (
     Outcome,
@@ -35,6 +45,7 @@ BOOKING_TOOLS = {
         "timeout_s": 3,
     },
     "find_booking": {"read_only": True, "runtime_only": True, "key_argument": "request_id"},
+    "cancel_all": {},  # a write the server calls destructive: it needs an approval
 }
 
 
@@ -146,6 +157,9 @@ def test_a_write_happens_once(
     assert [op.status for op in result.operations] == ["committed"]
     key = result.operations[0].key
     assert key in bookings  # the runtime filled key_argument with the operation key
+    cancel_all = next(t for t in outcome.tools.pin.tools if t.tool == "cancel_all")
+    assert cancel_all.needs_approval and not cancel_all.offered
+    assert "booking__cancel_all" not in outcome.tools.tool_names
     _declared_and_replayed(outcome)
 
 
@@ -286,3 +300,97 @@ def test_a_hostile_server_cannot_widen_what_the_run_may_do(tmp_path: Path, trial
     assert "exfiltrate" not in pinned and "bad_output" in pinned
     assert "no operator overlay" in outcome.tools.refused["hostile__sneaky_note"]
     _declared_and_replayed(outcome)
+
+
+@pytest.mark.parametrize("trial", TRIALS)
+def test_an_http_transport_that_drops_mid_write_ends_unknown_with_its_key(
+    tmp_path: Path, loopback: None, trial: int
+) -> None:
+    """The streamable-HTTP server is killed while the write is in flight (it has written): the
+    write is `unknown_outcome`, the lookup cannot reach the server, so the run ends `unknown` with
+    the key, inside its deadline, and the write happened once."""
+    state = tmp_path / f"t{trial}"
+    state.mkdir()
+    with http_server("booking", state) as url:
+        server = {"url": url, "scope": "booking.write", "tools": BOOKING_TOOLS}
+        process = http_server.last  # type: ignore[attr-defined]
+        killer = threading.Timer(1.0, process.kill)
+        try:
+            outcome = run_through(
+                {"servers": {"booking": server}},
+                _book("hang-after"),
+                state,
+                scopes=frozenset({"booking.write"}),
+                limits=Limits(max_seconds=15),
+                before_run=killer.start,  # once the tools are pinned
+            )
+        finally:
+            killer.cancel()
+    result = outcome.result
+    assert result.terminal is State.UNKNOWN, result.reason
+    assert classes(result)[0] == "unknown_outcome"
+    assert [op.status for op in result.operations] == ["unknown"]
+    assert len(read_state(state, "bookings.json", {})) == 1
+    assert result.elapsed_s < 15
+    _declared_and_replayed(outcome)
+
+
+class NoteArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+
+
+class Noted(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+def test_mcp_tools_and_local_tools_in_one_run(tmp_path: Path) -> None:
+    """The library API: MCP tools first, then a local `Toolset`; one contract set, one run."""
+    local = Toolset()
+
+    @local.tool(arguments=NoteArgs, result=Noted, scope="docs.read", timeout_s=5)
+    async def take_note(args: NoteArgs) -> Noted:
+        """Keep a note of what was found, for the final answer."""
+        return Noted()
+
+    config = McpConfig.of(
+        {
+            "servers": {
+                "docs": stdio_server("search", tmp_path, scope="docs.read", tools=DOCS_TOOLS)
+            }
+        },
+        base_dir=tmp_path,
+    )
+
+    async def drive() -> RunResult:
+        tools = await McpTools.connect(config, clock=SystemClock())
+        try:
+            engine = Engine(
+                contracts=tools.contract_set(local.contracts),
+                toolbox=tools.before(local),
+                store=MemoryStore(),
+                clock=SystemClock(),
+            )
+            spec = RunSpec(
+                task="Search, then take a note.",
+                tenant="acme",
+                principal=Principal(id="ops", scopes=frozenset({"docs.read"})),
+                tools=(*tools.tool_names, "take_note"),
+            )
+            model = scripted(
+                {
+                    "tool_calls": [
+                        {"name": "docs__search", "args": {"query": "keys"}},
+                        {"name": "take_note", "args": {"text": "keys"}},
+                    ]
+                },
+                {"final": "One key per write intent."},
+            )
+            return await engine.run(tools.pinned_spec(spec), model)
+        finally:
+            await tools.aclose()
+
+    result = asyncio.run(drive())
+    assert result.terminal is State.COMPLETE
+    assert classes(result) == ["ok", "ok"]
+    assert [e["tool"] for e in result.evidence] == ["docs__search", "take_note"]
