@@ -1,7 +1,8 @@
 """What every phase of a run shares: the engine's settings and the one way to make a move.
 
-`_move` fires a trigger on the shared machine and records the transition it made (checking it
-against the stored one when a run is being re-driven).
+`move` fires a trigger on the shared machine and records the transition it made (checking it
+against the stored one when a run is being re-driven); `end` is the one move into a terminal
+state, and the one place a run's `Ending` is set.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._state import RunState, Runtime
+from ._state import Ending, RunState, Runtime
 from .clock import Clock
 from .errors import ReplayDivergence
 from .machine import Trigger, fire
+from .states import TERMINAL
 from .trace import TransitionRecord
 from .tracing import SpanSink
 
@@ -38,8 +40,9 @@ class Core:
         """Fire `trigger` on the machine and record the transition it made."""
         source = run.lifecycle.current
         dest = fire(run.lifecycle, trigger)
+        assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.end"
         record = TransitionRecord(
-            run_id=run.run_id,
+            run_id=run.setup.run_id,
             seq=len(run.records) + 1,
             time=self.clock.now(),
             from_state=source,
@@ -49,18 +52,18 @@ class Core:
             **fields,
         )
         run.records.append(record)
-        if record.seq <= len(run.known):  # re-driving a stored run: it must say the same
-            stored = run.known[record.seq - 1]
+        if record.seq <= len(run.setup.known):  # re-driving a stored run: it must say the same
+            stored = run.setup.known[record.seq - 1]
             differing = differing_fields(stored, record)
             if differing:
                 raise ReplayDivergence(
                     f"seq {record.seq}", brief(stored, differing), brief(record, differing)
                 )
         else:
-            self.runtime.store.append(record, run.effects.drain())
-        if not run.logging:
+            self.runtime.store.append(record, run.setup.effects.drain())
+        if not run.setup.logging:
             return
-        run.log.info(
+        run.setup.log.info(
             "transition",
             seq=record.seq,
             state=source,
@@ -75,6 +78,12 @@ class Core:
             operation_key=record.operation_key,
             reason=record.reason,
         )
+
+    def end(self, run: RunState, trigger: Trigger, ending: Ending, **fields: Any) -> None:
+        """Fire `trigger` into a terminal state, recording `ending.reason` as the move's reason."""
+        assert run.ending is None, "a run ends once"
+        run.ending = ending
+        self.move(run, trigger, reason=ending.reason, **fields)
 
     def ms_since(self, started: float) -> float:
         return round((self.clock.monotonic() - started) * 1000, 3)
