@@ -38,6 +38,7 @@ from .observations import (
 from .operations import OperationStatus
 from .result_classes import CLASSES
 from .tools import ToolResponse
+from .trace import recorded_observation
 from .tracing import ToolSpan, summarize
 
 
@@ -95,6 +96,7 @@ async def call(core: Core, run: RunState) -> None:
         latency_ms=latency,
         operation_key=slot.operation_key,
         reason=verdict.reason,
+        observation=recorded_observation(observation),
     )
     _trace_call(core, run, slot, observation, latency)
 

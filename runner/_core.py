@@ -7,6 +7,7 @@ state, and the one place a run's `Ending` is set.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -90,6 +91,11 @@ class Core:
 
 
 _TIMING: Final = frozenset({"time", "latency_ms"})
+_FIELDS: Final = tuple(field.name for field in dataclasses.fields(TransitionRecord))
+_MEANT_OTHERWISE_IN_V1: Final = frozenset({"decision", "reason", "observation"})
+"""On a `classify` recorded under `runner-log/1` (no observation): some /1 runners recorded the
+policy table's first answer and the observation's own reason there, later ones the verdict; the
+move that carries the verdict out follows it and is still compared, so a different verdict shows."""
 
 
 def same_transition(recorded: TransitionRecord, again: TransitionRecord) -> bool:
@@ -102,12 +108,19 @@ def same_transition(recorded: TransitionRecord, again: TransitionRecord) -> bool
 
 
 def differing_fields(recorded: TransitionRecord, again: TransitionRecord) -> list[str]:
-    """The fields (timing left out, see `same_transition`) where two transitions differ."""
-    a, b = recorded.to_json(), again.to_json()
-    return [key for key in a if key not in _TIMING and a[key] != b[key]]
+    """The fields (timing left out, see `same_transition`) where two transitions differ,
+    compared as the typed values they are (enums, the observation), by attribute name."""
+    skip = _TIMING
+    if recorded.trigger == Trigger.CLASSIFY and recorded.observation is None:
+        skip = _TIMING | _MEANT_OTHERWISE_IN_V1  # recorded under runner-log/1
+    return [
+        name
+        for name in _FIELDS
+        if name not in skip and getattr(recorded, name) != getattr(again, name)
+    ]
 
 
-_SHOWN: Final = frozenset({"from", "to", "trigger", "tool", "result_class", "decision"})
+_SHOWN: Final = frozenset({"from_state", "to_state", "trigger", "tool", "result_class", "decision"})
 
 
 def brief(record: TransitionRecord, fields: Sequence[str] = ()) -> str:
@@ -115,6 +128,5 @@ def brief(record: TransitionRecord, fields: Sequence[str] = ()) -> str:
     for each of `fields` the line does not already show (so a divergence names what differs)."""
     parts = [f"{record.from_state}->{record.to_state}", record.trigger]
     parts += [str(v) for v in (record.tool, record.result_class, record.decision) if v is not None]
-    data = record.to_json()
-    extra = [f"{name}={data[name]!r}" for name in fields if name not in _SHOWN]
+    extra = [f"{name}={getattr(record, name)!r}" for name in fields if name not in _SHOWN]
     return " ".join(parts) + (f" [{', '.join(extra)}]" if extra else "")
