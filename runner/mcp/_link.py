@@ -70,6 +70,8 @@ class ServerLink:
         self.config = config
         self.cwd = mcp_config.working_dir(config)
         self._live: _Live | None = None
+        self._dropped: list[asyncio.Task[None]] = []
+        """Owners of dropped connections still winding down (awaited by `aclose`)."""
         self._errlog: TextIO | None = None
         self.connections = 0
         """How many connections were opened (a restart opens another)."""
@@ -145,6 +147,8 @@ class ServerLink:
         if live.loop is asyncio.get_running_loop():
             live.stop.set()
             live.owner.cancel()
+            self._dropped = [task for task in self._dropped if not task.done()]
+            self._dropped.append(live.owner)
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """Every tool the server lists, each as the wire has it (camelCase keys)."""
@@ -202,11 +206,16 @@ class ServerLink:
             raise
 
     async def aclose(self) -> None:
+        """Stop the connection (and any dropped one still stopping) on the running loop."""
         live, self._live = self._live, None
-        if live is not None and live.loop is asyncio.get_running_loop():
+        loop = asyncio.get_running_loop()
+        owners = [task for task in self._dropped if task.get_loop() is loop]
+        self._dropped = []
+        if live is not None and live.loop is loop:
             live.stop.set()
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(live.owner, timeout=6)
+            owners.append(live.owner)
+        if owners:  # the SDK bounds each shutdown (about 4 s for a process that will not stop)
+            await asyncio.wait(owners, timeout=6)
         if self._errlog is not None:
             self._errlog.close()
             self._errlog = None
