@@ -14,6 +14,7 @@ from .. import log
 from .._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
 from .._tool_commands import add_tool_commands, ended_run_json, run_tool_command
 from ..errors import LoadError, RunnerError, StoreError
+from ..mcp import McpConfig, McpTools
 from ..models import live_model
 from ..models.base import ModelAdapter
 from ..replay import Recording
@@ -71,12 +72,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
     run.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
+    run.add_argument(
+        "--mcp", type=Path, default=None, help="MCP servers config (YAML/JSON): their tools too"
+    )
     _with_model(run, "plan with a live model")
     with_db(run)
 
     resume = commands.add_parser("resume", help="continue a run that was killed")
     resume.add_argument("run_id")
     _with_model(resume, "the live model the run was started with (default: from its header)")
+    resume.add_argument(
+        "--mcp", type=Path, default=None, help="how to reach the MCP servers the run pinned"
+    )
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(resume)
 
@@ -181,6 +188,9 @@ def _run(args: argparse.Namespace) -> int:
         raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
     contracts = contracts_for(args.contracts)
     policy = policy_for(args.policy)
+    mcp = McpTools.connect_sync(McpConfig.load(args.mcp)) if args.mcp is not None else None
+    if mcp is not None:  # pinned once: every run of this command keeps this tool list
+        contracts = mcp.contract_set(contracts.values())
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
     model = _model(args)
     store: Store = open_store(args.db, must_exist=False)
@@ -199,6 +209,7 @@ def _run(args: argparse.Namespace) -> int:
                     policy=policy,
                     world_dir=world,
                     model=model,
+                    mcp=mcp,
                 )
                 _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
@@ -235,7 +246,12 @@ def _resume(args: argparse.Namespace) -> int:
             )
             return 0
         outcome = resume_fixture(
-            args.run_id, contracts, store, model=_model(args), store_dir=args.db.resolve().parent
+            args.run_id,
+            contracts,
+            store,
+            model=_model(args),
+            store_dir=args.db.resolve().parent,
+            mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
         )
     finally:
         store.close()

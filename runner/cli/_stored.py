@@ -17,6 +17,7 @@ from .._tool_commands import (
 from ..budget import Limits
 from ..errors import LoadError, StoreCorrupt, StoreError
 from ..grading import FixtureGrade, grade
+from ..mcp import with_recorded
 from ..recording import RAW_OUTCOME_ADAPTER, Responded
 from ..replay import Recording, describe, replay, stored_limits
 from ..report import (
@@ -159,7 +160,11 @@ def replay_command(args: argparse.Namespace) -> int:
                 raise LoadError(f"limits for the replay: {where}: {problem['msg']}") from exc
         # Runs stored before headers recorded the prompt were all told the travel world's.
         outcome = replay(
-            recording, contracts, policy=policy, limits=limits, system_prompt=SYSTEM_PROMPT
+            recording,
+            with_recorded(contracts, recording.header.annotations),  # its MCP tools, as pinned
+            policy=policy,
+            limits=limits,
+            system_prompt=SYSTEM_PROMPT,
         )
         diverged |= not outcome.changes and not outcome.identical
         sentence = describe(outcome)
@@ -228,7 +233,8 @@ def grade_command(args: argparse.Namespace) -> int:
                     print(f"error: {printable(one_line(named))}", file=sys.stderr)
                     unreadable += 1
                     continue
-                trial = grade(recording, contracts, expect, holds)
+                pinned = with_recorded(contracts, recording.header.annotations)
+                trial = grade(recording, pinned, expect, holds)
                 name = recording.header.name
                 grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
         else:

@@ -26,6 +26,8 @@ from ..clock import Clock, FakeClock, InstantLatency, SystemClock
 from ..contracts import ContractSet
 from ..engine import Engine
 from ..errors import ResumeRefused, StoreCorrupt, StoreError
+from ..mcp import McpConfig, McpTools, with_recorded
+from ..mcp.pinning import recorded_pin
 from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
@@ -107,14 +109,18 @@ def run_fixture(
     policy: Policy | None = None,
     world_dir: Path | None = None,
     model: ModelAdapter | None = None,
+    mcp: McpTools | None = None,
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
     `model` plans instead of the fixture's script (a live model); the tools stay simulated.
+    `mcp`: MCP servers' pinned tools, called for real (the pin is recorded in the header).
     """
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
     spec = spec_for(fixture, seed, world)
+    if mcp is not None:
+        spec = mcp.pinned_spec(spec)
     return _play(
         fixture,
         contracts=contracts,
@@ -125,6 +131,7 @@ def run_fixture(
         consumed={},
         drive=lambda engine, scripted: engine.run(spec, model or scripted),
         live=model is not None,
+        mcp=mcp,
     )
 
 
@@ -135,12 +142,15 @@ def resume_fixture(
     *,
     model: ModelAdapter | None = None,
     store_dir: Path | None = None,
+    mcp: McpConfig | None = None,
 ) -> ScenarioRun:
     """Continue a killed fixture run from its store (and its supplier database).
 
     It goes on with the model its header names (the script, or a live model rebuilt from the
     record), or `model` if that is the same one; `store_dir` (the store file's folder) anchors
     world paths recorded by older runners. Raises `ResumeRefused` when either cannot be had.
+    A run that used MCP servers goes on with the tools its header pinned, on the servers `mcp`
+    says how to reach (never re-listed).
     """
     header = store.header(run_id)
     if header is None:
@@ -161,6 +171,14 @@ def resume_fixture(
     supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
     consumed = Counter(output.tool for output in store.outputs(run_id))
     spec = spec_for(fixture, header.seed, world)
+    pin = recorded_pin(header.annotations)
+    tools = None
+    if pin is not None:
+        if mcp is None:
+            raise ResumeRefused(run_id, "it called MCP servers: resume it with --mcp CONFIG")
+        tools = McpTools(mcp, pin)
+        contracts = with_recorded(contracts, header.annotations)
+        spec = tools.pinned_spec(spec)
     return _play(
         fixture,
         contracts=contracts,
@@ -170,6 +188,7 @@ def resume_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
+        mcp=tools,
     )
 
 
@@ -198,6 +217,7 @@ def _play(
     consumed: Mapping[str, int],
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
     live: bool = False,
+    mcp: McpTools | None = None,
 ) -> ScenarioRun:
     """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
 
@@ -208,16 +228,21 @@ def _play(
     environment = ScriptedEnvironment(
         fixture.environment, fixture.tools, tool_clock, supplier, consumed
     )
+    mcp = mcp.on_clock(clock) if mcp is not None else None  # real I/O on a fake clock
     engine = Engine(
         contracts=contracts,
-        toolbox=environment,
+        toolbox=environment if mcp is None else mcp.before(environment),
         store=store,
         clock=clock,
         policy=policy,
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
-            result = runner.run(drive(engine, ScriptedModel(fixture.model)))
+            try:
+                result = runner.run(drive(engine, ScriptedModel(fixture.model)))
+            finally:
+                if mcp is not None:  # its connections live on this run's loop
+                    runner.run(mcp.aclose())
         return _scenario(fixture, result, environment)
     finally:
         if supplier is not None:
