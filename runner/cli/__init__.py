@@ -25,9 +25,10 @@ from ..travel.fixture_check import check_command
 from ..travel.fixtures import collect_fixture_paths, load_fixture
 from ..travel.scenario import ScenarioRun, resume_fixture, run_fixture
 from ._common import (
-    DEFAULT_DB,
     EXIT_EXPECTATION_FAILED,
     contracts_for,
+    database,
+    default_database,
     one_line,
     open_store,
     policy_for,
@@ -61,7 +62,10 @@ def _parser() -> argparse.ArgumentParser:
 
     def with_db(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
-            "--db", type=Path, default=DEFAULT_DB, help="SQLite store (default: runs.sqlite)"
+            "--db",
+            type=database,
+            default=default_database(),
+            help="SQLite file or postgresql:// URL (default: $RUNNER_DB, else runs.sqlite)",
         )
 
     run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
@@ -226,7 +230,7 @@ def _resume(args: argparse.Namespace) -> int:
         if summary is not None:
             if args.json:  # the stored run as `show --json` prints it, marked as not resumed
                 recording = Recording.from_store(store, args.run_id)
-                holds = stored_holds(recording, args.db.resolve().parent)
+                holds = stored_holds(recording, args.db.folder)
                 ended = ended_run_json(recording.header, summary, recording.transitions, holds)
                 print(json.dumps(ended, sort_keys=True))
                 return 0
@@ -235,7 +239,7 @@ def _resume(args: argparse.Namespace) -> int:
             )
             return 0
         outcome = resume_fixture(
-            args.run_id, contracts, store, model=_model(args), store_dir=args.db.resolve().parent
+            args.run_id, contracts, store, model=_model(args), store_dir=args.db.folder
         )
     finally:
         store.close()

@@ -1,10 +1,8 @@
-"""The PostgreSQL store's schema: forward-only migrations applied under an advisory lock, and the
-database URL with its password hidden (for every message and log line that names it)."""
+"""The PostgreSQL store's schema: forward-only migrations applied under an advisory lock."""
 
 from __future__ import annotations
 
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
@@ -97,36 +95,3 @@ async def migrate(conn: psycopg.AsyncConnection[tuple[object, ...]], where: str)
                 await conn.execute(statement)
             await conn.execute("UPDATE runner_schema SET version = %s", (number + 1,))
     return found
-
-
-def hide_password(url: str) -> str:
-    """`url` with any password replaced by `***` (in the netloc and in a `password=` query)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<a database URL that cannot be parsed>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        credentials, _, host = netloc.rpartition("@")
-        user = credentials.partition(":")[0]
-        netloc = f"{user}:***@{host}" if ":" in credentials else f"{user}@{host}"
-    query = "&".join(
-        "password=***" if item.lower().startswith("password=") else item
-        for item in parts.query.split("&")
-        if item
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def password_of(url: str) -> str | None:
-    """The password `url` carries, if any (to scrub it from foreign error text)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.password:
-        return parts.password
-    for item in parts.query.split("&"):
-        if item.lower().startswith("password="):
-            return item.partition("=")[2] or None
-    return None

@@ -34,21 +34,17 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
-from ._pg_schema import hide_password, migrate, password_of
+from ._pg_schema import migrate
 from .base import Lease, RunListing, UnreadableRun
 from .memory import RELEASED
 from .sqlite import _fast_json, _json, _read_json
+from .urls import hide_password, password_of
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
 _OPERATION_COLUMNS = (
     "key, tenant, tool, run_id, params_hash, status, created_at, expires_at, result, dispatch"
 )
-
-
-def is_database_url(value: str) -> bool:
-    """Whether `value` names a PostgreSQL database rather than a SQLite file."""
-    return value.startswith(("postgresql://", "postgres://"))
 
 
 class PostgresStore:
