@@ -34,6 +34,7 @@ from ._common import (
     policy_for,
     world_dir,
 )
+from ._distributed import add_distributed_parsers, submit_command, worker_command
 from ._stored import (
     artifact_command,
     grade_command,
@@ -143,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print one JSON object per run")
     with_db(runs)
 
+    add_distributed_parsers(commands, with_db)
     _contracts_and_fixtures_parsers(parser, commands)  # last: it adds --verbose to all
     return parser
 
@@ -272,6 +274,8 @@ _COMMANDS = {
     "artifact": artifact_command,
     "contracts": _check_contracts,
     "fixtures": _fixtures,
+    "submit": submit_command,
+    "worker": worker_command,
 }
 
 

@@ -23,6 +23,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from .. import _failpoints
 from ..errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import OUTPUT_ADAPTER, TURN_ADAPTER, Recorded, RecordedOutput, RecordedTurn
@@ -184,6 +185,7 @@ class PostgresStore:
                     generation,
                 ),
             )
+        _failpoints.committed()  # the crash sweep's kill point, as for SQLite's commits
 
     async def end_run(self, summary: RunSummary) -> None:
         body = _json(SUMMARY_ADAPTER.dump_python(summary, mode="json"))
@@ -274,6 +276,11 @@ class PostgresStore:
     # -- operations -----------------------------------------------------------------------------
 
     async def claim(self, operation: Operation) -> Operation:
+        claimed = await self._claim(operation)
+        _failpoints.committed()
+        return claimed
+
+    async def _claim(self, operation: Operation) -> Operation:
         values = (
             operation.key,
             operation.tenant,
@@ -336,6 +343,7 @@ class PostgresStore:
             )
             if updated.rowcount != 1:
                 raise StoreError(f"no operation under key {key}")
+        _failpoints.committed()
 
     async def operations(self, run_id: str) -> list[Operation]:
         rows = await self._rows(
