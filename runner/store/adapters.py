@@ -13,7 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from ..errors import StoreError
 from ..operations import Operation, OperationStatus
@@ -91,15 +91,15 @@ class AsyncAdapter:
 
 
 def as_async(store: Store | AsyncStore) -> AsyncStore:
-    """`store` as an `AsyncStore` (itself when it is one already)."""
-    if isinstance(store, AsyncAdapter | BlockingStore):
-        return store.store if isinstance(store, BlockingStore) else store
-    if _is_async(store):
-        return store  # type: ignore[return-value]  # checked by _is_async
-    return AsyncAdapter(store)  # type: ignore[arg-type]  # not async, so the sync protocol
+    """`store` as an `AsyncStore` (itself when it is one already). A `BlockingStore` is served
+    as the synchronous store it is: its awaited store belongs to its own loop."""
+    if is_async_store(store):
+        return store
+    return AsyncAdapter(store)  # type: ignore[arg-type]  # not awaited: the sync protocol
 
 
-def _is_async(store: object) -> bool:
+def is_async_store(store: object) -> TypeGuard[AsyncStore]:
+    """Whether `store` is awaited (an `AsyncStore`) rather than a synchronous `Store`."""
     return asyncio.iscoroutinefunction(getattr(store, "append", None))
 
 
