@@ -8,6 +8,9 @@ import psycopg
 
 from ..errors import StoreCorrupt
 
+LEASE_LOST: Final = "RN001"
+"""The SQLSTATE `runner_append` raises for a write under a lease that was taken over."""
+
 SCHEMA_LOCK: Final = 0x72756E6E6572
 """The advisory lock every migrating worker takes first (`runner` in ASCII): many workers
 starting at once on a new database migrate it once, one after another."""
@@ -64,6 +67,28 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             generation integer NOT NULL,
             expires_at timestamptz NOT NULL
         )""",
+        # One transition and its inputs in one round trip and one implicit transaction,
+        # refused ('RN001') when the lease it is written under was taken over.
+        """CREATE FUNCTION runner_append(
+            p_run text, p_seq integer, p_record text, p_owner text, p_generation integer,
+            p_turn_ordinals integer[], p_turns text[],
+            p_output_ordinals integer[], p_outputs text[]
+        ) RETURNS void LANGUAGE plpgsql AS $$
+        BEGIN
+            IF p_generation IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM runner_leases
+                WHERE run_id = p_run AND generation = p_generation FOR SHARE
+            ) THEN
+                RAISE EXCEPTION 'run % was taken over', p_run USING ERRCODE = 'RN001';
+            END IF;
+            INSERT INTO runner_turns (run_id, ordinal, turn)
+                SELECT p_run, o, t FROM unnest(p_turn_ordinals, p_turns) AS u (o, t);
+            INSERT INTO runner_outputs (run_id, ordinal, output)
+                SELECT p_run, o, t FROM unnest(p_output_ordinals, p_outputs) AS u (o, t);
+            INSERT INTO runner_transitions (run_id, seq, record, owner, generation)
+                VALUES (p_run, p_seq, p_record, p_owner, p_generation);
+        END
+        $$""",
         """CREATE TABLE runner_lease_grants (
             run_id text NOT NULL,
             generation integer NOT NULL,

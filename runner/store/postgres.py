@@ -35,7 +35,7 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
-from ._pg_schema import migrate
+from ._pg_schema import LEASE_LOST, migrate
 from .base import Lease, RunListing, UnreadableRun
 from .memory import RELEASED
 from .sqlite import _fast_json, _json, _read_json
@@ -58,6 +58,9 @@ class PostgresStore:
         self._secret = password_of(url)
         self._fences: dict[str, Lease] = {}
         """The lease this handle holds per run: its writes for the run check its generation."""
+        self._last_seq: dict[str, int] = {}
+        """The last seq this handle appended per run (read once per run, then kept): a lease
+        taken over fences a stale one, and a duplicate seq is refused by the primary key."""
 
     @classmethod
     async def open(
@@ -110,6 +113,8 @@ class PostgresStore:
                 f"{self.where}: the run was never begun ({self._scrub(exc)})"
             ) from None
         except (PoolTimeout, psycopg.Error) as exc:
+            if getattr(exc, "sqlstate", None) == LEASE_LOST:
+                raise LeaseLost(self._scrub(exc)) from None
             raise StoreError(f"{self.where}: {self._scrub(exc)}") from None
 
     async def close(self) -> None:
@@ -147,45 +152,45 @@ class PostgresStore:
             raise StoreError(f"run {header.run_id} could not be begun: {exc}") from None
 
     async def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
-        async with self._connection() as conn, conn.transaction():
-            owner, generation = await self._fenced(conn, record.run_id)
-            cursor = await conn.execute(
-                "SELECT COALESCE(MAX(seq), 0), (SELECT count(*) FROM runner_runs "
-                "WHERE run_id = %s) FROM runner_transitions WHERE run_id = %s",
-                (record.run_id, record.run_id),
-            )
-            row = await cursor.fetchone()
-            assert row is not None  # an aggregate always returns its row
-            last, known = int(row[0]), int(row[1])
-            if not known:
-                raise StoreError(f"run {record.run_id} was never begun")
+        run_id = record.run_id
+        turns = [i for i in inputs if isinstance(i, RecordedTurn)]
+        outputs = [i for i in inputs if not isinstance(i, RecordedTurn)]
+        fence = self._fences.get(run_id)
+        async with self._connection() as conn:
+            last = self._last_seq.get(run_id)
+            if last is None:
+                last = await self._last_stored_seq(conn, run_id)
             if record.seq != last + 1:
-                raise StoreError(f"run {record.run_id}: seq {record.seq} after {last}")
-            async with conn.cursor() as cur:
-                turns = [i for i in inputs if isinstance(i, RecordedTurn)]
-                outputs = [i for i in inputs if not isinstance(i, RecordedTurn)]
-                if turns:
-                    await cur.executemany(
-                        "INSERT INTO runner_turns (run_id, ordinal, turn) VALUES (%s, %s, %s)",
-                        [(t.run_id, t.ordinal, _fast_json(t, TURN_ADAPTER)) for t in turns],
-                    )
-                if outputs:
-                    await cur.executemany(
-                        "INSERT INTO runner_outputs (run_id, ordinal, output) VALUES (%s, %s, %s)",
-                        [(o.run_id, o.ordinal, _fast_json(o, OUTPUT_ADAPTER)) for o in outputs],
-                    )
-            await conn.execute(
-                "INSERT INTO runner_transitions (run_id, seq, record, owner, generation) "
-                "VALUES (%s, %s, %s, %s, %s)",
+                raise StoreError(f"run {run_id}: seq {record.seq} after {last}")
+            await conn.execute(  # one round trip: the fence check and every insert
+                "SELECT runner_append(%s, %s, %s, %s, %s, %s::integer[], %s::text[], "
+                "%s::integer[], %s::text[])",
                 (
-                    record.run_id,
+                    run_id,
                     record.seq,
                     _fast_json(record, RECORD_ADAPTER),
-                    owner,
-                    generation,
+                    fence.owner if fence else None,
+                    fence.generation if fence else None,
+                    [t.ordinal for t in turns],
+                    [_fast_json(t, TURN_ADAPTER) for t in turns],
+                    [o.ordinal for o in outputs],
+                    [_fast_json(o, OUTPUT_ADAPTER) for o in outputs],
                 ),
             )
+        self._last_seq[run_id] = record.seq
         _failpoints.committed()  # the crash sweep's kill point, as for SQLite's commits
+
+    async def _last_stored_seq(self, conn: Connection, run_id: str) -> int:
+        cursor = await conn.execute(
+            "SELECT COALESCE(MAX(seq), 0), (SELECT count(*) FROM runner_runs WHERE run_id = %s) "
+            "FROM runner_transitions WHERE run_id = %s",
+            (run_id, run_id),
+        )
+        row = await cursor.fetchone()
+        assert row is not None  # an aggregate always returns its row
+        if not row[1]:
+            raise StoreError(f"run {run_id} was never begun")
+        return int(row[0])
 
     async def end_run(self, summary: RunSummary) -> None:
         body = _json(SUMMARY_ADAPTER.dump_python(summary, mode="json"))
@@ -198,6 +203,7 @@ class PostgresStore:
             )
             if cursor.rowcount != 1:
                 raise StoreError(f"run {summary.run_id} is unknown or already ended")
+        self._last_seq.pop(summary.run_id, None)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -390,6 +396,7 @@ class PostgresStore:
                 (owner, generation, lease.expires_at, run_id),
             )
         self._fences[run_id] = lease
+        self._last_seq.pop(run_id, None)  # another owner may have appended since
         return lease
 
     async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
