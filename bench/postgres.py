@@ -28,9 +28,10 @@ from typing import Any
 import psycopg
 
 from runner import log
+from runner.cli._distributed import fixture_job
 from runner.clock import SystemClock
 from runner.contracts import ContractSet
-from runner.distributed.queue import ensure_queue_schema, job_arguments, make_app, submit
+from runner.distributed.queue import ensure_queue_schema, make_app, submit
 from runner.engine import Engine
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import AsyncStore, Store
@@ -105,7 +106,7 @@ def _runs_per_second(cluster: Any, workers: int, folder: Path) -> dict[str, Any]
     url = cluster.new_database()
     contracts = load_travel_contracts()
     fixtures = [load_fixture(p, contracts) for p in collect_fixture_paths([fixtures_dir()])]
-    runs = [job_arguments(f, 0) for f in itertools.islice(itertools.cycle(fixtures), QUEUED_RUNS)]
+    runs = [fixture_job(f, 0) for f in itertools.islice(itertools.cycle(fixtures), QUEUED_RUNS)]
     app = make_app(url)
 
     async def prepare() -> None:

@@ -22,7 +22,8 @@ from typing import Any
 
 import psycopg
 
-from runner.distributed.queue import ensure_queue_schema, job_arguments, make_app, submit
+from runner.cli._distributed import fixture_job
+from runner.distributed.queue import ensure_queue_schema, make_app, submit
 from runner.store.postgres import PostgresStore
 from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.supplier import SupplierDatabase
@@ -40,7 +41,7 @@ FAST = ["--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2", "--grace",
 def _queue(url: str, contracts: Any) -> list[str]:
     fixtures = [load_fixture(p, contracts) for p in collect_fixture_paths([FIXTURES])]
     assert any("hold_room" in f.tools for f in fixtures)
-    runs = [job_arguments(f, 0) for f in itertools.islice(itertools.cycle(fixtures), RUNS)]
+    runs = [fixture_job(f, 0) for f in itertools.islice(itertools.cycle(fixtures), RUNS)]
 
     async def go() -> list[str]:
         app = make_app(url)

@@ -7,10 +7,14 @@ import argparse
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .._arguments import ArgumentParser, count, seconds, seed
+from ..contracts import ContractSet
 from ..errors import ConfigError, LoadError
-from ..travel.fixtures import collect_fixture_paths, load_fixture
+from ..store.base import Store
+from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
+from ..travel.scenario import resume_fixture, run_fixture
 from ._common import Database, contracts_for, world_dir
 
 
@@ -50,18 +54,13 @@ def _url(db: Database) -> str:
 
 def submit_command(args: argparse.Namespace) -> int:
     url = _url(args.db)
-    from ..distributed.queue import (  # noqa: PLC0415
-        ensure_queue_schema,
-        job_arguments,
-        make_app,
-        submit,
-    )
+    from ..distributed.queue import ensure_queue_schema, make_app, submit  # noqa: PLC0415
 
     if args.repeat < 1:
         raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
     contracts = contracts_for(args.contracts)
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
-    runs = [job_arguments(f, args.seed) for f in fixtures for _ in range(args.repeat)]
+    runs = [fixture_job(f, args.seed) for f in fixtures for _ in range(args.repeat)]
 
     async def queue() -> list[str]:
         app = make_app(url)
@@ -90,6 +89,36 @@ def worker_command(args: argparse.Namespace) -> int:
     def report(line: str) -> None:
         print(line, flush=True)
 
-    contracts = contracts_for(args.contracts)
-    asyncio.run(run_worker(url, contracts, world_dir(args.db), settings, report))
+    play = fixture_player(contracts_for(args.contracts), world_dir(args.db))
+    asyncio.run(run_worker(url, play, settings, report))
     return 0
+
+
+def fixture_job(fixture: Fixture, seed: int) -> dict[str, Any]:
+    """A queued run of `fixture` (its document travels in the job)."""
+    from ..distributed.queue import job_arguments  # noqa: PLC0415
+
+    return job_arguments(fixture.model_dump(mode="json", exclude_unset=True), seed)
+
+
+def fixture_player(
+    contracts: ContractSet, world: Path
+) -> Callable[[Store, str, dict[str, Any], int], str | None]:
+    """What a worker does with a queued fixture run (`distributed.worker.Play`)."""
+
+    def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> str | None:
+        if store.header(run_id) is None:
+            fixture = Fixture.model_validate(document)
+            outcome = run_fixture(
+                fixture, contracts, store, seed=seed, world_dir=world, run_id=run_id
+            )
+            how = "ran"
+        elif store.summary(run_id) is not None:
+            return None  # ended under an earlier owner, after this job was re-queued
+        else:
+            outcome = resume_fixture(run_id, contracts, store, store_dir=world)
+            how = "resumed"
+        result = outcome.result
+        return f"{run_id} {how} {result.terminal.value} ({result.reason})"
+
+    return play

@@ -1,7 +1,8 @@
 """The queue: procrastinate on the store's own PostgreSQL database.
 
 One task, `runner.drive`, on one queue, `runner`; a job's arguments are the run's id (minted when it
-is submitted, so `submit` can print it), the fixture document and the seed. The queue's schema is
+is submitted, so `submit` can print it), the document that says what to run (for the command line,
+a fixture) and the seed. The queue's schema is
 applied once per database, under an advisory lock, by whichever process comes first.
 """
 
@@ -16,7 +17,6 @@ from procrastinate import App, PsycopgConnector
 
 from ..errors import StoreError
 from ..store.urls import hide_password
-from ..travel.fixtures import Fixture
 
 TASK: Final = "runner.drive"
 QUEUE: Final = "runner"
@@ -47,12 +47,9 @@ async def ensure_queue_schema(app: App, url: str) -> None:
         ) from None
 
 
-def job_arguments(fixture: Fixture, seed: int) -> dict[str, Any]:
-    return {
-        "run_id": str(uuid.uuid4()),
-        "fixture": fixture.model_dump(mode="json", exclude_unset=True),
-        "seed": seed,
-    }
+def job_arguments(document: dict[str, Any], seed: int) -> dict[str, Any]:
+    """One queued run: a new run id, what to run, and its seed."""
+    return {"run_id": str(uuid.uuid4()), "document": document, "seed": seed}
 
 
 async def submit(app: App, runs: Sequence[dict[str, Any]]) -> list[str]:

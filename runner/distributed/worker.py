@@ -13,8 +13,9 @@ the queue's own stalled-job handling, and the re-queued job resumes the run. On 
 their jobs are aborted for shutdown and handed back to the queue (the task retries), and their
 leases released.
 
-Fixture runs keep a `FakeClock`, whose loop is their own: each is driven on a worker thread, and
-the store (one pool per worker) serves them from its own loop (`BlockingStore`).
+What a queued document means is the caller's (`Play`: the command line plays fixtures). It is
+called on a worker thread, since a fixture run keeps a `FakeClock` whose loop is its own; the
+store (one pool per worker) serves every run from its own loop (`BlockingStore`).
 """
 
 from __future__ import annotations
@@ -26,22 +27,23 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from procrastinate import App, JobContext, RetryStrategy
 
 from ..clock import Clock, SystemClock
-from ..contracts import ContractSet
 from ..errors import LeaseLost, StoreError
 from ..store.adapters import BlockingStore
-from ..store.base import Lease
+from ..store.base import Lease, Store
 from ..store.postgres import PostgresStore
-from ..travel.fixtures import Fixture
-from ..travel.scenario import resume_fixture, run_fixture
 from .queue import QUEUE, TASK, ensure_queue_schema, make_app
 
 log = logging.getLogger("runner.worker")
+
+Play = Callable[[Store, str, dict[str, Any], int], str | None]
+"""`(store, run_id, document, seed)`: start the run, or resume it when the store has begun it,
+or do nothing when it ended; one line for the worker's output (None: nothing was driven). The
+caller holds the run's lease throughout."""
 
 
 def _default_name() -> str:
@@ -70,28 +72,26 @@ class RunDriver:
         self,
         store: BlockingStore,
         *,
-        contracts: ContractSet,
-        world: Path,
+        play: Play,
         settings: WorkerSettings,
         report: Callable[[str], None],
         clock: Clock | None = None,
     ) -> None:
         self.store = store
-        self.contracts = contracts
-        self.world = world
+        self.play = play
         self.settings = settings
         self.report = report
         self.clock = clock or SystemClock()
         self.ttl = timedelta(seconds=settings.lease_s)
 
     async def drive(
-        self, context: JobContext, run_id: str, fixture: dict[str, Any], seed: int
+        self, context: JobContext, run_id: str, document: dict[str, Any], seed: int
     ) -> None:
         owner = f"{self.settings.name}/job-{context.job.id}"
         lease = await self._take(run_id, owner)
         renewing = asyncio.create_task(self._renew(lease), name=f"lease {run_id}")
         try:
-            line = await asyncio.to_thread(self._play, run_id, fixture, seed)
+            line = await asyncio.to_thread(self.play, self.store, run_id, document, seed)
         finally:
             renewing.cancel()
             await asyncio.to_thread(self.store.release_lease, lease)
@@ -123,23 +123,6 @@ class RunDriver:
                 log.warning("lease_lost run_id=%s owner=%s", lease.run_id, lease.owner)
                 return
 
-    def _play(self, run_id: str, document: dict[str, Any], seed: int) -> str | None:
-        """Start, resume or skip the run (on a worker thread); one line for the worker's log."""
-        header = self.store.header(run_id)
-        if header is None:
-            fixture = Fixture.model_validate(document)
-            outcome = run_fixture(
-                fixture, self.contracts, self.store, seed=seed, world_dir=self.world, run_id=run_id
-            )
-            how = "ran"
-        elif self.store.summary(run_id) is not None:
-            return None  # ended under an earlier owner, after this job was re-queued
-        else:
-            outcome = resume_fixture(run_id, self.contracts, self.store, store_dir=self.world)
-            how = "resumed"
-        result = outcome.result
-        return f"{run_id} {how} {result.terminal.value} ({result.reason})"
-
 
 async def requeue_stalled(app: App, settings: WorkerSettings) -> None:
     """Re-queue, every heartbeat, the jobs of workers whose heartbeat stopped."""
@@ -158,8 +141,7 @@ async def requeue_stalled(app: App, settings: WorkerSettings) -> None:
 
 async def run_worker(
     url: str,
-    contracts: ContractSet,
-    world: Path,
+    play: Play,
     settings: WorkerSettings,
     report: Callable[[str], None],
 ) -> None:
@@ -172,9 +154,7 @@ async def run_worker(
             BlockingStore, lambda: PostgresStore.open(url, max_size=size)
         )
         try:
-            driver = RunDriver(
-                store, contracts=contracts, world=world, settings=settings, report=report
-            )
+            driver = RunDriver(store, play=play, settings=settings, report=report)
             app.task(
                 name=TASK,
                 queue=QUEUE,
