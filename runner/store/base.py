@@ -130,7 +130,10 @@ class Leases(Protocol):
         ...
 
     def release_lease(self, lease: Lease) -> None:
-        """Give the run up (nothing happens if it was taken over meanwhile)."""
+        """Give the run up (nothing happens if it was taken over meanwhile). This handle's later
+        writes for the run are still checked against the lease, so a run handed back while a
+        thread was still driving it refuses that thread once another owner takes it; the check
+        ends with the run (`end_run`)."""
         ...
 
 

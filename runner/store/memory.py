@@ -74,6 +74,7 @@ class MemoryStore:
         if summary.run_id in self.summaries:
             raise StoreError(f"run {summary.run_id} already ended")
         self.summaries[summary.run_id] = summary
+        self._fences.pop(summary.run_id, None)
 
     def header(self, run_id: str) -> RunHeader | None:
         return self.headers.get(run_id)
@@ -148,7 +149,6 @@ class MemoryStore:
         current = self.leases.get(lease.run_id)
         if current is not None and current.generation == lease.generation:
             self.leases[lease.run_id] = dataclasses.replace(current, expires_at=RELEASED)
-        self._fences.pop(lease.run_id, None)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -204,6 +204,7 @@ class PostgresStore:
             if cursor.rowcount != 1:
                 raise StoreError(f"run {summary.run_id} is unknown or already ended")
         self._last_seq.pop(summary.run_id, None)
+        self._fences.pop(summary.run_id, None)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -416,7 +417,6 @@ class PostgresStore:
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:
-        self._fences.pop(lease.run_id, None)
         async with self._connection() as conn:
             await conn.execute(
                 "UPDATE runner_leases SET expires_at = %s WHERE run_id = %s AND generation = %s",

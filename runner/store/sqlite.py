@@ -225,6 +225,7 @@ class SqliteStore:
             if updated != 1:
                 raise StoreError(f"run {summary.run_id} is unknown or already ended")
         self._last_seq.pop(summary.run_id, None)
+        self._fences.pop(summary.run_id, None)
 
     def close(self) -> None:
         self._conn.close()
@@ -408,7 +409,6 @@ class SqliteStore:
             "UPDATE leases SET expires_at = ? WHERE run_id = ? AND generation = ?",
             (RELEASED.isoformat(), lease.run_id, lease.generation),
         )
-        self._fences.pop(lease.run_id, None)
 
 
 def _operation(row: tuple[Any, ...]) -> Operation:

@@ -243,6 +243,21 @@ class StoreContract:
         await store.release_lease(held)  # a stale release changes nothing
         assert await store.acquire_lease("r1", "worker-c", T0, TTL) is None
 
+    async def test_a_handed_back_run_refuses_a_straggling_write(
+        self, store: AsyncStore, another: AsyncStore
+    ) -> None:
+        first = await store.acquire_lease("r1", "worker-a", T0, TTL)
+        assert first is not None
+        await store.begin_run(header())
+        await store.release_lease(first)  # handed back while something still drives it
+        await store.append(record(1))  # nobody took it yet: still the run's only writer
+        taken = await another.acquire_lease("r1", "worker-b", T0, TTL)
+        assert taken is not None
+        with pytest.raises(LeaseLost):
+            await store.append(record(2))
+        await another.append(record(2))
+        assert await another.transitions("r1") == [record(1), record(2)]
+
     async def test_a_taken_over_run_refuses_the_old_owners_writes(
         self, store: AsyncStore, another: AsyncStore
     ) -> None:
