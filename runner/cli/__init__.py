@@ -26,14 +26,16 @@ from ..travel.fixture_check import check_command
 from ..travel.fixtures import collect_fixture_paths, load_fixture
 from ..travel.scenario import ScenarioRun, resume_fixture, run_fixture
 from ._common import (
-    DEFAULT_DB,
     EXIT_EXPECTATION_FAILED,
     contracts_for,
+    database,
+    default_database,
     one_line,
     open_store,
     policy_for,
     world_dir,
 )
+from ._distributed import add_distributed_parsers, submit_command, worker_command
 from ._stored import (
     artifact_command,
     grade_command,
@@ -62,7 +64,10 @@ def _parser() -> argparse.ArgumentParser:
 
     def with_db(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
-            "--db", type=Path, default=DEFAULT_DB, help="SQLite store (default: runs.sqlite)"
+            "--db",
+            type=database,
+            default=default_database(),
+            help="SQLite file or postgresql:// URL (default: $RUNNER_DB, else runs.sqlite)",
         )
 
     run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
@@ -146,6 +151,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print one JSON object per run")
     with_db(runs)
 
+    add_distributed_parsers(commands, with_db)
     _contracts_and_fixtures_parsers(parser, commands)  # last: it adds --verbose to all
     return parser
 
@@ -237,7 +243,7 @@ def _resume(args: argparse.Namespace) -> int:
         if summary is not None:
             if args.json:  # the stored run as `show --json` prints it, marked as not resumed
                 recording = Recording.from_store(store, args.run_id)
-                holds = stored_holds(recording, args.db.resolve().parent)
+                holds = stored_holds(recording, args.db.folder)
                 ended = ended_run_json(recording.header, summary, recording.transitions, holds)
                 print(json.dumps(ended, sort_keys=True))
                 return 0
@@ -250,7 +256,7 @@ def _resume(args: argparse.Namespace) -> int:
             contracts,
             store,
             model=_model(args),
-            store_dir=args.db.resolve().parent,
+            store_dir=args.db.folder,
             mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
         )
     finally:
@@ -284,6 +290,8 @@ _COMMANDS = {
     "artifact": artifact_command,
     "contracts": _check_contracts,
     "fixtures": _fixtures,
+    "submit": submit_command,
+    "worker": worker_command,
 }
 
 

@@ -227,7 +227,7 @@ def grade_command(args: argparse.Namespace) -> int:
                     recording = Recording.from_store(store, run_id)
                     expect = _stored_expect(recording)
                     stored_limits(recording.header)
-                    holds = stored_holds(recording, args.db.resolve().parent)
+                    holds = stored_holds(recording, args.db.folder)
                 except StoreError as exc:  # named; the other runs are still graded
                     named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
                     print(f"error: {printable(one_line(named))}", file=sys.stderr)

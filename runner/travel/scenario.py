@@ -110,11 +110,13 @@ def run_fixture(
     world_dir: Path | None = None,
     model: ModelAdapter | None = None,
     mcp: McpTools | None = None,
+    run_id: str | None = None,
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
     `model` plans instead of the fixture's script (a live model); the tools stay simulated.
     `mcp`: MCP servers' pinned tools, called for real (the pin is recorded in the header).
+    `run_id`: the id minted when the run was queued (default: a new one).
     """
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
@@ -129,7 +131,7 @@ def run_fixture(
         policy=policy,
         seed=seed,
         consumed={},
-        drive=lambda engine, scripted: engine.run(spec, model or scripted),
+        drive=lambda engine, scripted: engine.run(spec, model or scripted, run_id=run_id),
         live=model is not None,
         mcp=mcp,
     )
