@@ -140,8 +140,9 @@ class Engine:
         self.runtime.store.begin_run(self._header(run, identity_of(model)))
         return await self._drive(run)
 
-    def start(self, spec: RunSpec, model: ModelAdapter) -> RunHandle:
-        """Start a run on the running event loop and return its handle at once.
+    def start(self, spec: RunSpec, model: ModelAdapter, *, run_id: str | None = None) -> RunHandle:
+        """Start a run on the running event loop and return its handle at once (`run_id`: as
+        for `run`).
 
         The run's header is stored before this returns, so `handle.run_id` can be looked up
         (`runner.api.run_status`) straight away. Call it from a coroutine on this engine's
@@ -152,7 +153,7 @@ class Engine:
         except RuntimeError:
             raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
         self._check_start(spec, loop)
-        run_id = str(uuid.uuid4())
+        run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(
             run_id, model, self.clock, started, Redactor(spec.credentials.values())

@@ -5,6 +5,7 @@ the write is reconciled by key (looked up, not made again) under a new lease."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -88,9 +89,10 @@ async def test_a_run_stopped_mid_write_is_taken_over_and_reconciled_not_written_
     first_store = await PostgresStore.open(pg_url)
     hotel = SlowHotel()  # commits the hold, then never answers this worker
     engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=first_store, clock=clock)
-    handle = engine.start(SPEC, HoldOnce())
-    first = await first_store.acquire_lease(handle.run_id, "worker-a", clock.now(), ttl)
+    run_id = str(uuid.uuid4())  # leased before the run writes anything, as a worker does
+    first = await first_store.acquire_lease(run_id, "worker-a", clock.now(), ttl)
     assert first is not None
+    handle = engine.start(SPEC, HoldOnce(), run_id=run_id)
     await hotel.entered.wait()  # the intent is stored; the hold committed; no answer yet
     # The worker is gone (its lease stays until it expires): its run's task stops where it is.
     [task] = [t for t in asyncio.all_tasks() if t.get_name() == f"runner run {handle.run_id}"]
