@@ -8,22 +8,24 @@ A-labels (hostname), RFC 3986 (uri, uri-reference), RFC 4122 (uuid) and RFC 6901
 Every regular expression here is anchored with `fullmatch` and compiled ASCII-only: Python's `$`
 also matches before a trailing newline, and its `\\d` matches any Unicode digit.
 
-The reference validator (jsonschema) gets these functions through `FORMAT_CHECKER`; the compiled
+The reference validator (jsonschema) gets these functions through `format_checker()`; the compiled
 one (jsonschema-rs) gets the same functions as its custom formats, so the two cannot part ways on
 a format. A contract using any other format is refused when it loads (`unasserted_formats`).
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
-
-from jsonschema import FormatChecker
+from typing import TYPE_CHECKING, Any, Final
 
 from ._schema_walk import subschemas
 from .errors import ConfigError
+
+if TYPE_CHECKING:  # jsonschema is imported when a contract is loaded, not with the package
+    from jsonschema import FormatChecker
 
 try:
     import idna
@@ -240,16 +242,16 @@ ASSERTED_FORMATS: Final[Mapping[str, Callable[[str], bool]]] = {
 uri-template, regex, custom names) is refused at load rather than silently accepted."""
 
 
-def _checker() -> FormatChecker:
+@functools.cache
+def format_checker() -> FormatChecker:
+    """The reference validator's format checker: exactly `ASSERTED_FORMATS`, nothing else."""
+    from jsonschema import FormatChecker  # noqa: PLC0415  # imported on first use (see above)
+
     checker = FormatChecker(formats=())
     for name, check in ASSERTED_FORMATS.items():
         # Formats apply to strings only; any other type passes, as the specification says.
         checker.checks(name)(lambda value, check=check: not isinstance(value, str) or check(value))
     return checker
-
-
-FORMAT_CHECKER: Final = _checker()
-"""The reference validator's format checker: exactly `ASSERTED_FORMATS`, nothing else."""
 
 
 def unasserted_formats(schema: Any) -> list[tuple[str, str]]:

@@ -140,8 +140,9 @@ def test_only_format_keywords_in_schema_positions_count() -> None:
 
 
 def test_without_idna_the_runner_refuses_to_start_and_says_why() -> None:
-    """A checker's library missing is a clear error at import, never a format checked less."""
-    code = "import sys; sys.modules['idna'] = None; import runner"
+    """A checker's library missing is a clear error when contracts are first reachable (their
+    module imported), never a format checked less."""
+    code = "import sys; sys.modules['idna'] = None; from runner import load_contracts"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode != 0
     assert "ConfigError" in done.stderr and "needs idna" in done.stderr
