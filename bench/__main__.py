@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from runner import log
 from runner.clock import SystemClock
 from runner.contracts import ContractSet
@@ -35,7 +37,6 @@ from runner.transcript import AssistantMessage, Transcript
 from . import workloads
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-PEERS_US = {"langgraph": 420.0, "langgraph_sqlite": 1850.0, "burr": 210.0, "pydantic_ai": 2800.0}
 
 
 def _us(ns: float) -> float:
@@ -211,6 +212,28 @@ def _replay_speed(contracts: ContractSet, folder: Path, results: dict[str, Any])
     }
 
 
+def _logging_cost(contracts: ContractSet, results: dict[str, Any]) -> None:
+    """7: a run with the library's default logging settings (nothing configured) against the
+    quiet configuration (structlog at WARNING, as the CLI without --verbose), alternating."""
+    engine = _engine(contracts, MemoryStore())
+
+    async def default() -> float:
+        structlog.reset_defaults()  # as in a program that never configured logging
+        return await _one_run(engine, 20)
+
+    async def quiet() -> float:
+        log.configure(json=True, level=logging.WARNING)
+        return await _one_run(engine, 20)
+
+    _run(lambda: _timed_runs(engine, 20, 20))  # warm up
+    defaults, quiets = _run(lambda: _paired(default, quiet, 150))
+    log.configure(json=True, level=logging.WARNING)
+    results["default_logging"] = _stats(defaults)
+    results["quiet_logging"] = _stats(quiets)
+    ratios = [d / q for d, q in zip(defaults, quiets, strict=True)]
+    results["default_over_quiet"] = round(statistics.median(ratios), 2)
+
+
 def _growth(engine: Engine, results: dict[str, Any]) -> None:
     """6: does a step cost more as the run grows? And what does the run hold in memory?"""
     growth = []
@@ -230,7 +253,6 @@ def main() -> int:
     contracts = workloads.contracts()
     results: dict[str, Any] = {
         "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
-        "peers_us_per_step": PEERS_US,
     }
     started = time.perf_counter()
 
@@ -253,6 +275,7 @@ def main() -> int:
         progress("replay measured")
     # 3: fixed cost of a run (created, one answer, finished and released).
     results["fixed_per_run"] = _stats(_run(lambda: _timed_runs(engine, 0, 500)))
+    _logging_cost(contracts, results)
     _growth(engine, results)
     results["total_s"] = round(time.perf_counter() - started, 1)
 
@@ -270,13 +293,11 @@ def _report(r: dict[str, Any]) -> None:
     print(f"{'measure':<44} {'median':>10} {'p90':>10}  against")
     print(
         f"{'step, in memory (us)':<44} {memory:>10} {r['in_memory']['p90_us']:>10}  "
-        f"{r['in_memory_over_bare']}x the bare loop ({bare} us); LangGraph 420 us is "
-        f"{PEERS_US['langgraph'] / memory:.1f}x this"
+        f"{r['in_memory_over_bare']}x the bare loop ({bare} us)"
     )
     print(
         f"{'step, SQLite every transition, NORMAL (us)':<44} {normal:>10} "
-        f"{r['durable_normal']['p90_us']:>10}  LangGraph+SQLite 1850 us is "
-        f"{PEERS_US['langgraph_sqlite'] / normal:.1f}x this"
+        f"{r['durable_normal']['p90_us']:>10}"
     )
     print(
         f"{'step, SQLite every transition, FULL (us)':<44} {full:>10} "
@@ -298,6 +319,11 @@ def _report(r: dict[str, Any]) -> None:
     print(
         f"{'replay (transitions/s)':<44} {r['replay']['transitions_per_s']:>10}  "
         f"over {r['replay']['transitions']} transitions"
+    )
+    print(
+        f"{'step, library default logging (us)':<44} {r['default_logging']['median_us']:>10} "
+        f"{r['default_logging']['p90_us']:>10}  {r['default_over_quiet']}x the quiet "
+        f"configuration ({r['quiet_logging']['median_us']} us), alternating"
     )
     first = r["growth"][0]["median_us"]
     for g in r["growth"]:

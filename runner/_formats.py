@@ -63,9 +63,18 @@ def _valid_time(*parts: str | None) -> bool:
     return second < 60 or (hour * 60 + minute - offset) % 1440 == _LAST_MINUTE_OF_DAY
 
 
+def _plainly_valid_date(year: str, month: str, day: str) -> bool:
+    """The common case decided on the digits' text, no arithmetic: a month 01-12 and a day
+    01-28 exist in every year but 0000. False means "ask `_valid_date`", not "invalid"."""
+    return "01" <= month <= "12" and "01" <= day <= "28" and year != "0000"
+
+
 def is_date(text: str) -> bool:
     found = _DATE.fullmatch(text)
-    return found is not None and _valid_date(*found.groups())
+    if found is None:
+        return False
+    year, month, day = found.groups()
+    return _plainly_valid_date(year, month, day) or _valid_date(year, month, day)
 
 
 def is_time(text: str) -> bool:
@@ -77,8 +86,18 @@ def is_date_time(text: str) -> bool:
     found = _DATE_TIME.fullmatch(text)
     if found is None:
         return False
-    parts = found.groups()
-    return _valid_date(*parts[:3]) and _valid_time(*parts[3:])
+    year, month, day, hour, minute, second, sign, off_hour, off_minute = found.groups()
+    if (  # the common case on the digits' text (no leap second, no day past 28): valid
+        _plainly_valid_date(year, month, day)
+        and hour <= "23"
+        and minute <= "59"
+        and second <= "59"
+        and (sign is None or (off_hour <= "23" and off_minute <= "59"))
+    ):
+        return True
+    return _valid_date(year, month, day) and _valid_time(
+        hour, minute, second, sign, off_hour, off_minute
+    )
 
 
 # RFC 3339 appendix A (ISO 8601 durations), upper-case designators as ISO 8601 writes them.
