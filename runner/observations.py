@@ -185,6 +185,9 @@ ToolObservation = (
 )
 """Everything a single tool call can come to."""
 
+TypedToolObservation = Annotated[ToolObservation, Discriminator("kind")]
+"""`ToolObservation` as a tagged union: read back from JSON by its `kind`."""
+
 Observation = Annotated[ToolObservation | ModelAnswered, Discriminator("kind")]
 
 # Built on first use, not at `import runner`.
