@@ -45,9 +45,10 @@ from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
-from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
+from .spec import DEFAULT_SYSTEM_PROMPT, DURABILITIES, Durability, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
+from .store.step_commits import StepCommits
 from .tools import ToolBox
 from .trace import RunHeader, TransitionRecord
 from .tracing import SpanSink
@@ -86,10 +87,13 @@ class Engine:
         render_limit: int = 4000,
         spans: Sequence[SpanSink] = (),
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        durability: Durability = "transition",
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`).
-        `system_prompt`: what the model is told first, unless a run's spec gives its own."""
+        `system_prompt`: what the model is told first, unless a run's spec gives its own.
+        `durability`: how often a run commits, unless its spec says (`runner.spec.Durability`)."""
+        _check_durability(durability, "Engine(durability=...)")
         if rng is not None:
             warnings.warn(
                 "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
@@ -98,11 +102,13 @@ class Engine:
                 stacklevel=2,
             )
         self.system_prompt = system_prompt
+        self.durability: Durability = durability
+        self._commits = StepCommits(store)  # holds only the runs in `step` durability
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         self.runtime = Runtime(
             contracts=contracts,
             toolbox=toolbox,
-            store=store,
+            store=self._commits,
             clock=clock,
             policy=policy or Policy(),
             retry_horizon=retry_horizon,
@@ -128,6 +134,7 @@ class Engine:
         effects = LiveEffects(run_id, model, self.clock, started, redactor)
         run = self._new_run(run_id, spec, effects, started, known=[])
         self.runtime.store.begin_run(self._header(run, identity_of(model)))
+        self._hold(run)
         return await self._drive(run)
 
     def start(self, spec: RunSpec, model: ModelAdapter) -> RunHandle:
@@ -153,6 +160,7 @@ class Engine:
         except BaseException:
             detach(run.lifecycle)
             raise
+        self._hold(run)
         task = loop.create_task(self._drive(run), name=f"runner run {run_id}")
         effects.run_task = run.setup.cancel.task = task
         effects.cancellation = run.setup.cancel
@@ -166,6 +174,8 @@ class Engine:
         before anything else; nothing already done is done again. The model is told the system
         prompt recorded when the run began, unless `spec` gives one.
         """
+        if spec.durability is not None:
+            _check_durability(spec.durability, "RunSpec.durability")
         store = self.runtime.store
         stored = store.header(run_id)
         if stored is None:
@@ -184,6 +194,7 @@ class Engine:
             store.turns(run_id), outputs, self.clock, started, live=live, in_flight=in_flight
         )
         run = self._new_run(run_id, spec, effects, started, known=store.transitions(run_id))
+        self._hold(run)
         return await self._drive(run)
 
     async def replay(
@@ -235,10 +246,17 @@ class Engine:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def _hold(self, run: RunState) -> None:
+        """A run in `step` durability: its transitions are committed a step at a time."""
+        if (run.setup.spec.durability or self.durability) == "step":
+            self._commits.hold(run.setup.run_id)
+
     def _check_start(self, spec: RunSpec, loop: asyncio.AbstractEventLoop) -> None:
         """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
         at its first wait and stay `running`), and a tool the spec names without a contract
         (it would be dropped from the offer in silence: a typo)."""
+        if spec.durability is not None:
+            _check_durability(spec.durability, "RunSpec.durability")
         if isinstance(self.clock, FakeClock):
             self.clock.check_loop(loop, "a run on a FakeClock")
         unknown = [name for name in spec.tools if name not in self.runtime.contracts]
@@ -300,10 +318,16 @@ class Engine:
                 elif slot.task is not None:
                     slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
             detach(run.lifecycle)
+            self._commits.release(run.setup.run_id)  # whatever it did is committed, even cut
         return finish(self.runtime, run)
 
     def _end_cancelled(self, run: RunState) -> None:
         self._core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)
+
+
+def _check_durability(durability: object, where: str) -> None:
+    if durability not in DURABILITIES:
+        raise ConfigError(f"{where} is {durability!r}: one of {', '.join(DURABILITIES)}")
 
 
 def outside_a_loop(call: str, instead: str) -> None:

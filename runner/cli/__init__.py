@@ -18,6 +18,7 @@ from ..models import live_model
 from ..models.base import ModelAdapter
 from ..replay import Recording
 from ..report import RunView, printable, run_json, run_text
+from ..spec import DURABILITIES
 from ..store import FanoutStore, JsonlLog
 from ..store.base import Store
 from ..travel import fixtures_dir
@@ -49,6 +50,16 @@ def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
     sub.add_argument("--fallback-model", default=None, help="with --model: same-family fallback")
 
 
+def _with_durability(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--durability",
+        choices=DURABILITIES,
+        default="transition",
+        help="commit every transition (default) or each step's together; a write's intent "
+        "and outcome are committed before anything depends on them either way",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="runner", description=__doc__)
     parser.add_argument(
@@ -73,12 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
     _with_model(run, "plan with a live model")
     with_db(run)
+    _with_durability(run)
 
     resume = commands.add_parser("resume", help="continue a run that was killed")
     resume.add_argument("run_id")
     _with_model(resume, "the live model the run was started with (default: from its header)")
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(resume)
+    _with_durability(resume)
 
     show = commands.add_parser("show", help="print a stored run's trajectory")
     show.add_argument("run_id")
@@ -199,6 +212,7 @@ def _run(args: argparse.Namespace) -> int:
                     policy=policy,
                     world_dir=world,
                     model=model,
+                    durability=args.durability,
                 )
                 _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
@@ -235,7 +249,12 @@ def _resume(args: argparse.Namespace) -> int:
             )
             return 0
         outcome = resume_fixture(
-            args.run_id, contracts, store, model=_model(args), store_dir=args.db.resolve().parent
+            args.run_id,
+            contracts,
+            store,
+            model=_model(args),
+            store_dir=args.db.resolve().parent,
+            durability=args.durability,
         )
     finally:
         store.close()

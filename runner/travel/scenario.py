@@ -30,7 +30,7 @@ from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
 from ..policy import Policy
-from ..spec import RunResult, RunSpec
+from ..spec import Durability, RunResult, RunSpec
 from ..states import State
 from ..store.base import Store
 from ..tools import Principal
@@ -107,6 +107,7 @@ def run_fixture(
     policy: Policy | None = None,
     world_dir: Path | None = None,
     model: ModelAdapter | None = None,
+    durability: Durability = "transition",
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
@@ -125,6 +126,7 @@ def run_fixture(
         consumed={},
         drive=lambda engine, scripted: engine.run(spec, model or scripted),
         live=model is not None,
+        durability=durability,
     )
 
 
@@ -135,6 +137,7 @@ def resume_fixture(
     *,
     model: ModelAdapter | None = None,
     store_dir: Path | None = None,
+    durability: Durability = "transition",
 ) -> ScenarioRun:
     """Continue a killed fixture run from its store (and its supplier database).
 
@@ -170,6 +173,7 @@ def resume_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
+        durability=durability,
     )
 
 
@@ -198,6 +202,7 @@ def _play(
     consumed: Mapping[str, int],
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
     live: bool = False,
+    durability: Durability = "transition",
 ) -> ScenarioRun:
     """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
 
@@ -214,6 +219,7 @@ def _play(
         store=store,
         clock=clock,
         policy=policy,
+        durability=durability,
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
