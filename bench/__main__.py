@@ -29,6 +29,7 @@ from runner.clock import SystemClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
 from runner.replay import Recording, replay
+from runner.spec import Durability
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.store.base import Store
 from runner.tools import Principal, ToolInvocation
@@ -56,9 +57,13 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _engine(contracts: ContractSet, store: Store) -> Engine:
+def _engine(contracts: ContractSet, store: Store, durability: Durability = "transition") -> Engine:
     return Engine(
-        contracts=contracts, toolbox=workloads.NoopToolbox(), store=store, clock=SystemClock()
+        contracts=contracts,
+        toolbox=workloads.NoopToolbox(),
+        store=store,
+        clock=SystemClock(),
+        durability=durability,
     )
 
 
@@ -183,6 +188,10 @@ def _stores(contracts: ContractSet, engine: Engine, folder: Path, results: dict[
     results["durable_normal"] = _stats(durable)
     shares = [d - m for d, m in zip(durable, in_memory, strict=True)]
     results["store_share_us"] = _us(statistics.median(shares))
+    step_store = SqliteStore(folder / "STEP.sqlite", synchronous="NORMAL")
+    step_engine = _engine(contracts, step_store, durability="step")
+    results["durable_step"] = _stats(_run(lambda: _timed_runs(step_engine, 20, 150)))
+    step_store.close()
     full_store = SqliteStore(folder / "FULL.sqlite", synchronous="FULL")
     full_engine = _engine(contracts, full_store)
     results["durable_full"] = _stats(_run(lambda: _timed_runs(full_engine, 20, 60)))
@@ -298,6 +307,10 @@ def _report(r: dict[str, Any]) -> None:
     print(
         f"{'step, SQLite every transition, NORMAL (us)':<44} {normal:>10} "
         f"{r['durable_normal']['p90_us']:>10}"
+    )
+    print(
+        f"{'step, SQLite a commit a step, NORMAL (us)':<44} {r['durable_step']['median_us']:>10} "
+        f'{r["durable_step"]["p90_us"]:>10}  durability="step"'
     )
     print(
         f"{'step, SQLite every transition, FULL (us)':<44} {full:>10} "

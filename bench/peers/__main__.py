@@ -32,7 +32,7 @@ ROWS: list[tuple[str, str, tuple[str, ...]]] = [
 ]
 
 
-def _measure(system: str, mode: str) -> float:
+def _measure(system: str, mode: str) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, "-m", "bench.peers.measure", system, mode],
         capture_output=True,
@@ -43,32 +43,43 @@ def _measure(system: str, mode: str) -> float:
     )
     if done.returncode != 0:
         raise SystemExit(f"{system} {mode} failed:\n{done.stderr[-3000:]}")
-    figure: float = json.loads(done.stdout.splitlines()[-1])["us_per_step"]
-    return figure
+    figures: dict[str, float] = json.loads(done.stdout.splitlines()[-1])["us_per_step"]
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="*", help="systems to run (default: all)")
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="rank by CPU time (default: steady on a shared machine) or wall-clock time",
+    )
     args = parser.parse_args(argv)
     wanted = {system for _, system, _ in ROWS if not args.only or system in args.only}
     jobs = sorted(
         {(system, mode) for _, system, modes in ROWS for mode in modes}
         & {(system, mode) for system in wanted for mode in ("memory", "transition", "step")}
     )
-    samples: dict[tuple[str, str], list[float]] = {job: [] for job in jobs}
+    samples: dict[tuple[str, str], list[dict[str, float]]] = {job: [] for job in jobs}
     for round_ in range(args.rounds):
         order = jobs[round_ % len(jobs) :] + jobs[: round_ % len(jobs)]
         for system, mode in order:
-            samples[(system, mode)].append(_measure(system, mode))
-            print(f"round {round_ + 1}: {system} {mode} {samples[(system, mode)][-1]:.1f} us/step",
-                  file=sys.stderr)  # fmt: skip
-    medians = {job: statistics.median(values) for job, values in samples.items()}
-    _report(medians, args.rounds)
+            figures = _measure(system, mode)
+            samples[(system, mode)].append(figures)
+            print(f"round {round_ + 1}: {system} {mode} {figures['cpu']:.1f} us/step CPU, "
+                  f"{figures['wall']:.1f} wall", file=sys.stderr)  # fmt: skip
+    medians = {
+        job: statistics.median(figures[args.clock] for figures in values)
+        for job, values in samples.items()
+    }
+    _report(medians, args.rounds, args.clock)
     RESULTS.write_text(
         json.dumps(
-            {f"{s} {m}": {"median_us_per_step": round(v, 1), "rounds": samples[(s, m)]}
+            {f"{s} {m}": {f"median_us_per_step_{args.clock}": round(v, 1),
+                          "rounds": samples[(s, m)]}
              for (s, m), v in medians.items()},
             indent=2,
         ) + "\n"
@@ -86,9 +97,10 @@ def _cell(medians: dict[tuple[str, str], float], system: str, mode: str, base: s
     return f"{figure:,.0f}{ratio}" if figure >= 20 else f"{figure:.1f}{ratio}"
 
 
-def _report(medians: dict[tuple[str, str], float], rounds: int) -> None:
-    print(f"\n20-step runs, median µs/step over {rounds} rounds of alternating processes; "
-          "(Nx) = that figure over the runner's in the same column\n")  # fmt: skip
+def _report(medians: dict[tuple[str, str], float], rounds: int, clock: str) -> None:
+    kind = "CPU time" if clock == "cpu" else "wall-clock time"
+    print(f"\n20-step runs, median µs/step ({kind}) over {rounds} rounds of alternating "
+          "processes; (Nx) = that figure over the runner's in the same column\n")  # fmt: skip
     print("| system | in memory µs/step | durable µs/step, SQLite WAL/NORMAL |")
     print("|---|---|---|")
     for label, system, modes in ROWS:
