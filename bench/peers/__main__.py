@@ -93,14 +93,19 @@ def _cell(medians: dict[tuple[str, str], float], system: str, mode: str, base: s
     if figure is None:
         return "—"
     runner = medians.get(("runner", base))
-    ratio = "" if runner is None or system == "runner" else f" ({figure / runner:.1f}x)"
+    if runner is None or system.startswith("runner"):
+        ratio = ""
+    elif figure >= runner:
+        ratio = f" ({figure / runner:.1f}x the runner)"
+    else:
+        ratio = f" (the runner is {runner / figure:.0f}x this)"
     return f"{figure:,.0f}{ratio}" if figure >= 20 else f"{figure:.1f}{ratio}"
 
 
 def _report(medians: dict[tuple[str, str], float], rounds: int, clock: str) -> None:
     kind = "CPU time" if clock == "cpu" else "wall-clock time"
     print(f"\n20-step runs, median µs/step ({kind}) over {rounds} rounds of alternating "
-          "processes; (Nx) = that figure over the runner's in the same column\n")  # fmt: skip
+          "processes; ratios against the runner's figure in the same column\n")  # fmt: skip
     print("| system | in memory µs/step | durable µs/step, SQLite WAL/NORMAL |")
     print("|---|---|---|")
     for label, system, modes in ROWS:
