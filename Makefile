@@ -1,14 +1,18 @@
 # `make run`: set up .venv with what running needs and run every fixture; `make test`: add the dev
 # tools, then lint, type-check and test; `make bench`: the runner's own cost against its floors
 # (about 2-3 minutes); `make bench-postgres`: the durable step on PostgreSQL beside SQLite's, and
-# queued runs per second with 1, 2 and 4 workers (starts its own throwaway PostgreSQL).
+# queued runs per second with 1, 2 and 4 workers (starts its own throwaway PostgreSQL);
+# `make bench-peers`: the runner beside Burr, LangGraph and pydantic-ai, in a virtual environment
+# of its own (bench/.peers-venv), about 5 minutes.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
+PEERS_VENV := bench/.peers-venv
+PEERS_STAMP := $(PEERS_VENV)/.installed
 
-.PHONY: install run test lint typecheck bench bench-postgres clean
+.PHONY: install run test lint typecheck bench bench-postgres bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,5 +49,15 @@ bench: $(RUN_STAMP)
 bench-postgres: $(DEV_STAMP)
 	$(BIN)/python -m bench.postgres
 
+# The peers never enter the project's own environment: they get one of their own.
+$(PEERS_STAMP): bench/peers/requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r bench/peers/requirements.txt -e .
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+	$(PEERS_VENV)/bin/python -m bench.peers
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PEERS_VENV) .mypy_cache .ruff_cache .pytest_cache

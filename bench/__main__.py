@@ -22,11 +22,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from runner import log
 from runner.clock import SystemClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
 from runner.replay import Recording, replay
+from runner.spec import Durability
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.store.base import Store
 from runner.tools import Principal, ToolInvocation
@@ -35,7 +38,6 @@ from runner.transcript import AssistantMessage, Transcript
 from . import workloads
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-PEERS_US = {"langgraph": 420.0, "langgraph_sqlite": 1850.0, "burr": 210.0, "pydantic_ai": 2800.0}
 
 
 def _us(ns: float) -> float:
@@ -55,9 +57,13 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _engine(contracts: ContractSet, store: Store) -> Engine:
+def _engine(contracts: ContractSet, store: Store, durability: Durability = "transition") -> Engine:
     return Engine(
-        contracts=contracts, toolbox=workloads.NoopToolbox(), store=store, clock=SystemClock()
+        contracts=contracts,
+        toolbox=workloads.NoopToolbox(),
+        store=store,
+        clock=SystemClock(),
+        durability=durability,
     )
 
 
@@ -182,6 +188,10 @@ def _stores(contracts: ContractSet, engine: Engine, folder: Path, results: dict[
     results["durable_normal"] = _stats(durable)
     shares = [d - m for d, m in zip(durable, in_memory, strict=True)]
     results["store_share_us"] = _us(statistics.median(shares))
+    step_store = SqliteStore(folder / "STEP.sqlite", synchronous="NORMAL")
+    step_engine = _engine(contracts, step_store, durability="step")
+    results["durable_step"] = _stats(_run(lambda: _timed_runs(step_engine, 20, 150)))
+    step_store.close()
     full_store = SqliteStore(folder / "FULL.sqlite", synchronous="FULL")
     full_engine = _engine(contracts, full_store)
     results["durable_full"] = _stats(_run(lambda: _timed_runs(full_engine, 20, 60)))
@@ -211,6 +221,28 @@ def _replay_speed(contracts: ContractSet, folder: Path, results: dict[str, Any])
     }
 
 
+def _logging_cost(contracts: ContractSet, results: dict[str, Any]) -> None:
+    """7: a run with the library's default logging settings (nothing configured) against the
+    quiet configuration (structlog at WARNING, as the CLI without --verbose), alternating."""
+    engine = _engine(contracts, MemoryStore())
+
+    async def default() -> float:
+        structlog.reset_defaults()  # as in a program that never configured logging
+        return await _one_run(engine, 20)
+
+    async def quiet() -> float:
+        log.configure(json=True, level=logging.WARNING)
+        return await _one_run(engine, 20)
+
+    _run(lambda: _timed_runs(engine, 20, 20))  # warm up
+    defaults, quiets = _run(lambda: _paired(default, quiet, 150))
+    log.configure(json=True, level=logging.WARNING)
+    results["default_logging"] = _stats(defaults)
+    results["quiet_logging"] = _stats(quiets)
+    ratios = [d / q for d, q in zip(defaults, quiets, strict=True)]
+    results["default_over_quiet"] = round(statistics.median(ratios), 2)
+
+
 def _growth(engine: Engine, results: dict[str, Any]) -> None:
     """6: does a step cost more as the run grows? And what does the run hold in memory?"""
     growth = []
@@ -230,7 +262,6 @@ def main() -> int:
     contracts = workloads.contracts()
     results: dict[str, Any] = {
         "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
-        "peers_us_per_step": PEERS_US,
     }
     started = time.perf_counter()
 
@@ -253,6 +284,7 @@ def main() -> int:
         progress("replay measured")
     # 3: fixed cost of a run (created, one answer, finished and released).
     results["fixed_per_run"] = _stats(_run(lambda: _timed_runs(engine, 0, 500)))
+    _logging_cost(contracts, results)
     _growth(engine, results)
     results["total_s"] = round(time.perf_counter() - started, 1)
 
@@ -270,13 +302,15 @@ def _report(r: dict[str, Any]) -> None:
     print(f"{'measure':<44} {'median':>10} {'p90':>10}  against")
     print(
         f"{'step, in memory (us)':<44} {memory:>10} {r['in_memory']['p90_us']:>10}  "
-        f"{r['in_memory_over_bare']}x the bare loop ({bare} us); LangGraph 420 us is "
-        f"{PEERS_US['langgraph'] / memory:.1f}x this"
+        f"{r['in_memory_over_bare']}x the bare loop ({bare} us)"
     )
     print(
         f"{'step, SQLite every transition, NORMAL (us)':<44} {normal:>10} "
-        f"{r['durable_normal']['p90_us']:>10}  LangGraph+SQLite 1850 us is "
-        f"{PEERS_US['langgraph_sqlite'] / normal:.1f}x this"
+        f"{r['durable_normal']['p90_us']:>10}"
+    )
+    print(
+        f"{'step, SQLite a commit a step, NORMAL (us)':<44} {r['durable_step']['median_us']:>10} "
+        f'{r["durable_step"]["p90_us"]:>10}  durability="step"'
     )
     print(
         f"{'step, SQLite every transition, FULL (us)':<44} {full:>10} "
@@ -298,6 +332,11 @@ def _report(r: dict[str, Any]) -> None:
     print(
         f"{'replay (transitions/s)':<44} {r['replay']['transitions_per_s']:>10}  "
         f"over {r['replay']['transitions']} transitions"
+    )
+    print(
+        f"{'step, library default logging (us)':<44} {r['default_logging']['median_us']:>10} "
+        f"{r['default_logging']['p90_us']:>10}  {r['default_over_quiet']}x the quiet "
+        f"configuration ({r['quiet_logging']['median_us']} us), alternating"
     )
     first = r["growth"][0]["median_us"]
     for g in r["growth"]:

@@ -8,22 +8,24 @@ A-labels (hostname), RFC 3986 (uri, uri-reference), RFC 4122 (uuid) and RFC 6901
 Every regular expression here is anchored with `fullmatch` and compiled ASCII-only: Python's `$`
 also matches before a trailing newline, and its `\\d` matches any Unicode digit.
 
-The reference validator (jsonschema) gets these functions through `FORMAT_CHECKER`; the compiled
+The reference validator (jsonschema) gets these functions through `format_checker()`; the compiled
 one (jsonschema-rs) gets the same functions as its custom formats, so the two cannot part ways on
 a format. A contract using any other format is refused when it loads (`unasserted_formats`).
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
-
-from jsonschema import FormatChecker
+from typing import TYPE_CHECKING, Any, Final
 
 from ._schema_walk import subschemas
 from .errors import ConfigError
+
+if TYPE_CHECKING:  # jsonschema is imported when a contract is loaded, not with the package
+    from jsonschema import FormatChecker
 
 try:
     import idna
@@ -61,9 +63,18 @@ def _valid_time(*parts: str | None) -> bool:
     return second < 60 or (hour * 60 + minute - offset) % 1440 == _LAST_MINUTE_OF_DAY
 
 
+def _plainly_valid_date(year: str, month: str, day: str) -> bool:
+    """The common case decided on the digits' text, no arithmetic: a month 01-12 and a day
+    01-28 exist in every year but 0000. False means "ask `_valid_date`", not "invalid"."""
+    return "01" <= month <= "12" and "01" <= day <= "28" and year != "0000"
+
+
 def is_date(text: str) -> bool:
     found = _DATE.fullmatch(text)
-    return found is not None and _valid_date(*found.groups())
+    if found is None:
+        return False
+    year, month, day = found.groups()
+    return _plainly_valid_date(year, month, day) or _valid_date(year, month, day)
 
 
 def is_time(text: str) -> bool:
@@ -75,8 +86,18 @@ def is_date_time(text: str) -> bool:
     found = _DATE_TIME.fullmatch(text)
     if found is None:
         return False
-    parts = found.groups()
-    return _valid_date(*parts[:3]) and _valid_time(*parts[3:])
+    year, month, day, hour, minute, second, sign, off_hour, off_minute = found.groups()
+    if (  # the common case on the digits' text (no leap second, no day past 28): valid
+        _plainly_valid_date(year, month, day)
+        and hour <= "23"
+        and minute <= "59"
+        and second <= "59"
+        and (sign is None or (off_hour <= "23" and off_minute <= "59"))
+    ):
+        return True
+    return _valid_date(year, month, day) and _valid_time(
+        hour, minute, second, sign, off_hour, off_minute
+    )
 
 
 # RFC 3339 appendix A (ISO 8601 durations), upper-case designators as ISO 8601 writes them.
@@ -240,16 +261,16 @@ ASSERTED_FORMATS: Final[Mapping[str, Callable[[str], bool]]] = {
 uri-template, regex, custom names) is refused at load rather than silently accepted."""
 
 
-def _checker() -> FormatChecker:
+@functools.cache
+def format_checker() -> FormatChecker:
+    """The reference validator's format checker: exactly `ASSERTED_FORMATS`, nothing else."""
+    from jsonschema import FormatChecker  # noqa: PLC0415  # imported on first use (see above)
+
     checker = FormatChecker(formats=())
     for name, check in ASSERTED_FORMATS.items():
         # Formats apply to strings only; any other type passes, as the specification says.
         checker.checks(name)(lambda value, check=check: not isinstance(value, str) or check(value))
     return checker
-
-
-FORMAT_CHECKER: Final = _checker()
-"""The reference validator's format checker: exactly `ASSERTED_FORMATS`, nothing else."""
 
 
 def unasserted_formats(schema: Any) -> list[tuple[str, str]]:

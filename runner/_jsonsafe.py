@@ -60,17 +60,19 @@ _STRICT: Final = (
 
 
 def json_value(value: object, *, refuse_surrogates: bool = False) -> Any:
-    """A plain-JSON copy of `value`, or `NotJson` naming the first problem and where it is.
+    """`value` as plain JSON, or `NotJson` naming the first problem and where it is.
 
-    Tuples become lists; lone surrogates in strings (keys too) become U+FFFD, or are refused
-    with `refuse_surrogates`. Never raises `RecursionError`, however deep `value` is.
+    A value that already is plain JSON comes back as itself (a tool that answers every call
+    with one shared dict costs one dict, not one per call); anything else comes back as a
+    plain copy: tuples become lists, lone surrogates in strings (keys too) become U+FFFD, or
+    are refused with `refuse_surrogates`. Never raises `RecursionError`, however deep.
     """
     try:  # the hot path: ordinary payloads, in C
         text = orjson.dumps(value, option=_STRICT)
-        if text.count(b"[") + text.count(b"{") <= MAX_DEPTH:
-            copy = orjson.loads(text)
-            if copy == value:
-                return copy
+        # Equal after the round trip means builtin types only (orjson refused the rest) and
+        # nothing it had to change (NaN, tuples): `value` itself is plain JSON.
+        if text.count(b"[") + text.count(b"{") <= MAX_DEPTH and orjson.loads(text) == value:
+            return value
     except Exception:  # anything orjson (or an odd __eq__) refuses: walk it
         pass
     return _walk(value, refuse_surrogates=refuse_surrogates)

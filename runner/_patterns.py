@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, Final, cast
-
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import ValidationError
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from ._schema_walk import DATA_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_ONES
+
+if TYPE_CHECKING:  # jsonschema is imported when a contract is loaded, not with the package
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 # ECMA-262 WhiteSpace and LineTerminator.
 _SPACE: Final = r"\t\n\x0b\f\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
@@ -89,6 +90,8 @@ def _pattern(
     validator: Draft202012Validator, pattern: str, instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string") and not re.search(python_source(pattern), instance):
+        from jsonschema.exceptions import ValidationError  # noqa: PLC0415  # loaded by now
+
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -116,11 +119,18 @@ def for_reference(schema: Any) -> Any:
     return copy
 
 
-ReferenceValidator: Final = cast(
-    "type[Draft202012Validator]",
-    validators.extend(  # type: ignore[no-untyped-call]  # jsonschema leaves extend untyped
-        Draft202012Validator, {"pattern": _pattern}
-    ),
-)
-"""Draft 2020-12 as jsonschema implements it, `pattern` read as an ECMA-262 regular expression
-(give it schemas passed through `for_reference`, for `patternProperties`)."""
+@functools.cache
+def reference_validator_class() -> type[Draft202012Validator]:
+    """Draft 2020-12 as jsonschema implements it, `pattern` read as an ECMA-262 regular expression
+    (give it schemas passed through `for_reference`, for `patternProperties`).
+
+    Built on first use: jsonschema is imported when a contract is loaded, not with the package.
+    """
+    from jsonschema import Draft202012Validator, validators  # noqa: PLC0415  # see above
+
+    return cast(
+        "type[Draft202012Validator]",
+        validators.extend(  # type: ignore[no-untyped-call]  # jsonschema leaves extend untyped
+            Draft202012Validator, {"pattern": _pattern}
+        ),
+    )

@@ -29,7 +29,8 @@ class Bound(StrEnum):
 class Limits(BaseModel):
     """A run's budget. Every field is a hard cap the model cannot talk its way past."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Validators are built on first use, not at `import runner` (issue 11: import cost).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     max_attempts: int = Field(default=8, ge=1)
     """Admitted tool attempts, counted on admission (retries and refused calls included)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -185,6 +185,54 @@ class FakeClock:
 
 
 async def within(seconds: float, awaitable: Awaitable[T]) -> T:
-    """Await `awaitable` for at most `seconds` on the running loop's clock; `TimeoutError` after."""
-    async with asyncio.timeout(seconds):
-        return await awaitable
+    """Await `awaitable` for at most `seconds` on the running loop's clock; `TimeoutError` after.
+
+    As `asyncio.timeout(seconds)`, whose timer can only act once the awaitable suspends: so its
+    first step runs before any timer is armed (most tools and models answer without suspending,
+    and arming and cancelling a timer was a tenth of a step), and only an awaitable that does
+    suspend continues under `asyncio.timeout_at` with the deadline taken at the start (one
+    already past when it first suspends times it out at once, where asyncio.timeout's timer,
+    queued behind the task's own wake-up, let it take one more step).
+    """
+    deadline = asyncio.get_running_loop().time() + seconds
+    steps = awaitable.__await__()
+    try:
+        first = steps.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    async with asyncio.timeout_at(deadline):
+        return await _Continued(steps, first)
+
+
+class _Continued(Awaitable[T]):
+    """The rest of an awaitable whose first step has run and yielded `first`: what `await` on
+    it would have done from there (every value yielded to the task, every value sent and
+    exception thrown back passed on, closing closes it)."""
+
+    __slots__ = ("_first", "_steps")
+
+    def __init__(self, steps: Generator[Any, Any, T], first: Any) -> None:
+        self._steps = steps
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        steps, value = self._steps, self._first
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                steps.close()
+                raise
+            except BaseException as exc:  # CancelledError above all: the timeout's, or the run's
+                try:
+                    value = steps.throw(exc)
+                except StopIteration as done:
+                    result: T = done.value
+                    return result
+            else:
+                try:
+                    value = steps.send(sent)
+                except StopIteration as done:
+                    result = done.value
+                    return result

@@ -20,20 +20,20 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from jsonschema.exceptions import ValidationError as SchemaViolation
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from referencing.exceptions import Unresolvable
 
 from ._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
-from ._formats import ASSERTED_FORMATS, FORMAT_CHECKER, unasserted_formats
-from ._patterns import PatternRefused, ReferenceValidator, for_reference, python_source
+from ._formats import ASSERTED_FORMATS, format_checker, unasserted_formats
+from ._patterns import PatternRefused, for_reference, python_source, reference_validator_class
 from ._schema_walk import subschemas
 from .errors import ContractError
+
+if TYPE_CHECKING:  # jsonschema (the reference) is imported when a contract is compiled
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError as SchemaViolation
 
 RESERVED_ARGUMENTS: Final[frozenset[str]] = frozenset(
     {
@@ -56,7 +56,7 @@ RESERVED_ARGUMENTS: Final[frozenset[str]] = frozenset(
 class Contract(BaseModel):
     """A tool contract as written in `contracts/<name>.json`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
     description: str = Field(min_length=20)
@@ -94,7 +94,7 @@ def fast_validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
 
 def reference_validator(schema: dict[str, Any]) -> Draft202012Validator:
     """The reference validator: jsonschema, asserting exactly the runner's formats."""
-    return ReferenceValidator(for_reference(schema), format_checker=FORMAT_CHECKER)
+    return reference_validator_class()(for_reference(schema), format_checker=format_checker())
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +222,9 @@ def compile_contract(
     contract: Contract, source: str | Path, rules: type[BaseModel] | None = None
 ) -> CompiledContract:
     """Check both schemas against the 2020-12 meta-schema and build their validators."""
+    from jsonschema.exceptions import SchemaError  # noqa: PLC0415  # the reference, on first use
+    from referencing.exceptions import Unresolvable  # noqa: PLC0415
+
     for label, schema in (
         ("input_schema", contract.input_schema),
         ("result_schema", contract.result_schema),
@@ -229,7 +232,7 @@ def compile_contract(
         # First, so a pattern is refused with its reason, not the meta-schema's "is not a regex".
         _refuse_what_cannot_be_checked(source, label, schema)
         try:
-            ReferenceValidator.check_schema(schema)
+            reference_validator_class().check_schema(schema)
         except SchemaError as exc:
             where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
             raise ContractError(source, f"{label} at {where}: {exc.message}") from exc

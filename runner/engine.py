@@ -45,10 +45,11 @@ from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
-from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
+from .spec import DEFAULT_SYSTEM_PROMPT, DURABILITIES, Durability, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.adapters import as_async, is_async_store
 from .store.base import AsyncStore, Store
+from .store.step_commits import StepCommits
 from .store.writebehind import PendingWrites
 from .tools import ToolBox
 from .trace import RunHeader, TransitionRecord
@@ -88,12 +89,16 @@ class Engine:
         render_limit: int = 4000,
         spans: Sequence[SpanSink] = (),
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        durability: Durability = "transition",
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`).
         `system_prompt`: what the model is told first, unless a run's spec gives its own.
         `store`: a synchronous `Store` (memory, SQLite), written in place, or an `AsyncStore`
-        (PostgreSQL), awaited at each phase of a run (store/writebehind.py)."""
+        (PostgreSQL), awaited at each phase of a run (store/writebehind.py).
+        `durability`: how often a run commits on a synchronous store, unless its spec says
+        (`runner.spec.Durability`); an `AsyncStore` commits what a run wrote at each phase."""
+        _check_durability(durability, "Engine(durability=...)")
         if rng is not None:
             warnings.warn(
                 "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
@@ -102,13 +107,16 @@ class Engine:
                 stacklevel=2,
             )
         self.system_prompt = system_prompt
+        self.durability: Durability = durability
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         pending = PendingWrites(store) if is_async_store(store) else None
+        # holds only the runs in `step` durability (a sync store; PendingWrites batches its own)
+        self._commits = StepCommits(store) if pending is None else None  # type: ignore[arg-type]
         self._reader = as_async(store)
         self.runtime = Runtime(
             contracts=contracts,
             toolbox=toolbox,
-            store=pending or store,  # type: ignore[arg-type]  # a sync Store when not pending
+            store=pending or self._commits,  # type: ignore[arg-type]  # a sync Store when not pending
             pending=pending,
             clock=clock,
             policy=policy or Policy(),
@@ -138,6 +146,7 @@ class Engine:
         effects = LiveEffects(run_id, model, self.clock, started, redactor)
         run = self._new_run(run_id, spec, effects, started, known=[])
         self.runtime.store.begin_run(self._header(run, identity_of(model)))
+        self._hold(run)
         return await self._drive(run)
 
     def start(self, spec: RunSpec, model: ModelAdapter, *, run_id: str | None = None) -> RunHandle:
@@ -164,6 +173,7 @@ class Engine:
         except BaseException:
             detach(run.lifecycle)
             raise
+        self._hold(run)
         task = loop.create_task(self._drive(run), name=f"runner run {run_id}")
         effects.run_task = run.setup.cancel.task = task
         effects.cancellation = run.setup.cancel
@@ -177,6 +187,8 @@ class Engine:
         before anything else; nothing already done is done again. The model is told the system
         prompt recorded when the run began, unless `spec` gives one.
         """
+        if spec.durability is not None:
+            _check_durability(spec.durability, "RunSpec.durability")
         store = self._reader
         stored = await store.header(run_id)
         if stored is None:
@@ -200,6 +212,7 @@ class Engine:
         if self.runtime.pending is not None:  # claims made again while re-driving settle here
             for op in operations:
                 self.runtime.pending.adopt(op.key, run_id)
+        self._hold(run)
         return await self._drive(run)
 
     async def replay(
@@ -251,10 +264,17 @@ class Engine:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def _hold(self, run: RunState) -> None:
+        """A run in `step` durability: its transitions are committed a step at a time."""
+        if self._commits is not None and (run.setup.spec.durability or self.durability) == "step":
+            self._commits.hold(run.setup.run_id)
+
     def _check_start(self, spec: RunSpec, loop: asyncio.AbstractEventLoop) -> None:
         """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
         at its first wait and stay `running`), and a tool the spec names without a contract
         (it would be dropped from the offer in silence: a typo)."""
+        if spec.durability is not None:
+            _check_durability(spec.durability, "RunSpec.durability")
         if isinstance(self.clock, FakeClock):
             self.clock.check_loop(loop, "a run on a FakeClock")
         unknown = [name for name in spec.tools if name not in self.runtime.contracts]
@@ -319,6 +339,8 @@ class Engine:
                 elif slot.task is not None:
                     slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
             detach(run.lifecycle)
+            if self._commits is not None:
+                self._commits.release(run.setup.run_id)  # whatever it did is committed, even cut
         result = finish(self.runtime, run)
         if pending is not None:
             await pending.flush(run.setup.run_id)
@@ -327,6 +349,11 @@ class Engine:
 
     def _end_cancelled(self, run: RunState) -> None:
         self._core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)
+
+
+def _check_durability(durability: object, where: str) -> None:
+    if durability not in DURABILITIES:
+        raise ConfigError(f"{where} is {durability!r}: one of {', '.join(DURABILITIES)}")
 
 
 def outside_a_loop(call: str, instead: str) -> None:

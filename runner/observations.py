@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, TypeAdapter
+from pydantic import ConfigDict, Discriminator, TypeAdapter
 
 from .budget import Bound
 
@@ -190,7 +190,10 @@ TypedToolObservation = Annotated[ToolObservation, Discriminator("kind")]
 
 Observation = Annotated[ToolObservation | ModelAnswered, Discriminator("kind")]
 
-OBSERVATION_ADAPTER: TypeAdapter[Observation] = TypeAdapter(Observation)
+# Built on first use, not at `import runner`.
+OBSERVATION_ADAPTER: TypeAdapter[Observation] = TypeAdapter(
+    Observation, config=ConfigDict(defer_build=True)
+)
 
 ResultClass = Literal[
     "ok",

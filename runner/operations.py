@@ -30,6 +30,9 @@ class OperationStatus(StrEnum):
 def canonical(value: Any) -> Any:
     """`value` with every integral float written as the integer it is: JSON Schema (and the
     contracts' `integer`) count 4 and 4.0 as one value, so one write must get one key."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most leaves: as they are
+        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):

@@ -16,7 +16,6 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -70,7 +69,7 @@ def unsafe_decisions(decisions: Mapping[ResultClass, Decision]) -> list[str]:
 class Backoff(BaseModel):
     """Exponential backoff, full jitter: uniform(0, min(max_s, initial_s * multiplier**n))."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     initial_s: float = Field(default=0.5, gt=0, le=MAX_BACKOFF_S)
     multiplier: float = Field(default=2.0, ge=1, le=10)
@@ -95,7 +94,7 @@ class Policy(BaseModel):
     `runner.sim`.)
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = "default"
     decisions: dict[ResultClass, Decision] = Field(default_factory=lambda: dict(DEFAULT_DECISIONS))
@@ -165,6 +164,8 @@ class Policy(BaseModel):
     @classmethod
     def load(cls, path: Path) -> Policy:
         """Read a policy from a YAML or JSON file; one clear `ConfigError` if it is wrong."""
+        import yaml  # noqa: PLC0415  # only a policy file needs it, not every `import runner`
+
         try:
             data = yaml.safe_load(read_text(path))
             check_shape(data)

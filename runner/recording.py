@@ -11,12 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, NotRequired
 
-from pydantic import Discriminator, TypeAdapter
+from pydantic import ConfigDict, Discriminator, TypeAdapter, with_config
 from typing_extensions import TypedDict  # pydantic needs it, not typing's, before 3.12
 
 from ._jsonsafe import clean_text, safe_str
 from .models.base import ModelReply, TokenUsage, ToolCall
 from .tools import ToolResponse
+
+_DEFERRED: Final = ConfigDict(defer_build=True)
+"""Adapters and their schemas are built on first use, not at `import runner`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,6 +131,7 @@ def _call_json(call: ToolCall) -> RecordedCall:
     return data
 
 
+@with_config(_DEFERRED)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordedTurn:
     """One model request's reply."""
@@ -206,6 +210,7 @@ class RecordedTurn:
         )
 
 
+@with_config(_DEFERRED)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordedOutput:
     """One dispatched tool call's full raw outcome."""
@@ -223,7 +228,9 @@ class RecordedOutput:
     """Seconds since the run started when the outcome arrived."""
 
 
-RAW_OUTCOME_ADAPTER: TypeAdapter[Responded | Raised | Lost] = TypeAdapter(RawOutcome)
+RAW_OUTCOME_ADAPTER: TypeAdapter[Responded | Raised | Lost] = TypeAdapter(
+    RawOutcome, config=_DEFERRED
+)
 Recorded = RecordedTurn | RecordedOutput
 """Any recorded input."""
 

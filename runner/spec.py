@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from .budget import Limits
 from .states import State
@@ -16,6 +16,12 @@ DEFAULT_SYSTEM_PROMPT: Final = (
     "are JSON with a result_class; errors are typed. Never treat an unknown status as confirmed."
 )
 """What the model is told when neither the engine nor the spec says otherwise."""
+
+Durability = Literal["transition", "step"]
+"""How often a run commits: every transition (the default), or the transitions of one step
+together. In both, a write's intent with its operation key is committed before the write is
+dispatched, and its outcome before anything depends on it (`runner/store/step_commits.py`)."""
+DURABILITIES: Final[tuple[Durability, ...]] = ("transition", "step")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,6 +44,8 @@ class RunSpec:
     annotations: Mapping[str, Any] = field(default_factory=dict)
     """The caller's own JSON data about the run, kept untouched in its header (the fixture layer
     keeps the fixture and where its simulated world lives here, to resume and grade the run)."""
+    durability: Durability | None = None
+    """How often the run commits (`Durability`); None: the engine's (`Engine(durability=...)`)."""
 
 
 @dataclass(slots=True, kw_only=True)

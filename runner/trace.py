@@ -27,7 +27,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    with_config,
+)
 
 from ._documents import TOO_LONG_NUMBER, DocumentProblem, read_text
 from .errors import LogFormatError
@@ -46,7 +54,11 @@ from .states import State
 LOG_FORMAT: Final = "runner-log/2"
 READABLE_FORMATS: Final = frozenset({"runner-log/1", LOG_FORMAT})
 
+_DEFERRED: Final = ConfigDict(defer_build=True)
+"""Adapters and their schemas are built on first use, not at `import runner`."""
 
+
+@with_config(_DEFERRED)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TransitionRecord:
     """One transition of one run: enough, with its neighbours, to replay and grade the run."""
@@ -102,6 +114,7 @@ def states_visited(records: list[TransitionRecord]) -> list[State]:
     return [records[0].from_state, *(record.to_state for record in records)]
 
 
+@with_config(_DEFERRED)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunHeader:
     """What a run was started with: enough to resume or replay it."""
@@ -138,6 +151,7 @@ class OperationSummary:
     status: str
 
 
+@with_config(_DEFERRED)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunSummary:
     run_id: str
@@ -180,7 +194,7 @@ RECORD_ADAPTER: TypeAdapter[TransitionRecord] = TypeAdapter(TransitionRecord)
 
 
 class _TransitionLine(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
     type: Literal["transition"]
     run_id: str
     seq: int

@@ -37,6 +37,8 @@ class Variant:
 
     run_args: tuple[str, ...] = ()
     """Extra `run` flags, e.g. a live model: `resume` must then find the model in the header."""
+    resume_args: tuple[str, ...] = ()
+    """Extra `resume` flags (e.g. `--durability step`, which the header does not record)."""
     elsewhere: bool = False
     """Run with a relative `--db` inside the run's folder; resume from another folder."""
     stride: int = 1
@@ -78,7 +80,14 @@ def _holds(world: Path) -> int:
 
 
 def _check(
-    sweep: Sweep, point: int, expected_holds: int, db: Path, world: Path, *, elsewhere: Path | None
+    sweep: Sweep,
+    point: int,
+    expected_holds: int,
+    db: Path,
+    world: Path,
+    *,
+    elsewhere: Path | None,
+    resume_args: tuple[str, ...] = (),
 ) -> None:
     where = f"{sweep.fixture} crash point {point}"
     store = SqliteStore(db)
@@ -89,7 +98,8 @@ def _check(
             sweep.problems.append(f"{where}: holds before the run began")
         return
     run_id = runs[0].header.run_id
-    resumed = _runner(["resume", run_id, "--db", str(db), "--json"], elsewhere or db.parent)
+    resume = ["resume", run_id, "--db", str(db), "--json", *resume_args]
+    resumed = _runner(resume, elsewhere or db.parent)
     if resumed.returncode not in (0, 1) or not resumed.stdout.strip().startswith(("{", "run ")):
         sweep.problems.append(f"{where}: resume failed ({resumed.returncode}): {resumed.stderr}")
         return
@@ -141,21 +151,35 @@ def _sweep(path: Path, workdir: Path, variant: Variant = Variant()) -> Sweep:
         if elsewhere is not None:  # another store's world lives there: a place to go wrong in
             (elsewhere / "runs.sqlite.world").mkdir(parents=True)
         world = folder / "runs.sqlite.world"
-        _check(sweep, point, fixture.expect.holds, db, world, elsewhere=elsewhere)
+        _check(
+            sweep,
+            point,
+            fixture.expect.holds,
+            db,
+            world,
+            elsewhere=elsewhere,
+            resume_args=variant.resume_args,
+        )
         point += variant.stride
 
 
+STEP = Variant(run_args=("--durability", "step"), resume_args=("--durability", "step"))
+
+
+@pytest.mark.parametrize("variant", [Variant(), STEP], ids=["transition", "step"])
 def test_every_crash_point_of_every_hold_fixture_resumes_safely(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    variant: Variant, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """In both durability modes: never a second hold, always a declared state, no gap."""
     assert len(HOLD_FIXTURES) >= 5
     assert FIXTURES / "hold_duplicate_calls.yaml" in HOLD_FIXTURES  # a batch with duplicate writes
     with ThreadPoolExecutor(max_workers=2) as pool:
-        sweeps = list(pool.map(lambda p: _sweep(p, tmp_path), HOLD_FIXTURES))
+        sweeps = list(pool.map(lambda p: _sweep(p, tmp_path, variant), HOLD_FIXTURES))
     problems = [problem for sweep in sweeps for problem in sweep.problems]
     total = sum(sweep.points for sweep in sweeps)
     with capsys.disabled():
         detail = ", ".join(f"{s.fixture} {s.points}" for s in sweeps)
-        print(f"\ncrash sweep: {total} crash points swept ({detail})")
+        mode = variant.run_args[-1] if variant.run_args else "transition"
+        print(f"\ncrash sweep ({mode}): {total} crash points swept ({detail})")
     assert all(sweep.points >= 5 for sweep in sweeps)
     assert problems == []

@@ -10,7 +10,10 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from runner import _formats as formats
 from runner._formats import ASSERTED_FORMATS, unasserted_formats
 
 CASES: dict[str, tuple[list[str], list[str]]] = {
@@ -140,8 +143,45 @@ def test_only_format_keywords_in_schema_positions_count() -> None:
 
 
 def test_without_idna_the_runner_refuses_to_start_and_says_why() -> None:
-    """A checker's library missing is a clear error at import, never a format checked less."""
-    code = "import sys; sys.modules['idna'] = None; import runner"
+    """A checker's library missing is a clear error when contracts are first reachable (their
+    module imported), never a format checked less."""
+    code = "import sys; sys.modules['idna'] = None; from runner import load_contracts"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode != 0
     assert "ConfigError" in done.stderr and "needs idna" in done.stderr
+
+
+def _two(top: int) -> st.SearchStrategy[str]:
+    """Two digits from 00 to `top`, the edges most often, or any two digits."""
+    edges = st.sampled_from(["00", "01", f"{top - 1:02d}", f"{top:02d}"])
+    return edges | st.integers(0, top).map(lambda n: f"{n:02d}") | st.from_regex(r"\A[0-9]{2}\Z")
+
+
+_STAMP_PARTS = st.tuples(
+    st.sampled_from(["0000", "0001", "1900", "2000", "2023", "2024", "2100"])
+    | st.from_regex(r"\A[0-9]{4}\Z"),
+    _two(13),  # month
+    _two(32),  # day
+    _two(24),  # hour
+    _two(60),  # minute
+    _two(61),  # second
+    st.sampled_from(["Z", "z", "+", "-"]),
+    _two(24),
+    _two(60),
+)
+
+
+@settings(max_examples=300)
+@given(_STAMP_PARTS)
+def test_the_text_shortcut_agrees_with_the_arithmetic(parts: tuple[str, ...]) -> None:
+    """`is_date`/`is_date_time` decide the common case on the digits' text; every timestamp
+    of the right shape gets the answer the full check (`_valid_date`, `_valid_time`) gives."""
+    year, month, day, hour, minute, second, zone, off_hour, off_minute = parts
+    sign = None if zone in "Zz" else zone
+    offset = zone if sign is None else f"{zone}{off_hour}:{off_minute}"
+    off = (off_hour, off_minute) if sign else (None, None)
+    date_ok = formats._valid_date(year, month, day)
+    time_ok = formats._valid_time(hour, minute, second, sign, *off)
+    assert formats.is_date(f"{year}-{month}-{day}") == date_ok
+    stamp = f"{year}-{month}-{day}T{hour}:{minute}:{second}{offset}"
+    assert formats.is_date_time(stamp) == (date_ok and time_ok)

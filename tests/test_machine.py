@@ -1,7 +1,10 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transitions import Machine, MachineError
 
 from runner import machine
-from runner.errors import IllegalTransition
+from runner.errors import ConfigError, IllegalTransition
 from runner.machine import TABLE, Decision, Edge, Trigger, attach, decide, detach, fire
 from runner.states import TERMINAL, State
 
@@ -92,3 +95,89 @@ def test_machine_is_built_once_per_process() -> None:
     finally:
         detach(attach_a)
         detach(attach_b)
+
+
+class Model:
+    """A bare model for the stock machine (which keeps `state` on it)."""
+
+    state: str
+
+
+def _stock_machine() -> Machine:
+    """The same table on an unmodified `transitions.Machine` (its full callback pipeline)."""
+    return Machine(
+        model=None,
+        states=[state.value for state in State],
+        transitions=[
+            {"trigger": e.trigger.value, "source": e.source.value, "dest": e.dest.value}
+            for e in TABLE
+        ],
+        initial=State.PLAN.value,
+        auto_transitions=False,
+        ignore_invalid_triggers=False,
+        send_event=True,
+    )
+
+
+def _stock_move(stock: Machine, state: State, trigger: Trigger) -> State | None:
+    model = Model()
+    stock.add_model(model, initial=state.value)
+    try:
+        stock.events[trigger.value].trigger(model)
+    except MachineError:
+        return None
+    finally:
+        stock.remove_model(model)
+    return State(model.state)
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_every_move_is_the_one_stock_transitions_makes(state: State) -> None:
+    """The shared machine's direct triggers agree with an unmodified `transitions.Machine` on
+    every (state, trigger): the same destination, or both refuse."""
+    stock = _stock_machine()
+    for trigger in Trigger:
+        lifecycle = attach(initial=state)
+        try:
+            moved: State | None = fire(lifecycle, trigger)
+        except IllegalTransition:
+            moved = None
+            assert lifecycle.current is state and lifecycle.state == state.value
+        finally:
+            detach(lifecycle)
+        assert moved is _stock_move(stock, state, trigger), (state, trigger)
+
+
+@settings(max_examples=100)
+@given(st.lists(st.sampled_from(list(Trigger)), max_size=40))
+def test_any_trigger_sequence_walks_as_stock_transitions_walks(triggers: list[Trigger]) -> None:
+    stock, model, lifecycle = _stock_machine(), Model(), attach()
+    stock.add_model(model, initial=State.PLAN.value)
+    try:
+        for trigger in triggers:
+            try:
+                fire(lifecycle, trigger)
+            except IllegalTransition:
+                with pytest.raises(MachineError):
+                    stock.events[trigger.value].trigger(model)
+            else:
+                stock.events[trigger.value].trigger(model)
+            assert lifecycle.state == model.state
+            assert lifecycle.current is State(model.state)
+    finally:
+        detach(lifecycle)
+
+
+def test_a_callback_on_the_shared_machine_is_refused() -> None:
+    """The direct triggers skip the callback pipeline, so a machine that has any is refused."""
+    plain = machine._PlainMachine(
+        model=None, states=["a", "b"], transitions=[["go", "a", "b"]], initial="a"
+    )
+    machine._check_plain(plain)  # none: accepted
+    plain.events["go"].add_callback("after", lambda: None)
+    with pytest.raises(ConfigError, match="no callbacks"):
+        machine._check_plain(plain)
+    plain.events["go"].transitions["a"][0].after.clear()
+    plain.on_enter_b(lambda: None)
+    with pytest.raises(ConfigError, match="no callbacks"):
+        machine._check_plain(plain)

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import log
@@ -19,6 +19,7 @@ from ..models import live_model
 from ..models.base import ModelAdapter
 from ..replay import Recording
 from ..report import RunView, printable, run_json, run_text
+from ..spec import DURABILITIES
 from ..store import FanoutStore, JsonlLog
 from ..store.base import Store
 from ..travel import fixtures_dir
@@ -52,6 +53,20 @@ def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
     sub.add_argument("--fallback-model", default=None, help="with --model: same-family fallback")
 
 
+def _with_mcp(sub: argparse.ArgumentParser, purpose: str) -> None:
+    sub.add_argument("--mcp", type=Path, default=None, help=purpose)
+
+
+def _with_durability(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--durability",
+        choices=DURABILITIES,
+        default="transition",
+        help="commit every transition (default) or each step's together; a write's intent "
+        "and outcome are committed before anything depends on them either way",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="runner", description=__doc__)
     parser.add_argument(
@@ -77,49 +92,25 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
     run.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
-    run.add_argument(
-        "--mcp", type=Path, default=None, help="MCP servers config (YAML/JSON): their tools too"
-    )
+    _with_mcp(run, "MCP servers config (YAML/JSON): their tools too")
     _with_model(run, "plan with a live model")
     with_db(run)
+    _with_durability(run)
 
     resume = commands.add_parser("resume", help="continue a run that was killed")
     resume.add_argument("run_id")
     _with_model(resume, "the live model the run was started with (default: from its header)")
-    resume.add_argument(
-        "--mcp", type=Path, default=None, help="how to reach the MCP servers the run pinned"
-    )
+    _with_mcp(resume, "how to reach the MCP servers the run pinned")
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(resume)
+    _with_durability(resume)
 
     show = commands.add_parser("show", help="print a stored run's trajectory")
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(show)
 
-    replay = commands.add_parser(
-        "replay", help="re-drive a stored run (or a JSONL log) from its recorded inputs"
-    )
-    replay.add_argument("source", help="a RUN_ID in --db, or a JSONL log file")
-    replay.add_argument("--run", default=None, help="with a log file: only this run")
-    replay.add_argument(
-        "--policy", default=None, help="counterfactual: default, naive (simulation), or a file"
-    )
-    for bound, kind in (
-        ("max_attempts", count),
-        ("max_model_steps", count),
-        ("max_tokens", count),
-        ("max_seconds", seconds),
-    ):
-        replay.add_argument(
-            f"--{bound.replace('_', '-')}",
-            dest=bound,
-            type=kind,
-            default=None,
-            help=f"counterfactual: another {bound}",
-        )
-    replay.add_argument("--json", action="store_true", help="print one JSON object per replay")
-    with_db(replay)
+    _replay_parser(commands, with_db)
 
     grade = commands.add_parser(
         "grade", help="grade fixtures over K clean trials each, or runs already stored"
@@ -154,6 +145,35 @@ def _parser() -> argparse.ArgumentParser:
     add_distributed_parsers(commands, with_db)
     _contracts_and_fixtures_parsers(parser, commands)  # last: it adds --verbose to all
     return parser
+
+
+def _replay_parser(
+    commands: argparse._SubParsersAction[ArgumentParser],
+    with_db: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    replay = commands.add_parser(
+        "replay", help="re-drive a stored run (or a JSONL log) from its recorded inputs"
+    )
+    replay.add_argument("source", help="a RUN_ID in --db, or a JSONL log file")
+    replay.add_argument("--run", default=None, help="with a log file: only this run")
+    replay.add_argument(
+        "--policy", default=None, help="counterfactual: default, naive (simulation), or a file"
+    )
+    for bound, kind in (
+        ("max_attempts", count),
+        ("max_model_steps", count),
+        ("max_tokens", count),
+        ("max_seconds", seconds),
+    ):
+        replay.add_argument(
+            f"--{bound.replace('_', '-')}",
+            dest=bound,
+            type=kind,
+            default=None,
+            help=f"counterfactual: another {bound}",
+        )
+    replay.add_argument("--json", action="store_true", help="print one JSON object per replay")
+    with_db(replay)
 
 
 def _contracts_and_fixtures_parsers(
@@ -216,6 +236,7 @@ def _run(args: argparse.Namespace) -> int:
                     world_dir=world,
                     model=model,
                     mcp=mcp,
+                    durability=args.durability,
                 )
                 _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
@@ -258,6 +279,7 @@ def _resume(args: argparse.Namespace) -> int:
             model=_model(args),
             store_dir=args.db.folder,
             mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
+            durability=args.durability,
         )
     finally:
         store.close()

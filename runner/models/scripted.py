@@ -14,7 +14,7 @@ from .identity import SCRIPTED
 
 
 class ScriptedCall(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
@@ -22,7 +22,7 @@ class ScriptedCall(BaseModel):
 
 
 class ScriptedUsage(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     input: int = Field(ge=0)
     output: int = Field(ge=0)
@@ -31,7 +31,7 @@ class ScriptedUsage(BaseModel):
 class ScriptedTurn(BaseModel):
     """One model reply: tool calls or a final answer; with `when`, only after those classes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     tool_calls: list[ScriptedCall] | None = None
     final: str | None = None

@@ -187,32 +187,42 @@ class SqliteStore:
             raise StoreError(f"run {header.run_id} could not be begun: {exc}") from exc
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
-        last = self._last_seq.get(record.run_id)
+        self.append_all(((record, inputs),))
+
+    def append_all(self, entries: Sequence[tuple[TransitionRecord, Sequence[Recorded]]]) -> None:
+        """Several transitions of one run, each with its inputs, in one transaction (a step's
+        worth, under `durability="step"`); all or nothing."""
+        if not entries:
+            return
+        run_id = entries[0][0].run_id
+        last = self._last_seq.get(run_id)
         if last is None:
             rows = self._read(
-                "SELECT COALESCE(MAX(seq), 0) FROM transitions WHERE run_id = ?", (record.run_id,)
+                "SELECT COALESCE(MAX(seq), 0) FROM transitions WHERE run_id = ?", (run_id,)
             )
             last = int(rows[0][0])
-        if record.seq != last + 1:
-            raise StoreError(f"run {record.run_id}: seq {record.seq} after {last}")
+        for offset, (record, _) in enumerate(entries, start=1):
+            if record.run_id != run_id or record.seq != last + offset:
+                raise StoreError(f"run {record.run_id}: seq {record.seq} after {last + offset - 1}")
         with transaction(self._conn, self.path) as conn:
-            self._fenced(conn, record.run_id)
-            for item in inputs:
-                if isinstance(item, RecordedTurn):
-                    conn.execute(
-                        "INSERT INTO turns (run_id, ordinal, turn) VALUES (?, ?, ?)",
-                        (item.run_id, item.ordinal, _fast_json(item, TURN_ADAPTER)),
-                    )
-                else:
-                    conn.execute(
-                        "INSERT INTO outputs (run_id, ordinal, output) VALUES (?, ?, ?)",
-                        (item.run_id, item.ordinal, _fast_json(item, OUTPUT_ADAPTER)),
-                    )
-            conn.execute(
-                "INSERT INTO transitions (run_id, seq, record) VALUES (?, ?, ?)",
-                (record.run_id, record.seq, _fast_json(record, RECORD_ADAPTER)),
-            )
-        self._last_seq[record.run_id] = record.seq
+            self._fenced(conn, run_id)
+            for record, inputs in entries:
+                for item in inputs:
+                    if isinstance(item, RecordedTurn):
+                        conn.execute(
+                            "INSERT INTO turns (run_id, ordinal, turn) VALUES (?, ?, ?)",
+                            (item.run_id, item.ordinal, _fast_json(item, TURN_ADAPTER)),
+                        )
+                    else:
+                        conn.execute(
+                            "INSERT INTO outputs (run_id, ordinal, output) VALUES (?, ?, ?)",
+                            (item.run_id, item.ordinal, _fast_json(item, OUTPUT_ADAPTER)),
+                        )
+                conn.execute(
+                    "INSERT INTO transitions (run_id, seq, record) VALUES (?, ?, ?)",
+                    (record.run_id, record.seq, _fast_json(record, RECORD_ADAPTER)),
+                )
+        self._last_seq[run_id] = last + len(entries)
 
     def end_run(self, summary: RunSummary) -> None:
         body = self._readable(SUMMARY_ADAPTER, summary, f"run {summary.run_id} summary")

@@ -32,7 +32,7 @@ from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
 from ..policy import Policy
-from ..spec import RunResult, RunSpec
+from ..spec import Durability, RunResult, RunSpec
 from ..states import State
 from ..store.base import Store
 from ..tools import Principal
@@ -111,6 +111,7 @@ def run_fixture(
     model: ModelAdapter | None = None,
     mcp: McpTools | None = None,
     run_id: str | None = None,
+    durability: Durability = "transition",
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
@@ -134,6 +135,7 @@ def run_fixture(
         drive=lambda engine, scripted: engine.run(spec, model or scripted, run_id=run_id),
         live=model is not None,
         mcp=mcp,
+        durability=durability,
     )
 
 
@@ -145,6 +147,7 @@ def resume_fixture(
     model: ModelAdapter | None = None,
     store_dir: Path | None = None,
     mcp: McpConfig | None = None,
+    durability: Durability = "transition",
 ) -> ScenarioRun:
     """Continue a killed fixture run from its store (and its supplier database).
 
@@ -191,6 +194,7 @@ def resume_fixture(
         consumed=consumed,
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
         mcp=tools,
+        durability=durability,
     )
 
 
@@ -220,6 +224,7 @@ def _play(
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
     live: bool = False,
     mcp: McpTools | None = None,
+    durability: Durability = "transition",
 ) -> ScenarioRun:
     """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
 
@@ -237,6 +242,7 @@ def _play(
         store=store,
         clock=clock,
         policy=policy,
+        durability=durability,
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:

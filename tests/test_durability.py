@@ -1,0 +1,189 @@
+"""Durability modes (issue 11): `transition` commits every transition, `step` the transitions of a
+step together; in both, a write's intent (with its key) is committed before the write is
+dispatched and its outcome before anything depends on it.
+
+Each check looks at the SQLite file through a connection of its own, as another process would
+after a crash: what is committed there is what survives.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner import _failpoints
+from runner.clock import FakeClock
+from runner.contracts import ContractSet
+from runner.engine import Engine
+from runner.errors import ConfigError
+from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
+from runner.spec import Durability
+from runner.store import SqliteStore
+from runner.tools import ToolImplementation, ToolInvocation, ToolResponse
+from runner.transcript import Transcript
+
+from .conftest import FLIGHT_ARGS
+from .hostile import FLIGHTS_OK, HOLD_ARGS, START, answer, calls, spec
+
+OTHER_SEARCH = {**FLIGHT_ARGS, "max_results": 2}
+HELD = {"status": "ok", "hold_id": "HX-1", "expires_at": "2027-03-02T09:00:00Z"}
+
+
+class Committed:
+    """What another connection sees in the store file right now."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(self.path)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+
+    def last_state(self) -> str | None:
+        rows = self.rows("SELECT record FROM transitions ORDER BY seq DESC LIMIT 1")
+        return None if not rows else str(json.loads(rows[0][0])["to_state"])
+
+    def operation(self, key: str) -> tuple[str, str | None] | None:
+        rows = self.rows("SELECT status, result FROM operations WHERE key = ?", key)
+        return (rows[0][0], rows[0][1]) if rows else None
+
+
+class Watching:
+    """A model and tools that check, at each request and dispatch, what is committed."""
+
+    def __init__(self, committed: Committed) -> None:
+        self.committed = committed
+        self.problems: list[str] = []
+        self.requests = 0
+        self.replies = [
+            calls(ToolCall(id="s1", name="search_flights", arguments=dict(FLIGHT_ARGS))),
+            calls(ToolCall(id="h1", name="hold_room", arguments=dict(HOLD_ARGS))),
+            calls(
+                ToolCall(
+                    id="s2", name="search_flights", arguments={**FLIGHT_ARGS, "max_results": 2}
+                )
+            ),
+        ]
+        self.held_key: str | None = None
+
+    async def generate(
+        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+    ) -> ModelReply:
+        self.requests += 1
+        if self.requests > 1 and self.committed.last_state() != "plan":
+            self.problems.append(f"request {self.requests}: the step before is not committed")
+        if self.held_key is not None:  # the hold's outcome, before the model reads it
+            stored = self.committed.operation(self.held_key)
+            if stored is None or stored[0] != "committed":
+                self.problems.append(f"request {self.requests}: the hold's outcome is {stored}")
+        return self.replies.pop(0) if self.replies else answer("held")
+
+    def implementation(self, tool: str) -> ToolImplementation | None:
+        async def respond(invocation: ToolInvocation) -> ToolResponse:
+            if tool == "hold_room":
+                assert invocation.operation_key is not None
+                stored = self.committed.operation(invocation.operation_key)
+                if stored is None or stored[0] != "pending":
+                    self.problems.append(f"hold dispatched with its intent {stored}")
+                self.held_key = invocation.operation_key
+                return ToolResponse(
+                    payload={
+                        "status": "ok",
+                        "hold_id": "HX-1",
+                        "expires_at": "2027-03-02T09:00:00Z",
+                    }
+                )
+            return ToolResponse(payload=FLIGHTS_OK)
+
+        return respond
+
+
+def _run(
+    contracts: ContractSet, tmp_path: Path, durability: Durability
+) -> tuple[Watching, Any, int]:
+    committed = Committed(tmp_path / f"{durability}.sqlite")
+    store = SqliteStore(committed.path)
+    watching = Watching(committed)
+    commits: list[int] = []
+    engine = Engine(
+        contracts=contracts,
+        toolbox=watching,
+        store=store,
+        clock=FakeClock(START),
+        durability=durability,
+    )
+    original = _failpoints.committed
+    _failpoints.committed = lambda: commits.append(1)  # type: ignore[assignment]
+    try:
+        result = engine.run_sync(spec(), watching)
+    finally:
+        _failpoints.committed = original  # type: ignore[assignment]
+        store.close()
+    return watching, result, len(commits)
+
+
+@pytest.mark.parametrize("durability", ["transition", "step"])
+def test_intent_before_dispatch_and_outcome_before_the_next_request(
+    durability: Durability, contracts: ContractSet, tmp_path: Path
+) -> None:
+    watching, result, _ = _run(contracts, tmp_path, durability)
+    assert result.terminal.value == "complete", result.reason
+    assert watching.requests == 4 and watching.held_key is not None
+    assert watching.problems == []
+
+
+def test_both_modes_store_the_same_run_and_step_commits_less(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    _, by_transition, transition_commits = _run(contracts, tmp_path, "transition")
+    _, by_step, step_commits = _run(contracts, tmp_path, "step")
+
+    def stored(name: str, run_id: str) -> list[str]:
+        conn = sqlite3.connect(tmp_path / f"{name}.sqlite")
+        rows = conn.execute(
+            "SELECT record FROM transitions WHERE run_id = ? ORDER BY seq", (run_id,)
+        ).fetchall()
+        conn.close()
+        # The run's id, and the operation key minted within it, differ from run to run.
+        return [
+            re.sub(r"hold_room:[0-9a-f]+", "KEY", row[0].replace(run_id, "RUN")) for row in rows
+        ]
+
+    assert stored("step", by_step.run_id) == stored("transition", by_transition.run_id)
+    assert by_step.terminal == by_transition.terminal
+    # 10 transitions: one commit each, or one a step (4) and one before the intent; and the
+    # header, the intent, the outcome and the summary in both.
+    assert len(by_step.transitions) == 10
+    assert (transition_commits, step_commits) == (10 + 4, 5 + 4)
+
+
+def test_an_unknown_durability_is_refused_before_anything_is_stored(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match="one of transition, step"):
+        Engine(
+            contracts=contracts,
+            toolbox=Watching(Committed(tmp_path / "x")),
+            store=SqliteStore(tmp_path / "x.sqlite"),
+            clock=FakeClock(START),
+            durability="sometimes",  # type: ignore[arg-type]
+        )
+    store = SqliteStore(tmp_path / "y.sqlite")
+    engine = Engine(
+        contracts=contracts,
+        toolbox=Watching(Committed(tmp_path / "y")),
+        store=store,
+        clock=FakeClock(START),
+    )
+    with pytest.raises(ConfigError, match=r"RunSpec\.durability"):
+        engine.run_sync(spec(durability="never"), Watching(Committed(tmp_path / "y")))
+    assert store.runs() == []
+    store.close()
