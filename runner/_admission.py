@@ -100,6 +100,12 @@ async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     )
 
 
+def unavailable(lookup: str) -> str:
+    """Why a write's outcome stays unknown when the toolbox has no implementation of its lookup
+    (replay reads it back: the recording then holds no outcome of that lookup)."""
+    return f"{lookup} is not available"
+
+
 def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key."""
     assert slot.contract is not None and slot.operation_key is not None
@@ -117,7 +123,7 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     if lookup_contract is None or implementation is None:
         slot.progress = WriteProgress.LOOKED_UP  # nothing can: the outcome stays unknown
         slot.observation = OutcomeUnknown(
-            call_id=slot.call.id, tool=slot.call.name, reason=f"{lookup} is not available"
+            call_id=slot.call.id, tool=slot.call.name, reason=unavailable(lookup)
         )
         return
     _dispatch(

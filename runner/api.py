@@ -26,6 +26,20 @@ from .states import State
 from .store.base import RunListing, Store, UnreadableRun
 from .trace import RunHeader, RunSummary
 
+__all__ = [
+    "Expect",
+    "Replay",
+    "RunStatus",
+    "Trial",
+    "UnreadableRun",
+    "grade_run",
+    "grade_run_sync",
+    "list_runs",
+    "replay_run",
+    "replay_run_sync",
+    "run_status",
+]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStatus:

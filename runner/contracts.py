@@ -17,7 +17,7 @@ and on every asserted format.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -277,7 +277,7 @@ class ContractSet(Mapping[str, CompiledContract]):
     def __getitem__(self, name: str) -> CompiledContract:
         return self._by_name[name]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(self._by_name)
 
     def __len__(self) -> int:

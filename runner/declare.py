@@ -41,6 +41,8 @@ from .contracts import CompiledContract, Contract, ContractSet, compile_contract
 from .errors import ContractError
 from .tools import ToolImplementation, ToolInvocation, ToolResponse
 
+__all__ = ["Toolset", "contract_json", "declare_contract", "json_schema_of"]
+
 DRAFT: Final = "https://json-schema.org/draft/2020-12/schema"
 _VALIDATORS: Final = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
 

@@ -165,7 +165,7 @@ class Engine:
         run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(
-            run_id, model, self.clock, started, Redactor(spec.credentials.values())
+            run_id, model, self.clock, started, Redactor(run_secrets(spec, model))
         )
         run = self._new_run(run_id, spec, effects, started, known=[])
         try:

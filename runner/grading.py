@@ -231,11 +231,15 @@ def every_call_answered_in_order(recording: Recording, contracts: ContractSet) -
     name = "every_call_answered_in_order"
     proposals = [turn for turn in recording.turns if turn.tool_calls]
     taken: set[str] = set()  # the ids as the runner made them unique, proposal by proposal
-    for batch_number, batch in enumerate(_batches(recording.transitions)):
+    batches = list(_batches(recording.transitions))
+    going = ending(recording)[0] is None  # its last batch may still be in flight (or killed)
+    for batch_number, batch in enumerate(batches):
         if batch_number >= len(proposals):
             return Check(name, False, f"batch {batch_number + 1} has no recorded proposal")
         wanted = [unique_id(call["id"], taken) for call in proposals[batch_number].tool_calls]
         answered = _answered_in_batch(batch)
+        if going and batch_number == len(batches) - 1:
+            wanted = wanted[: len(answered)]  # answered in order so far
         if answered != wanted:
             return Check(
                 name, False, f"batch {batch_number + 1}: answered {answered}, proposed {wanted}"

@@ -9,12 +9,14 @@ that starts at the run's recorded start.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from pydantic import ValidationError
 
+from ._admission import unavailable
 from .budget import Limits
 from .clock import FakeClock
 from .contracts import ContractSet
@@ -68,10 +70,14 @@ class Recording:
 
 
 class _NoLiveTools:
-    """Every contract's tool 'exists' for admission; none is ever called in a replay."""
+    """Every contract's tool 'exists' for admission, except those the live run's toolbox did not
+    have (`absent`); none is ever called in a replay."""
+
+    def __init__(self, absent: frozenset[str] = frozenset()) -> None:
+        self.absent = absent
 
     def implementation(self, tool: str) -> ToolImplementation | None:
-        return self._refuse
+        return None if tool in self.absent else self._refuse
 
     @staticmethod
     async def _refuse(invocation: ToolInvocation) -> ToolResponse:
@@ -110,6 +116,25 @@ class Replay:
         result = self.replayed.result
         ops = result.operations if result is not None else []
         return sum(op.status == "committed" for op in ops)
+
+
+def _absent_tools(recording: Recording, contracts: ContractSet) -> frozenset[str]:
+    """The tools the live run's toolbox had no implementation for, as its record shows: a call
+    to an offered tool answered `unknown_tool` (the toolbox is asked last, once the contract,
+    audience and offer, which a replay shares, have let it through), and a lookup that was
+    not available."""
+    offered = {
+        name
+        for name in recording.header.tools
+        if name in contracts and contracts[name].contract.audience == "model"
+    }
+    records = recording.transitions
+    absent = {r.tool for r in records if r.result_class == "unknown_tool" and r.tool in offered}
+    for before, record in itertools.pairwise(records):
+        lookup = before.tool or ""
+        if before.trigger == Trigger.RECONCILE and record.reason == unavailable(lookup):
+            absent.add(lookup)
+    return frozenset(absent)
 
 
 def _policy_changes(before: Policy, after: Policy) -> list[str]:
@@ -175,7 +200,7 @@ def replay(
     clock = FakeClock(header.started_at)
     engine = Engine(
         contracts=contracts,
-        toolbox=_NoLiveTools(),
+        toolbox=_NoLiveTools(_absent_tools(recording, contracts)),
         store=MemoryStore(),
         clock=clock,
         policy=use_policy,

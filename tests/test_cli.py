@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from runner import Engine, Principal, RunSpec, SqliteStore, SystemClock, ToolRegistry
 from runner.cli import main
+from runner.testing import FunctionModel
 from runner.trace import read_log
+from runner.travel import load_travel_contracts
 
 from .conftest import FIXTURES, ROOT
 
@@ -250,3 +253,26 @@ def test_contracts_check_refuses_what_cannot_be_checked_in_one_line(
     assert main(["--contracts", str(tmp_path), "contracts", "check"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: contract ") and fragment in err and err.count("\n") == 1
+
+
+def test_runs_keeps_its_columns_aligned_for_a_run_started_on_the_system_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An embedded run starts at a time with microseconds (32 characters, not 25): the `started`
+    column pushed every later column of its row out of line with the header."""
+    db = tmp_path / "r.db"
+    assert main(["run", str(FIXTURES / "access_denied.yaml"), "--db", str(db)]) == 0
+    store = SqliteStore(db)
+    engine = Engine(
+        contracts=load_travel_contracts(), toolbox=ToolRegistry(), store=store, clock=SystemClock()
+    )
+    spec = RunSpec(task="t", tenant="x", principal=Principal(id="p", scopes=frozenset()), tools=())
+    engine.run_sync(spec, FunctionModel(lambda transcript, tools: "done"))
+    store.close()
+    capsys.readouterr()
+    assert main(["runs", "--db", str(db)]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 2
+    for column in ("fixture", "terminal", "attempts"):
+        at = header.index(column)
+        assert all(row[at - 2 : at] == "  " and row[at] != " " for row in rows), (column, rows)

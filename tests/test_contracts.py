@@ -1,4 +1,6 @@
+import collections.abc
 import json
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -395,3 +397,10 @@ def test_pattern_properties_reached_through_a_ref_mean_what_ecma_262_says(tmp_pa
     compiled = load_contracts(tmp_path)["hidden_tool"]
     assert compiled.check_arguments({"value": {"abc": "x"}}, {}) is None
     assert compiled.check_arguments({"value": {"abc\n": "x"}}, {}) is not None
+
+
+def test_iterating_a_contract_set_is_typed_for_a_users_mypy(contracts: ContractSet) -> None:
+    """`ContractSet.__iter__` was unannotated: a user's `mypy --strict` saw `Any` (a function
+    returning `next(iter(contracts))` as `str` failed `no-any-return`)."""
+    assert typing.get_type_hints(ContractSet.__iter__)["return"] == collections.abc.Iterator[str]
+    assert sorted(contracts) == sorted(contracts.keys())

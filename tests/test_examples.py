@@ -14,14 +14,18 @@ import pytest
 from .conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "embed_service.py"
+DECLARED = ROOT / "examples" / "declared_tools_service.py"
 MARKER = "<!-- executed by tests/test_examples.py -->"
 
 
-def test_the_embedding_example_runs_and_prints_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("example", [EXAMPLE, DECLARED], ids=lambda path: path.stem)
+def test_the_embedding_example_runs_and_prints_nothing(tmp_path: Path, example: Path) -> None:
     """Its own tools and model, SQLite, handles, a cancel, and every run replayed identical
-    from inside its loop (the example asserts each); nothing printed, from any directory."""
+    from inside its loop (the example asserts each); nothing printed, from any directory.
+    `declared_tools_service.py`: tools declared in Python and from a JSON file in one `Toolset`,
+    a cancel while a write whose response is lost is in flight (looked up first)."""
     done = subprocess.run(
-        [sys.executable, str(EXAMPLE)],
+        [sys.executable, str(example)],
         cwd=tmp_path,
         check=False,
         capture_output=True,

@@ -239,3 +239,23 @@ def test_grade_stored_with_uneven_trials_gives_each_fixture_its_own_k(
     assert main(["grade", "--stored", "--db", db, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert sorted(f["k"] for f in report["fixtures"]) == [1, 2]
+
+
+@pytest.mark.parametrize("fixture_name", ["parallel_calls", "hold_not_committed"])
+def test_a_run_still_going_is_not_accused_of_leaving_its_batch_unanswered(
+    tmp_path: Path, contracts: ContractSet, fixture_name: str
+) -> None:
+    """`grade --stored` while a run's batch is in flight (or after it was killed there) failed
+    `every_call_answered_in_order` (`answered [], proposed ['call_1_0']`): a batch still going
+    need only have answered its calls in order so far. A finished run still needs them all."""
+    fixture = load_fixture(FIXTURES / f"{fixture_name}.yaml", contracts)
+    recording, _ = _run(fixture, tmp_path, contracts)
+    records = recording.transitions
+    for cut in range(1, len(records)):
+        so_far = dataclasses.replace(recording, transitions=records[:cut], summary=None)
+        assert _failed(so_far, contracts) == set(), (fixture_name, cut)
+    first_batch = next(i for i, r in enumerate(records) if r.to_state == "plan")
+    gone = [r.call_id for r in records[: first_batch + 1] if r.trigger == "classify"][-1]
+    dropped = [r for r in records if not (r.trigger == "classify" and r.call_id == gone)]
+    ended = dataclasses.replace(recording, transitions=dropped)
+    assert "every_call_answered_in_order" in _failed(ended, contracts)

@@ -231,3 +231,53 @@ def test_start_outside_a_running_loop_is_a_config_error(contracts: ContractSet) 
     with pytest.raises(ConfigError, match="running event loop"):
         engine.start(SPEC, HoldThenAnswer())
     assert machine.attached_count() == attached and engine.runtime.store.runs() == []
+
+
+def test_a_cancel_during_a_retry_wait_carries_the_decided_retry_out_first(
+    contracts: ContractSet,
+) -> None:
+    """As the README says: a retry already decided for a call of the batch is carried out, its
+    wait included (a cancel does not cut a Retry-After short), then the run ends `cancelled`."""
+    stay = {"city": "Tokyo", "check_in": "2027-04-02", "check_out": "2027-04-06", "guests": 2}
+    stay["accessibility"] = "wheelchair"
+    found = {
+        "status": "ok",
+        "source_timestamp": "2027-03-01T09:00:00Z",
+        "options": [{"hotel_id": "H-1", "name": "Ueno", "accessible_room_status": "unknown"}],
+    }
+    limited = {"status": "error", "error_code": "rate_limited", "retryable": True}
+    answered = asyncio.Event()
+    calls: list[float] = []
+
+    async def search_hotels(invocation: ToolInvocation) -> ToolResponse:
+        calls.append(asyncio.get_running_loop().time())
+        if len(calls) == 1:
+            answered.set()
+            return ToolResponse(payload=limited, retry_after="5")
+        return ToolResponse(payload=found)
+
+    class SearchThenAnswer(HoldThenAnswer):
+        async def generate(
+            self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+        ) -> ModelReply:
+            self.requests += 1
+            if self.requests == 1:
+                return _reply(ToolCall(id="s1", name="search_hotels", arguments=stay))
+            return _reply(text="Found H-1.")
+
+    model = SearchThenAnswer()
+    reader = Principal(id="svc", scopes=frozenset({"travel.read"}))
+    spec = RunSpec(task="Find a hotel.", tenant="acme", principal=reader, tools=("search_hotels",))
+
+    async def scenario(engine: Engine) -> RunResult:
+        handle = engine.start(spec, model)
+        await asyncio.wait_for(answered.wait(), 60)  # virtual time: fails, never hangs
+        handle.cancel()
+        return await handle.result()
+
+    result, store = _drive(contracts, ToolRegistry({"search_hotels": search_hotels}), scenario)
+    _ends_once_cancelled(result, store, contracts)
+    assert model.requests == 1 and len(calls) == 2 and calls[1] - calls[0] == pytest.approx(5)
+    assert result.waits_s == [5.0]
+    triggers = [r.trigger for r in result.transitions]
+    assert triggers == ["propose", "classify", "retry", "classify", "resume", "give_up"]

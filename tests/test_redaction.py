@@ -3,6 +3,7 @@ tool answers, the store, the JSONL log, structlog events and spans; exact replay
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import structlog
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.models.base import ModelRejected
+from runner.models.base import ModelRejected, ModelReply, TokenUsage
 from runner.models.scripted import ScriptedModel, ScriptedTurn
 from runner.redaction import Redactor
 from runner.replay import Recording, describe, replay
@@ -170,3 +171,39 @@ def test_a_model_error_quoting_a_credential_is_redacted_and_replays(
     assert SECRET.encode() not in (tmp_path / "runs.sqlite").read_bytes()
     again = replay(recording, contracts)
     assert again.identical, describe(again)
+
+
+class _KeyEchoingModel:
+    """A live adapter with its own key (`secrets`), whose endpoint echoes it in the answer."""
+
+    secrets = (SECRET,)
+
+    async def generate(self, transcript: Any, tools: Any, tool_choice: Any) -> ModelReply:
+        usage = TokenUsage(input_tokens=1, output_tokens=1)
+        return ModelReply(text=f"key {SECRET}", tool_calls=(), usage=usage, stop_reason="end_turn")
+
+
+def test_a_started_run_redacts_the_models_key_as_an_awaited_run_does(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    """`engine.start` (a handle) redacted only the spec's credentials, not the adapter's key."""
+    clock = FakeClock()
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    engine = Engine(contracts=contracts, toolbox=ToolRegistry(), store=store, clock=clock)
+    spec = RunSpec(
+        task="Say hello.",
+        tenant="optiverse",
+        principal=Principal(id="agent-7", scopes=frozenset({"travel.read"})),
+        tools=("search_hotels",),
+    )
+
+    async def both() -> tuple[str | None, str | None]:
+        started = await engine.start(spec, _KeyEchoingModel()).result()
+        awaited = await engine.run(spec, _KeyEchoingModel())
+        return started.answer, awaited.answer
+
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+        answers = runner.run(both())
+    store.close()
+    assert answers == (f"key {REDACTED}", f"key {REDACTED}")
+    assert SECRET.encode() not in (tmp_path / "runs.sqlite").read_bytes()

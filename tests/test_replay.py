@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from runner import Engine, FakeClock, Principal, RunSpec, ToolRegistry
 from runner.budget import Limits
 from runner.cli import main
 from runner.contracts import ContractSet
 from runner.recording import Responded
 from runner.replay import Recording, describe, replay
 from runner.sim import naive_policy
-from runner.store import FanoutStore, JsonlLog, SqliteStore
+from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
+from runner.testing import FunctionModel, ToolDouble, call, latest_results
 from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 
@@ -161,3 +163,74 @@ def test_a_log_missing_an_input_is_a_divergence_not_a_crash(
     capsys.readouterr()
     assert main(["replay", str(log)]) == 1
     assert "divergence at seq 2: the recording has no tool call 1" in capsys.readouterr().out
+
+
+HOLD = {
+    "hotel_id": "H-SHIBA",
+    "check_in": "2027-04-02",
+    "check_out": "2027-04-06",
+    "guests": 4,
+    "room_type": "accessible",
+}
+
+
+@pytest.mark.parametrize("lookup", [False, True], ids=["no_tool", "no_lookup"])
+def test_a_run_whose_toolbox_lacked_an_implementation_replays_identical(
+    contracts: ContractSet, lookup: bool
+) -> None:
+    """A tool with a contract but no implementation is answered `unknown_tool` without
+    dispatch, and a lost write whose lookup has none ends `unknown` ('lookup_hold is not
+    available'). Replay assumed every contract's tool existed, dispatched the call, found no
+    recorded outcome and stopped: the stored run did not replay identical."""
+    store = MemoryStore()
+    registry = ToolRegistry()
+    if lookup:
+        registry.register("hold_room", ToolDouble(TimeoutError("the response was lost")))
+    engine = Engine(contracts=contracts, toolbox=registry, store=store, clock=FakeClock())
+    spec = RunSpec(
+        task="Hold a room.",
+        tenant="optiverse",
+        principal=Principal(id="agent-7", scopes=frozenset({"travel.book"})),
+        tools=("hold_room",),
+        seed=1,
+    )
+    model = FunctionModel(
+        lambda transcript, tools: (
+            "Done." if latest_results(transcript) else call("hold_room", **HOLD)
+        )
+    )
+    result = engine.run_sync(spec, model)
+    classified = [r for r in result.transitions if r.trigger == "classify"]
+    expected = "unknown_outcome" if lookup else "unknown_tool"
+    assert classified[-1].result_class == expected, classified
+    again = replay(Recording.from_store(store, result.run_id), contracts)
+    assert again.identical, describe(again)
+
+
+def test_a_runtime_tool_the_model_called_is_still_there_for_its_lookup_in_replay(
+    contracts: ContractSet,
+) -> None:
+    """The model calls `lookup_hold` itself (`unknown_tool`: only the runner may), then a lost
+    hold is looked up with it: replay must not take the first answer for a missing tool."""
+    store = MemoryStore()
+    registry = ToolRegistry(
+        {
+            "hold_room": ToolDouble(TimeoutError("the response was lost")),
+            "lookup_hold": ToolDouble({"status": "ok", "found": True, "hold_id": "HOLD-1"}),
+        }
+    )
+    engine = Engine(contracts=contracts, toolbox=registry, store=store, clock=FakeClock())
+    spec = RunSpec(
+        task="Hold a room.",
+        tenant="optiverse",
+        principal=Principal(id="agent-7", scopes=frozenset({"travel.book"})),
+        tools=("hold_room", "lookup_hold"),
+        seed=1,
+    )
+    turns = [call("lookup_hold"), call("hold_room", **HOLD), "Held."]
+    model = FunctionModel(lambda transcript, tools: turns[model.requests - 1])
+    result = engine.run_sync(spec, model)
+    classes = [r.result_class for r in result.transitions if r.trigger == "classify"]
+    assert classes == ["unknown_tool", "unknown_outcome", "ok"], classes
+    again = replay(Recording.from_store(store, result.run_id), contracts)
+    assert again.identical, describe(again)

@@ -100,8 +100,9 @@ def runs_command(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT if len(listings) < len(everything) else 0
     width = max([len(listing.header.name) for listing in listings] + [len("fixture")])
     reasons = max([len(x.summary.reason) for x in listings if x.summary] + [len("reason")])
+    started = max([len(x.header.started_at.isoformat()) for x in listings] + [25])
     print(
-        f"{'run_id':<36}  {'started':<25}  {'fixture':<{width}}  {'terminal':<9}  "
+        f"{'run_id':<36}  {'started':<{started}}  {'fixture':<{width}}  {'terminal':<9}  "
         f"{'reason':<{reasons}}  attempts"
     )
     for listing in everything:
@@ -115,7 +116,7 @@ def runs_command(args: argparse.Namespace) -> int:
         attempts = str(summary.attempts) if summary else "-"
         print(
             printable(
-                f"{header.run_id:<36}  {header.started_at.isoformat():<25}  "
+                f"{header.run_id:<36}  {header.started_at.isoformat():<{started}}  "
                 f"{header.name:<{width}}  {terminal:<9}  {reason:<{reasons}}  {attempts}"
             )
         )
