@@ -19,7 +19,7 @@ from runner.store import MemoryStore, SqliteStore, Store
 from runner.store.step_commits import StepCommits
 from runner.trace import RunSummary, TransitionRecord
 
-from .test_contract import header, operation, record
+from .contract import header, operation, record
 
 
 def to(seq: int, state: State, run_id: str = "r1") -> TransitionRecord:
