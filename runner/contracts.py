@@ -75,6 +75,9 @@ class Contract(BaseModel):
     """The result array whose emptiness means a valid query found nothing (a domain result)."""
     audience: Literal["model", "runtime"] = "model"
     """`runtime`: called by the runner itself (reconciliation lookups), never offered."""
+    requires_approval: bool = False
+    """For writes: a call records a proposal instead of committing; a person approves it outside
+    the model (a confirm token bound to the exact parameters) before it is sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +247,10 @@ def compile_contract(
         )
     if contract.side_effect == "write" and contract.reconcile_with is None:
         raise ContractError(source, "a write tool must name its reconcile_with lookup tool")
+    if contract.requires_approval and contract.side_effect != "write":
+        raise ContractError(
+            source, "requires_approval applies to writes only (a read commits nothing)"
+        )
     input_validator = reference_validator(contract.input_schema)
     result_validator = reference_validator(contract.result_schema)
     for label, validator in (

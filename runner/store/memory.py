@@ -10,10 +10,11 @@ from ..errors import StoreConflict, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from .approvals import MemoryApprovals
 from .base import RunListing, UnreadableRun
 
 
-class MemoryStore:
+class MemoryStore(MemoryApprovals):
     def __init__(self) -> None:
         self.headers: dict[str, RunHeader] = {}
         self.records: dict[str, list[TransitionRecord]] = {}

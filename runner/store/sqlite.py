@@ -35,6 +35,7 @@ from ..trace import (
     TransitionRecord,
 )
 from ._sqlite_base import Synchronous, open_database, transaction, translate
+from .approvals import APPROVALS_MIGRATION, SqliteApprovals
 from .base import RunListing, UnreadableRun
 
 T = TypeVar("T")
@@ -82,6 +83,8 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX operations_by_run ON operations (run_id, claimed)
     """,
+    # 2: approval proposals and decisions, confirm token uses
+    APPROVALS_MIGRATION,
 )
 
 
@@ -115,7 +118,7 @@ def _read_json(adapter: TypeAdapter[T], text: Any, path: Path | str, row: str) -
         raise StoreCorrupt(f"{path}: {row} cannot be read back ({problem})") from exc
 
 
-class SqliteStore:
+class SqliteStore(SqliteApprovals):
     """`Store` on one SQLite file. Not shared between threads; one per process is the norm.
 
     `read_only=True` opens an existing store for reading only (`runner runs`, `show`, `replay`,
