@@ -83,8 +83,10 @@ async def call(core: Core, run: RunState) -> None:
         result_class=observation.kind,
         decision=verdict.decision,
         latency_ms=latency,
-        operation_key=slot.operation_key,
+        operation_key=slot.operation_key or slot.proposed_key,
         reason=verdict.reason,
+        approval=slot.approval,
+        provenance=slot.provenance,
     )
     _trace_call(core, run, slot, observation, latency)
 
@@ -285,12 +287,14 @@ def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObserva
         fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
     )
     if isinstance(observation, ToolSucceeded | ToolFoundNothing):
-        run.evidence.append(
+        stamp = observation.result.get("source_timestamp")
+        run.evidence.append(  # untrusted data with its provenance: which call, from when
             {
                 "call_id": slot.call.id,
                 "tool": slot.call.name,
                 "result_class": observation.kind,
                 "result": observation.result,
+                "source_timestamp": stamp if isinstance(stamp, str) else None,
             }
         )
     slot.answered = observation.kind

@@ -64,6 +64,12 @@ class Slot:
     dispatched; it is answered as a duplicate of that call's outcome."""
     answered: str | None = None
     """The result class this call was answered with."""
+    approval: dict[str, str] | None = None
+    """The approval decision this write goes (or does not go) out under, for its record."""
+    provenance: dict[str, str] | None = None
+    """Where the write's argument values first appeared, when some came from a tool result."""
+    proposed_key: str | None = None
+    """The operation key of a write recorded as a proposal instead of being claimed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,5 +165,12 @@ class RunState:
     """Input and output tokens of the latest model reply (the one that proposed the calls)."""
     prefill: list[int] = field(default_factory=list)
     """Input tokens of each model request, in order."""
+    key_scope: str = ""
+    """The run whose id operation keys are minted under: this run's, or for the continuation of
+    an approved run, the original's (so the approved write keeps its key)."""
+    grants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Operation key -> the approval decision this run continues with (`RunSpec.continuation`)."""
+    premature_answers: int = 0
+    """Final answers refused by the completion gate so far."""
     prefill_untruncated: list[int] = field(default_factory=list)
     """What each request's input would have been had no tool result been truncated."""

@@ -27,20 +27,23 @@ import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
 from ._acting import call, observe
 from ._cancel import CANCELLED, take_cancellation
+from ._continuation import plan_continuation
 from ._core import Core, brief
 from ._logging import run_logger
 from ._planning import plan
 from ._replay_effects import ReplayEffects
 from ._state import RunState, Runtime
+from .approvals import ledger_of
 from .budget import Limits, Usage
 from .clock import Clock, FakeClock
+from .confirm import ApprovalSecret
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects
 from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
@@ -182,6 +185,8 @@ class Engine:
         if store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
         spec = _with_seed(spec, header)
+        if spec.continuation is None and header.continues is not None:
+            spec = dataclasses.replace(spec, continuation=header.continues)  # as it began
         if spec.system_prompt is None and header.system_prompt is not None:
             spec = dataclasses.replace(spec, system_prompt=header.system_prompt)  # as it began
         started = self.clock.monotonic()
@@ -193,6 +198,59 @@ class Engine:
             store.turns(run_id), outputs, self.clock, started, live=live, in_flight=in_flight
         )
         run = self._new_run(run_id, spec, effects, started, known=store.transitions(run_id))
+        return await self._drive(run)
+
+    async def continue_approved(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        model: ModelAdapter,
+        *,
+        secret: ApprovalSecret,
+        now: datetime,
+        token: str | None = None,
+    ) -> RunResult:
+        """Continue a run that ended waiting for approval, once its proposals are decided.
+
+        Every approval's confirm token (`token`, or the one the ledger holds) is checked against
+        its proposal, `spec.tenant` and the policy now in force, at `now` (the approver's clock,
+        not the run's); a refusal raises `ApprovalRefused` and nothing is stored or sent. The
+        continuation is a new run (its header names `run_id` in `continues`) that re-drives the
+        waiting run's recorded inputs on this engine's clock, which must start where that run
+        started, then goes on live: an approved write is sent once, under the key it was
+        proposed with; a denied one ends the run `abstain`. Asked again for the same decisions, it
+        resumes (or reports) the continuation already made.
+        """
+        store = self.runtime.store
+        header = store.header(run_id)
+        new_id, continuation, used = plan_continuation(
+            self.runtime, run_id, spec, secret=secret, now=now, token=token
+        )
+        if store.header(new_id) is not None:  # asked again after a crash: the same continuation
+            return await self.resume(new_id, spec, model)
+        ledger = ledger_of(store)
+        for token_id in used:
+            ledger.use_token(token_id, new_id, now)
+        spec = dataclasses.replace(_with_seed(spec, header), continuation=continuation)
+        if spec.system_prompt is None and header is not None and header.system_prompt is not None:
+            spec = dataclasses.replace(spec, system_prompt=header.system_prompt)
+        self._check_start(spec, asyncio.get_running_loop())
+        started = self.clock.monotonic()
+        live = LiveEffects(new_id, model, self.clock, started, Redactor(_secrets(spec, model)))
+        effects = ReplayEffects(
+            store.turns(run_id),
+            store.outputs(run_id),
+            self.clock,
+            started,
+            live=live,
+            record_as=new_id,
+        )
+        run = self._new_run(new_id, spec, effects, started, known=[])
+        try:
+            store.begin_run(self._header(run, identity_of(model)))
+        except BaseException:
+            detach(run.lifecycle)
+            raise
         return await self._drive(run)
 
     async def replay(
@@ -281,6 +339,9 @@ class Engine:
             known=known,
             started_wall=self.clock.now(),
         )
+        continuation = spec.continuation or {}
+        run.key_scope = str(continuation.get("key_scope") or run_id)
+        run.grants = {str(g["operation_key"]): dict(g) for g in continuation.get("grants", ())}
         # Building events nobody will see is the costliest part of logging: ask once per run.
         enabled = getattr(run.log, "is_enabled_for", None)
         run.logging = enabled(logging.INFO) if callable(enabled) else True
@@ -319,6 +380,7 @@ class Engine:
             annotations=to_jsonable_python(dict(spec.annotations)),
             system_prompt=self._prompt(spec),
             model=model,
+            continues=to_jsonable_python(dict(spec.continuation)) if spec.continuation else None,
         )
 
     async def _drive(self, run: RunState) -> RunResult:

@@ -140,6 +140,7 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         seed=header.seed,
         annotations=header.annotations,
         system_prompt=header.system_prompt,
+        continuation=header.continues,
     )
 
 

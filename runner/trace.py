@@ -63,6 +63,11 @@ class TransitionRecord:
     """The wait slept before this transition (retries only)."""
     reason: str | None = None
     """Why a call was rejected, the verdict's reason, or why the run ended."""
+    approval: dict[str, str] | None = None
+    """A write under approval: `verdict` (required, approved, denied), `approver`, `token_id`."""
+    provenance: dict[str, str] | None = None
+    """A write whose argument values first appeared in a tool result: argument -> `task`,
+    `model` or `tool:<tool>:<call id>` (recorded only when some value came from a tool)."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as the log stores it; enums stay enums (they are their string values)."""
@@ -107,6 +112,10 @@ class RunHeader:
     model: ModelIdentity | None = None
     """The model that drove the run, so a resume continues with it (None: not recorded, a run
     stored before the runner recorded it)."""
+    continues: dict[str, Any] | None = None
+    """For the continuation of a run that waited for approval: the run it re-drives (`run_id`),
+    the run whose operation keys it keeps (`key_scope`), and the decisions it continues with
+    (`grants`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,6 +187,8 @@ class _TransitionLine(BaseModel):
     tokens_out: int | None
     wait_s: float | None
     reason: str | None
+    approval: dict[str, str] | None = None
+    provenance: dict[str, str] | None = None
 
     def record(self) -> TransitionRecord:
         fields = self.model_dump(exclude={"type", "from_", "to"})

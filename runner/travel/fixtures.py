@@ -28,8 +28,10 @@ from .._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape
 from ..budget import Limits
 from ..contracts import ContractSet
 from ..errors import FixtureError
+from ..evidence import EvidenceRequirement
 from ..models.scripted import ScriptedTurn
 from ..observations import RESULT_CLASSES
+from ..policy import ApprovalRules
 from ..states import TERMINAL, State
 from .rules import TaskConstraints
 
@@ -107,6 +109,21 @@ class Expect(BaseModel):
         return state
 
 
+class ApprovalScript(BaseModel):
+    """What needs approval in a fixture, and what the person outside the model decides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: ApprovalRules = Field(default_factory=ApprovalRules)
+    """Merged into the run's policy (contracts may require approval on their own, too)."""
+    decision: Literal["approve", "deny"] | None = None
+    """What the approver decides on the run's pending proposal (None: nobody decides)."""
+    approver: str = "approver-1"
+    note: str | None = None
+    expect: Expect | None = None
+    """What the continuation after the decision must come to."""
+
+
 class Fixture(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -122,6 +139,9 @@ class Fixture(BaseModel):
     environment: dict[str, list[ToolOutcome]] = Field(default_factory=dict)
     model: list[ScriptedTurn] = Field(min_length=1)
     expect: Expect | None = None
+    approval: ApprovalScript | None = None
+    required_evidence: list[EvidenceRequirement] = Field(default_factory=list)
+    """What a complete answer needs (the completion gate)."""
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Fixture:

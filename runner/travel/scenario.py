@@ -12,17 +12,20 @@ are kept in the header's `annotations` (older headers had them as fields; they a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..clock import Clock, FakeClock, InstantLatency, SystemClock
+from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..engine import Engine
 from ..errors import ResumeRefused, StoreCorrupt, StoreError
@@ -70,6 +73,7 @@ def spec_for(fixture: Fixture, seed: int | None, world: dict[str, Any] | None = 
         name=fixture.name,
         seed=seed,
         system_prompt=SYSTEM_PROMPT,
+        required_evidence=tuple(fixture.required_evidence),
         annotations={
             "fixture": fixture.model_dump(mode="json", exclude_unset=True),
             "world": world or {},
@@ -115,6 +119,8 @@ def run_fixture(
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
     spec = spec_for(fixture, seed, world)
+    if fixture.approval is not None:  # the fixture's approval rules are part of its policy
+        policy = (policy or Policy()).model_copy(update={"approval": fixture.approval.rules})
     return _play(
         fixture,
         contracts=contracts,
@@ -170,6 +176,55 @@ def resume_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
+    )
+
+
+def continue_fixture(
+    run_id: str,
+    contracts: ContractSet,
+    store: Store,
+    *,
+    secret: ApprovalSecret,
+    now: datetime,
+    token: str | None = None,
+    tenant: str | None = None,
+    store_dir: Path | None = None,
+) -> ScenarioRun:
+    """Continue a fixture run that ended waiting for approval, its proposals decided.
+
+    `tenant`: continue under another tenant than the fixture's (which the token refuses).
+    Raises `ApprovalRefused` (nothing stored or sent) when a decision cannot be used.
+    """
+    header = store.header(run_id)
+    if header is None:
+        raise StoreError(f"no run {run_id} in the store")
+    document = stored_fixture(header)
+    if document is None:
+        raise StoreError(f"run {run_id} was not started from a fixture; continue it with Engine")
+    try:
+        fixture = Fixture.model_validate(document)
+        policy = Policy.recorded(header.policy)
+    except ValidationError as exc:
+        raise StoreCorrupt(
+            f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
+        ) from exc
+    world = stored_world(header)
+    supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
+    consumed = Counter(output.tool for output in store.outputs(run_id))
+    spec = spec_for(fixture, header.seed, world)
+    if tenant is not None:
+        spec = dataclasses.replace(spec, tenant=tenant)
+    return _play(
+        fixture,
+        contracts=contracts,
+        store=store,
+        supplier=supplier,
+        policy=policy,
+        seed=header.seed,
+        consumed=consumed,
+        drive=lambda engine, scripted: engine.continue_approved(
+            run_id, spec, scripted, secret=secret, now=now, token=token
+        ),
     )
 
 
