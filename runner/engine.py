@@ -46,7 +46,7 @@ from .clock import Clock, FakeClock
 from .confirm import ApprovalSecret
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects
-from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
+from .errors import ApprovalRefused, ConfigError, OutsideRecording, ReplayDivergence, StoreError
 from .handle import RunHandle
 from .machine import Decision, Trigger, attach, detach
 from .models.base import (
@@ -227,6 +227,12 @@ class Engine:
             self.runtime, run_id, spec, secret=secret, now=now, token=token
         )
         if store.header(new_id) is not None:  # asked again after a crash: the same continuation
+            ended = store.summary(new_id)
+            if ended is not None:
+                raise ApprovalRefused(
+                    "continued",
+                    f"run {run_id} was continued as {new_id}, which ended {ended.terminal}",
+                )
             return await self.resume(new_id, spec, model)
         ledger = ledger_of(store)
         for token_id in used:

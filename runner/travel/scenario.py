@@ -176,6 +176,7 @@ def resume_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
+        continuation=header.continues is not None,
     )
 
 
@@ -225,6 +226,7 @@ def continue_fixture(
         drive=lambda engine, scripted: engine.continue_approved(
             run_id, spec, scripted, secret=secret, now=now, token=token
         ),
+        continuation=True,
     )
 
 
@@ -253,6 +255,7 @@ def _play(
     consumed: Mapping[str, int],
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
     live: bool = False,
+    continuation: bool = False,
 ) -> ScenarioRun:
     """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
 
@@ -273,16 +276,21 @@ def _play(
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
             result = runner.run(drive(engine, ScriptedModel(fixture.model)))
-        return _scenario(fixture, result, environment)
+        expect = fixture.expect
+        if continuation:  # what the run comes to after the decision
+            expect = fixture.approval.expect if fixture.approval is not None else None
+        return _scenario(fixture, result, environment, expect)
     finally:
         if supplier is not None:
             supplier.close()
 
 
-def _scenario(fixture: Fixture, result: RunResult, environment: ScriptedEnvironment) -> ScenarioRun:
+def _scenario(
+    fixture: Fixture, result: RunResult, environment: ScriptedEnvironment, expect: Expect | None
+) -> ScenarioRun:
     supplier = environment.supplier
     holds = supplier.active_holds() if supplier is not None else None
-    failures = check_expectations(fixture.expect, result, holds) if fixture.expect else []
+    failures = check_expectations(expect, result, holds) if expect else []
     return ScenarioRun(
         fixture=fixture, result=result, failures=failures, environment=environment, holds=holds
     )
