@@ -120,6 +120,20 @@ class ApprovalScript(BaseModel):
     """What the approver decides on the run's pending proposal (None: nobody decides)."""
     approver: str = "approver-1"
     note: str | None = None
+    ttl_s: float = Field(default=1800.0, gt=0)
+    """How long the confirm token is valid after the decision."""
+    continue_after_s: float = Field(default=60.0, ge=0)
+    """When the continuation is asked for, after the decision."""
+    present: Literal["issued", "forged", "other_run"] = "issued"
+    """Which token the continuation presents: the one issued, one signed with another secret,
+    or the one issued for the same proposal of another run of this fixture."""
+    tenant: str | None = None
+    """Continue under another tenant than the fixture's."""
+    policy: dict[str, Any] | None = None
+    """Policy fields changed between the decision and the continuation."""
+    refused: str | None = None
+    """The continuation must be refused with this problem (`forged`, `expired`, `other_run`...),
+    storing and sending nothing."""
     expect: Expect | None = None
     """What the continuation after the decision must come to."""
 

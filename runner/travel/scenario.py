@@ -189,11 +189,13 @@ def continue_fixture(
     now: datetime,
     token: str | None = None,
     tenant: str | None = None,
+    policy: Policy | None = None,
     store_dir: Path | None = None,
 ) -> ScenarioRun:
     """Continue a fixture run that ended waiting for approval, its proposals decided.
 
-    `tenant`: continue under another tenant than the fixture's (which the token refuses).
+    `tenant`: continue under another tenant than the fixture's (which the token refuses);
+    `policy`: the policy in force now, if not the run's (a token given under another is refused).
     Raises `ApprovalRefused` (nothing stored or sent) when a decision cannot be used.
     """
     header = store.header(run_id)
@@ -204,7 +206,7 @@ def continue_fixture(
         raise StoreError(f"run {run_id} was not started from a fixture; continue it with Engine")
     try:
         fixture = Fixture.model_validate(document)
-        policy = Policy.recorded(header.policy)
+        policy = policy or Policy.recorded(header.policy)
     except ValidationError as exc:
         raise StoreCorrupt(
             f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
