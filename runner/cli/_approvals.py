@@ -17,6 +17,7 @@ from typing import Any
 
 from ..approvals import approve, deny, pending_approvals
 from ..confirm import ApprovalSecret
+from ..errors import ApprovalRefused
 from ..report import printable
 from ..store.approvals import Proposal
 from ..travel.scenario import continue_fixture
@@ -128,6 +129,11 @@ def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = N
             now=datetime.now(UTC),
             store_dir=args.db.resolve().parent,
         )
+    except ApprovalRefused as exc:
+        if exc.problem != "continued":
+            raise
+        print(printable(str(exc).removeprefix("approval refused (continued): ")))
+        return 0  # as `resume` reports a run that already ended
     finally:
         store.close()
     print_scenario(outcome, f"{outcome.fixture.name} (continued)", args.json, continuation=True)
