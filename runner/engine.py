@@ -387,6 +387,7 @@ class Engine:
             system_prompt=self._prompt(spec),
             model=model,
             continues=to_jsonable_python(dict(spec.continuation)) if spec.continuation else None,
+            required_evidence=[r.model_dump(mode="json") for r in spec.required_evidence],
         )
 
     async def _drive(self, run: RunState) -> RunResult:

@@ -20,6 +20,7 @@ from .clock import FakeClock
 from .contracts import ContractSet
 from .engine import Engine, ReplayedRun, outside_a_loop
 from .errors import LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
+from .evidence import EvidenceRequirement
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .result_classes import COMMITS_WRITE
@@ -141,6 +142,9 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         annotations=header.annotations,
         system_prompt=header.system_prompt,
         continuation=header.continues,
+        required_evidence=tuple(
+            EvidenceRequirement.model_validate(r) for r in header.required_evidence
+        ),
     )
 
 

@@ -112,6 +112,8 @@ class RunHeader:
     model: ModelIdentity | None = None
     """The model that drove the run, so a resume continues with it (None: not recorded, a run
     stored before the runner recorded it)."""
+    required_evidence: list[dict[str, Any]] = field(default_factory=list)
+    """The completion gate's requirements (`RunSpec.required_evidence`), as JSON."""
     continues: dict[str, Any] | None = None
     """For the continuation of a run that waited for approval: the run it re-drives (`run_id`),
     the run whose operation keys it keeps (`key_scope`), and the decisions it continues with
