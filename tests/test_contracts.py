@@ -13,6 +13,7 @@ from .conftest import FLIGHT_ARGS, FLIGHTS_OK, ROOT
 
 def test_every_shipped_contract_compiles(contracts: ContractSet) -> None:
     assert sorted(contracts) == [
+        "cancel_all_holds",
         "check_rail",
         "hold_room",
         "lookup_hold",

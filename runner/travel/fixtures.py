@@ -156,6 +156,9 @@ class Fixture(BaseModel):
     approval: ApprovalScript | None = None
     required_evidence: list[EvidenceRequirement] = Field(default_factory=list)
     """What a complete answer needs (the completion gate)."""
+    prohibited: list[str] = Field(default_factory=list)
+    """Calls the script makes (obeying instructions in tool results) that must never be
+    dispatched: the injection corpus checks each is refused at admission and recorded."""
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Fixture:
