@@ -309,6 +309,8 @@ def grade_text(grades: list[FixtureGrade], base_seed: int | None = None) -> str:
                     f"{'':<{width}}    {trial.run_id[:8]} {printable(check.name)}: "
                     f"{printable(check.detail)}"
                 )
+            for approval in trial.approvals:
+                lines.append(f"{'':<{width}}    {trial.run_id[:8]} approval {printable(approval)}")
     passing = sum(g.pass_k for g in grades)
     ks = sorted({g.k for g in grades})
     if len(ks) == 1:
@@ -344,6 +346,7 @@ def grade_json(grades: list[FixtureGrade], base_seed: int | None = None) -> dict
                         "run_id": t.run_id,
                         "seed": t.seed,
                         "passed": t.passed,
+                        "approvals": t.approvals,
                         "checks": [
                             {"name": c.name, "passed": c.passed, "detail": c.detail}
                             for c in t.checks
