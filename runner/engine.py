@@ -240,7 +240,7 @@ class Engine:
         spec = dataclasses.replace(_with_seed(spec, header), continuation=continuation)
         if spec.system_prompt is None and header is not None and header.system_prompt is not None:
             spec = dataclasses.replace(spec, system_prompt=header.system_prompt)
-        self._check_start(spec, asyncio.get_running_loop())
+        self._check_start(spec, asyncio.get_running_loop(), continuing=True)
         started = self.clock.monotonic()
         live = LiveEffects(new_id, model, self.clock, started, Redactor(_secrets(spec, model)))
         effects = ReplayEffects(
@@ -355,7 +355,9 @@ class Engine:
         run.transcript.append(UserMessage(text=spec.task))
         return run
 
-    def _check_start(self, spec: RunSpec, loop: asyncio.AbstractEventLoop) -> None:
+    def _check_start(
+        self, spec: RunSpec, loop: asyncio.AbstractEventLoop, *, continuing: bool = False
+    ) -> None:
         """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
         at its first wait and stay `running`), and a tool the spec names without a contract
         (it would be dropped from the offer in silence: a typo)."""
@@ -364,6 +366,10 @@ class Engine:
         unknown = [name for name in spec.tools if name not in self.runtime.contracts]
         if unknown:
             raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+        if spec.continuation is not None and not continuing:
+            raise ConfigError(  # grants come only from verified confirm tokens
+                "RunSpec.continuation is set by Engine.continue_approved, never by the caller"
+            )
 
     def _prompt(self, spec: RunSpec) -> str:
         return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
