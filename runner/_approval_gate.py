@@ -102,7 +102,7 @@ def gate(
             tool=call.name,
             params=params,
             params_hash=params_hash,
-            summary=summarize_write(call.name, params),
+            summary=summarize_write(call.name, params, contract.contract.approval_summary),
             policy_digest=digest_for(runtime, contract),
             created_at=runtime.clock.now(),
             call_id=call.id,

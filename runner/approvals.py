@@ -13,6 +13,7 @@ principal's scopes is refused at admission before any proposal is made.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,10 +48,15 @@ def ledger_of(store: object) -> ApprovalLedger:
     return store
 
 
-def summarize_write(tool: str, params: Mapping[str, Any]) -> str:
-    """A one-line, human-readable account of a write's parameters (`tool: k=v, ...`)."""
+def summarize_write(tool: str, params: Mapping[str, Any], template: str | None = None) -> str:
+    """A one-line, human-readable account of a write's parameters: the contract's
+    `approval_summary` filled in, or `tool: k=v, ...` (also when an argument it names is
+    absent, e.g. an optional one)."""
     parts = [f"{key}={safe_str(value)}" for key, value in sorted(params.items())]
     text = f"{tool}: " + ", ".join(parts)
+    if template is not None:
+        with contextlib.suppress(KeyError, ValueError, IndexError):
+            text = template.format_map({key: safe_str(value) for key, value in params.items()})
     printable = "".join(ch if ch.isprintable() else "?" for ch in text)
     return (
         printable if len(printable) <= _SUMMARY_LIMIT else printable[: _SUMMARY_LIMIT - 3] + "..."

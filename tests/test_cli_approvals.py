@@ -31,7 +31,10 @@ def test_list_then_approve_commits_one_hold(
     assert main(["approvals", "--db", str(db), "--json"]) == 0
     (pending,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert pending["run_id"] == run_id and pending["tool"] == "hold_room"
-    assert pending["summary"].startswith("hold_room: check_in=2027-04-02")
+    assert (
+        pending["summary"]
+        == "Hold 1 accessible room at H-SHIBA, 2027-04-02 to 2027-04-06, 4 guests"
+    )
     assert "token" not in json.dumps(pending)
     code = main(["approve", run_id, "hold_room", "--approver", "alice", "--db", str(db), "--json"])
     continued = json.loads(capsys.readouterr().out)

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from runner.contracts import ContractSet, load_contracts
+from runner.contracts import Contract, ContractSet, compile_contract, load_contracts
 from runner.errors import ContractError
 from runner.travel import SEMANTIC_RULES, TaskConstraints, load_travel_contracts
 
@@ -396,3 +396,18 @@ def test_pattern_properties_reached_through_a_ref_mean_what_ecma_262_says(tmp_pa
     compiled = load_contracts(tmp_path)["hidden_tool"]
     assert compiled.check_arguments({"value": {"abc": "x"}}, {}) is None
     assert compiled.check_arguments({"value": {"abc\n": "x"}}, {}) is not None
+
+
+def test_an_approval_summary_names_only_arguments_and_requires_approval_only_writes(
+    contracts: ContractSet,
+) -> None:
+    base = contracts["hold_room"].contract.model_dump()
+    with pytest.raises(ContractError, match="names hotel"):
+        compile_contract(Contract(**{**base, "approval_summary": "Hold {hotel}"}), "x", None)
+    with pytest.raises(ContractError, match=r"names hotel_id\.__class__"):
+        compile_contract(
+            Contract(**{**base, "approval_summary": "{hotel_id.__class__}"}), "x", None
+        )
+    read = contracts["search_hotels"].contract.model_dump()
+    with pytest.raises(ContractError, match="writes only"):
+        compile_contract(Contract(**{**read, "requires_approval": True}), "x", None)
