@@ -40,7 +40,11 @@ class Approval:
 
 
 def ledger_of(store: object) -> ApprovalLedger:
-    """The store's approval ledger; `ConfigError` for a store that keeps none."""
+    """The store's approval ledger (a `FanoutStore`'s primary's); `ConfigError` for a store that
+    keeps none."""
+    primary = getattr(store, "primary", None)
+    if not isinstance(store, ApprovalLedger) and isinstance(primary, ApprovalLedger):
+        return primary
     if not isinstance(store, ApprovalLedger):
         raise ConfigError(
             f"{type(store).__name__} keeps no approvals (use MemoryStore or SqliteStore)"

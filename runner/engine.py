@@ -366,6 +366,8 @@ class Engine:
         unknown = [name for name in spec.tools if name not in self.runtime.contracts]
         if unknown:
             raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+        if _may_need_approval(self.runtime, spec):
+            ledger_of(self.runtime.store)  # a proposal must have somewhere to be kept
         if spec.continuation is not None and not continuing:
             raise ConfigError(  # grants come only from verified confirm tokens
                 "RunSpec.continuation is set by Engine.continue_approved, never by the caller"
@@ -465,6 +467,18 @@ def outside_a_loop(call: str, instead: str) -> None:
     except RuntimeError:
         return
     raise ConfigError(f"{call} cannot run inside a running event loop: {instead}")
+
+
+def _may_need_approval(runtime: Runtime, spec: RunSpec) -> bool:
+    """Whether a write this run may call could need approval (contract or policy)."""
+    rules = runtime.policy.approval
+    for name in spec.tools:
+        contract = runtime.contracts.get(name)
+        if contract is None or contract.contract.side_effect != "write":
+            continue
+        if contract.contract.requires_approval or name in rules.tools or rules.untrusted_arguments:
+            return True
+    return False
 
 
 def _cancelled_next(run: RunState) -> bool:

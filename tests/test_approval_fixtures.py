@@ -16,6 +16,7 @@ from runner.contracts import ContractSet
 from runner.engine import Engine
 from runner.errors import ConfigError, TokenReused
 from runner.models.scripted import ScriptedModel
+from runner.policy import ApprovalRules, Policy
 from runner.store import MemoryStore, SqliteStore
 from runner.travel.approval_play import holds_of, play_approval
 from runner.travel.environment import ScriptedEnvironment
@@ -157,3 +158,32 @@ def test_approval_never_grants_a_missing_scope(contracts: ContractSet, tmp_path:
         assert store.proposals() == []  # refused for scope before any proposal is made
     finally:
         store.close()
+
+
+class _NoLedger:
+    """A store that keeps runs but no approvals (as a third-party `Store` may)."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryStore()
+
+    def __getattr__(self, name: str) -> object:
+        if name in {"propose", "proposals", "decide", "use_token"}:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_without_a_ledger_is_refused_before_a_run_that_may_need_approval(
+    contracts: ContractSet,
+) -> None:
+    fixture = load_fixture(FIXTURES / "approval" / "hold_approved.yaml", contracts)
+    store = _NoLedger()
+    engine = Engine(
+        contracts=contracts,
+        toolbox=ScriptedEnvironment({}, fixture.tools, FakeClock(T0)),
+        store=store,  # type: ignore[arg-type]
+        clock=FakeClock(T0),
+        policy=Policy(approval=ApprovalRules(tools=("hold_room",))),
+    )
+    with pytest.raises(ConfigError, match="keeps no approvals"):
+        engine.run_sync(spec_for(fixture, 0), ScriptedModel(fixture.model))
+    assert store.runs() == []  # refused before anything was stored
