@@ -13,7 +13,7 @@ from typing import Any
 
 from . import budget as bounds
 from ._approval_gate import gate
-from ._state import RunState, Runtime, Slot
+from ._state import RunState, Runtime, Slot, WriteProgress
 from .errors import StoreConflict
 from .observations import (
     AccessDenied,
@@ -37,7 +37,7 @@ def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
 
 def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count the attempt, then answer the call at once or start its dispatch."""
-    call, spec = slot.call, run.spec
+    call, spec = slot.call, run.setup.spec
     now = runtime.clock.monotonic()
     blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
     if blocked is not None:
@@ -58,7 +58,7 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
             detail=f"scope {contract.contract.scope} is not granted to {spec.principal.id}",
         )
         return
-    if call.name not in run.offered_names:
+    if call.name not in run.setup.offered_names:
         slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
         return
     slot.contract = contract
@@ -76,9 +76,8 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
             call_id=call.id, tool=call.name, field=problem.field, reason=problem.reason
         )
         return
-    slot.validated = True
     slot.fingerprint = slot.fingerprint or call_fingerprint(call.name, call.arguments)
-    earlier = run.settled.get(slot.fingerprint)
+    earlier = run.calls.settled.get(slot.fingerprint)
     if earlier is not None:
         slot.observation = RepeatRefused(
             call_id=call.id, tool=call.name, first_call_id=earlier[0], first_kind=earlier[1]
@@ -112,7 +111,7 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key."""
     assert slot.contract is not None and slot.operation_key is not None
     now = runtime.clock.monotonic()
-    blocked = bounds.blocks_dispatch(run.spec.limits, run.usage, now)
+    blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.usage, now)
     if blocked is not None:
         slot.observation = BudgetExhausted(
             bound=blocked, call_id=slot.call.id, tool=slot.call.name, detail="lookup not dispatched"
@@ -123,7 +122,7 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     lookup_contract = runtime.contracts.get(lookup)
     implementation = runtime.toolbox.implementation(lookup)
     if lookup_contract is None or implementation is None:
-        slot.reconciled = True  # nothing can look it up: the outcome stays unknown
+        slot.progress = WriteProgress.LOOKED_UP  # nothing can: the outcome stays unknown
         slot.observation = OutcomeUnknown(
             call_id=slot.call.id, tool=slot.call.name, reason=f"{lookup} is not available"
         )
@@ -156,13 +155,15 @@ def refuse_duplicate(slot: Slot) -> RepeatRefused:
 def _key(runtime: Runtime, run: RunState, slot: Slot, params_hash: str) -> str:
     """The write's operation key: tenant, tool, the run it is scoped by, parameter hash."""
     generation = runtime.policy.key_generation(slot.retries)
-    return mint_key(run.spec.tenant, slot.call.name, run.key_scope, params_hash, generation)
+    return mint_key(
+        run.setup.spec.tenant, slot.call.name, run.setup.key_scope, params_hash, generation
+    )
 
 
 def _claim_intent(runtime: Runtime, run: RunState, slot: Slot, key: str, params_hash: str) -> bool:
     """Commit the write's intent under `key` before dispatch; False if refused (or if an
     earlier call of the batch holds the key: then `slot.duplicate_of` says which)."""
-    call, spec = slot.call, run.spec
+    call, spec = slot.call, run.setup.spec
     first = run.batch.writes.setdefault(key, slot)
     if first is not slot:  # the same write twice in one reply: it goes out once
         slot.duplicate_of = first
@@ -172,12 +173,12 @@ def _claim_intent(runtime: Runtime, run: RunState, slot: Slot, key: str, params_
         key=key,
         tenant=spec.tenant,
         tool=call.name,
-        run_id=run.run_id,
+        run_id=run.setup.run_id,
         params_hash=params_hash,
         status=OperationStatus.PENDING,
         created_at=wall,
         expires_at=wall + runtime.retry_horizon,
-        dispatch=run.dispatches + 1,  # the ordinal `_dispatch` is about to take
+        dispatch=run.meters.dispatches + 1,  # the ordinal `_dispatch` is about to take
     )
     try:
         stored = runtime.store.claim(intent)
@@ -203,7 +204,7 @@ def _dispatch(
     implementation: ToolImplementation,
     contract_timeout: float,
 ) -> None:
-    spec = run.spec
+    spec = run.setup.spec
     now = runtime.clock.monotonic()
     invocation = ToolInvocation(
         call_id=call_id,
@@ -215,9 +216,9 @@ def _dispatch(
         operation_key=slot.operation_key,
         timeout_s=min(contract_timeout, bounds.time_left(spec.limits, run.usage, now)),
     )
-    run.dispatches += 1
+    run.meters.dispatches += 1
     slot.started = now
-    outcome = _outcome(runtime, run, run.dispatches, invocation, implementation)
+    outcome = _outcome(runtime, run, run.meters.dispatches, invocation, implementation)
     slot.task = asyncio.ensure_future(outcome) if len(run.batch.calls) > 1 else outcome
 
 
@@ -228,5 +229,5 @@ async def _outcome(
     invocation: ToolInvocation,
     implementation: ToolImplementation,
 ) -> tuple[Any, float]:
-    outcome = await run.effects.call(ordinal, invocation, implementation)
+    outcome = await run.setup.effects.call(ordinal, invocation, implementation)
     return outcome, runtime.clock.monotonic()

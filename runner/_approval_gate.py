@@ -33,14 +33,14 @@ def provenance(run: RunState, arguments: dict[str, Any]) -> dict[str, str]:
     for name, value in arguments.items():
         if not isinstance(value, str) or len(value) < _MIN_TRACKED:
             continue
-        if value in run.spec.task:
+        if value in run.setup.spec.task:
             sources[name] = "task"
             continue
         needle = render_json(value)  # the value as a JSON string inside a result
         sources[name] = next(
             (
                 f"tool:{item['tool']}:{item['call_id']}"
-                for item in run.evidence
+                for item in run.calls.evidence
                 if needle in render_json(item.get("result"))
             ),
             "model",
@@ -80,7 +80,7 @@ def gate(
         reasons += [f"provenance:{name}" for name in untrusted]
     if not reasons:
         return None
-    grant = run.grants.get(key)
+    grant = run.setup.grants.get(key)
     if grant is not None and grant.get("params_hash") == params_hash:
         slot.approval = {
             key_: str(grant[key_]) for key_ in ("verdict", "approver", "token_id") if key_ in grant
@@ -96,9 +96,9 @@ def gate(
     params = canonical(dict(call.arguments))
     ledger_of(runtime.store).propose(
         Proposal(
-            run_id=run.run_id,
+            run_id=run.setup.run_id,
             operation_key=key,
-            tenant=run.spec.tenant,
+            tenant=run.setup.spec.tenant,
             tool=call.name,
             params=params,
             params_hash=params_hash,

@@ -12,7 +12,7 @@ from . import budget as bounds
 from ._call_ids import unique_calls
 from ._core import Core
 from ._jsonsafe import safe_str
-from ._state import AdmitBatch, InFlight, RunState, Slot
+from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
 from .budget import Bound
 from .errors import RunFailure
 from .evidence import missing_evidence
@@ -64,15 +64,15 @@ async def _ask(
     adapter's same-family fallback model; a rejected request (400/401/403...) is not retried.
     """
     started = core.clock.monotonic()
-    policy, limits = core.runtime.policy, run.spec.limits
+    policy, limits = core.runtime.policy, run.setup.spec.limits
     retries, fell_back = 0, False
     while True:
-        run.model_requests += 1
+        run.meters.model_requests += 1
         now = core.clock.monotonic()
         timeout = bounds.time_left(limits, run.usage, now) if bounded else None
         try:
-            reply = await run.effects.ask(
-                run.model_requests, run.transcript, tools, choice, timeout
+            reply = await run.setup.effects.ask(
+                run.meters.model_requests, run.transcript, tools, choice, timeout
             )
             break
         except TimeoutError:
@@ -87,14 +87,14 @@ async def _ask(
                 retries += 1
                 # A date is read against when the response came (as recorded), not after
                 # storing it: a replay's clock reads exactly that moment.
-                came = run.started_wall + timedelta(seconds=run.effects.answered_at())
+                came = run.setup.started_wall + timedelta(seconds=run.setup.effects.answered_at())
                 wait = retry_after_or_backoff(policy, exc.retry_after, retries, run.rng, came)
                 if core.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
                     return None, core.ms_since(started), "deadline"
                 await core.clock.sleep(wait)
-                run.waits.append(wait)
+                run.meters.waits.append(wait)
                 continue
-            if not fell_back and run.effects.use_fallback():
+            if not fell_back and run.setup.effects.use_fallback():
                 retries, fell_back = 0, True
                 continue
             why = f"model_unavailable: {safe_str(exc.status)}"
@@ -105,36 +105,35 @@ async def _ask(
     run.usage.model_steps += 1
     run.usage.tokens_in += reply.usage.input_tokens
     run.usage.tokens_out += reply.usage.output_tokens
-    run.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
+    run.meters.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
     elided = run.transcript.full_chars - run.transcript.chars
-    run.prefill.append(reply.usage.input_tokens)
-    run.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
+    run.meters.prefill.append(reply.usage.input_tokens)
+    run.meters.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
     return reply, core.ms_since(started), None
 
 
 async def plan(core: Core, run: RunState) -> None:
     now = core.clock.monotonic()
-    bound = run.tripped or bounds.spent(run.spec.limits, run.usage, now)
+    bound = run.tripped or bounds.spent(run.setup.spec.limits, run.usage, now)
     if bound is not None:
         await _final_request(core, run, bound)
         return
-    reply, latency, failure = await _ask(core, run, run.offered, "auto", bounded=True)
+    reply, latency, failure = await _ask(core, run, run.setup.offered, "auto", bounded=True)
     if reply is None:
         if failure == "deadline":
             run.tripped = Bound.DEADLINE  # the next iteration makes the final request
             return
-        run.reason = failure or "model_error"
-        core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason)
+        core.end(run, Trigger.GIVE_UP, Ending(failure or "model_error"), latency_ms=latency)
         return
     tokens = {"tokens_in": reply.usage.input_tokens, "tokens_out": reply.usage.output_tokens}
     unusable = _unusable(reply)
     if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
         run.transcript.append(AssistantMessage(text=reply.text))
-        run.answer, run.reason = reply.text or None, unusable
-        core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=unusable, **tokens)
+        ending = Ending(unusable, answer=reply.text or None)
+        core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **tokens)
         return
     if reply.tool_calls:
-        calls = unique_calls(reply.tool_calls, run.call_ids)
+        calls = unique_calls(reply.tool_calls, run.calls.ids)
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque(Slot(call=call) for call in calls))
         run.work = AdmitBatch()
@@ -143,14 +142,12 @@ async def plan(core: Core, run: RunState) -> None:
     run.transcript.append(AssistantMessage(text=reply.text))
     if _gate(core, run, reply, latency, tokens):
         return
-    run.answer = reply.text
-    run.reason = "model_final"
-    core.move(
+    core.end(
         run,
         Trigger.ANSWER,
+        Ending("model_final", answer=reply.text),
         result_class="model_final",
         latency_ms=latency,
-        reason=run.reason,
         **tokens,
     )
 
@@ -161,7 +158,7 @@ def _gate(
     """The completion gate: a final answer before the task's required evidence exists is told
     once what is missing; a second one ends the run `abstain`, its answer kept as partial and
     the missing evidence named. True when the gate stopped the answer."""
-    missing = missing_evidence(run.spec.required_evidence, run.evidence)
+    missing = missing_evidence(run.setup.spec.required_evidence, run.calls.evidence)
     if not missing:
         return False
     reason = "missing_evidence: " + "; ".join(missing)
@@ -184,14 +181,13 @@ def _gate(
             **tokens,
         )
         return True
-    run.answer, run.reason = reply.text, reason
-    core.move(
+    core.end(
         run,
         Trigger.GIVE_UP,
+        Ending(reason, answer=reply.text),
         result_class="model_final",
         decision=Decision.ABSTAIN,
         latency_ms=latency,
-        reason=reason,
         **tokens,
     )
     return True
@@ -210,22 +206,20 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
             "from the evidence you have, and say what you could not determine."
         )
     )
-    left = bounds.time_left(run.spec.limits, run.usage, core.clock.monotonic())
+    left = bounds.time_left(run.setup.spec.limits, run.usage, core.clock.monotonic())
     reply: ModelReply | None = None
     latency: float | None = None
     if left > 0:  # the tools stay declared; tool_choice none forbids them
-        reply, latency, _ = await _ask(core, run, run.offered, "none", bounded=True)
+        reply, latency, _ = await _ask(core, run, run.setup.offered, "none", bounded=True)
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
-        run.answer = reply.text
-    run.reason = bound.value
-    core.move(
+    core.end(
         run,
         Trigger.GIVE_UP,
+        Ending(bound.value, answer=reply.text if reply is not None else None),
         result_class="budget_exhausted",
         decision=Decision.ABSTAIN,
         latency_ms=latency,
         tokens_in=reply.usage.input_tokens if reply else None,
         tokens_out=reply.usage.output_tokens if reply else None,
-        reason=run.reason,
     )
