@@ -68,8 +68,6 @@ def gate(
     call = slot.call
     sources = provenance(run, dict(call.arguments))
     untrusted = [name for name, source in sources.items() if source.startswith("tool:")]
-    if untrusted:
-        slot.provenance = sources
     rules = runtime.policy.approval
     reasons = []
     if contract.contract.requires_approval:
@@ -80,6 +78,8 @@ def gate(
         reasons += [f"provenance:{name}" for name in untrusted]
     if not reasons:
         return None
+    if untrusted:  # recorded where approval is in play (runs without it record as they always did)
+        slot.provenance = sources
     grant = run.setup.grants.get(key)
     if grant is not None and grant.get("params_hash") == params_hash:
         slot.approval = {

@@ -80,8 +80,8 @@ class TransitionRecord:
     approval: dict[str, str] | None = None
     """A write under approval: `verdict` (required, approved, denied), `approver`, `token_id`."""
     provenance: dict[str, str] | None = None
-    """A write whose argument values first appeared in a tool result: argument -> `task`,
-    `model` or `tool:<tool>:<call id>` (recorded only when some value came from a tool)."""
+    """A write under approval with argument values first seen in a tool result: argument ->
+    `task`, `model` or `tool:<tool>:<call id>` (None otherwise)."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as the log stores it; enums stay enums (they are their string values)."""
