@@ -66,14 +66,16 @@ def gate(
 ) -> ToolObservation | None:
     """None when the write may go on to its claim; else the observation that answers it."""
     call = slot.call
-    sources = provenance(run, dict(call.arguments))
-    untrusted = [name for name, source in sources.items() if source.startswith("tool:")]
     rules = runtime.policy.approval
     reasons = []
     if contract.contract.requires_approval:
         reasons.append("contract")
     if call.name in rules.tools:
         reasons.append("policy:tool")
+    if not reasons and not rules.untrusted_arguments:
+        return None  # no approval in play: nothing to trace (a write costs no evidence scan)
+    sources = provenance(run, dict(call.arguments))
+    untrusted = [name for name, source in sources.items() if source.startswith("tool:")]
     if rules.untrusted_arguments:
         reasons += [f"provenance:{name}" for name in untrusted]
     if not reasons:

@@ -98,3 +98,44 @@ def test_a_crash_anywhere_between_approval_and_commit_ends_with_exactly_one_hold
         problems += [f"{where}: {problem}" for problem in found]
     assert point > 8, f"only {point - 1} commit points: the sweep did not reach the commit"
     assert not problems, "\n".join(problems)
+
+
+def test_a_crash_before_the_run_waits_resumes_to_one_pending_proposal(tmp_path: Path) -> None:
+    """`runner run` killed after each durable commit of a run that ends waiting for approval,
+    then `runner resume`: the run ends escalate (approval_required) with exactly one pending
+    proposal (re-driving the admission finds the one already recorded) and no hold."""
+    problems: list[str] = []
+    point = 0
+    while True:
+        point += 1
+        assert point < 40, "the run never completed"
+        folder = tmp_path / f"p{point}"
+        folder.mkdir()
+        db = folder / "runs.sqlite"
+        killed = _runner(["run", str(FIXTURE), "--db", str(db)], folder, kill_after=point)
+        if killed.returncode == 0:
+            break
+        store = SqliteStore(db)
+        runs = store.runs()
+        store.close()
+        if not runs:
+            continue  # died before the run began
+        run_id = runs[0].header.run_id  # type: ignore[union-attr]
+        resumed = _runner(["resume", run_id, "--db", str(db)], folder)
+        store = SqliteStore(db)
+        summary = store.summary(run_id)
+        proposals = store.proposals(run_id)
+        holds = holds_of(store, run_id)
+        store.close()
+        where = f"crash point {point}"
+        if resumed.returncode not in (0, 1):
+            problems.append(f"{where}: resume exit {resumed.returncode}: {resumed.stderr.strip()}")
+        if summary is None or (summary.terminal, summary.reason) != (
+            "escalate",
+            "approval_required",
+        ):
+            problems.append(f"{where}: ended {summary}")
+        if [p.status for p in proposals] != ["pending"] or holds not in (0, None):
+            problems.append(f"{where}: proposals {[p.status for p in proposals]}, {holds} holds")
+    assert point > 4
+    assert not problems, "\n".join(problems)

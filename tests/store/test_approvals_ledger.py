@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.approvals import approve, deny, find_proposal, pending_approvals, summarize_write
 from runner.confirm import ApprovalSecret, verify_token
@@ -135,3 +138,33 @@ def test_the_summary_is_one_printable_line() -> None:
     text = summarize_write("hold_room", {"hotel_id": "H\nX\x1b[31m", "guests": 4})
     assert text.isprintable() and text.startswith("hold_room: guests=4, hotel_id=H?X?[31m")
     assert len(summarize_write("t", {"x": "y" * 1000})) == 300
+
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+_VALUES = st.one_of(_TEXT, st.integers(-(2**62), 2**62), st.booleans(), st.none())
+
+
+@settings(max_examples=40, deadline=None)
+@given(params=st.dictionaries(_TEXT.filter(bool), _VALUES, max_size=5), approver=_TEXT)
+def test_any_parameters_round_trip_and_print_on_one_line(
+    params: dict[str, object], approver: str
+) -> None:
+    """Hostile parameters (control characters, bidi overrides, long numbers) are kept exactly
+    in SQLite and summarized on one printable line; a hostile approver id is refused or kept."""
+    with tempfile.TemporaryDirectory() as folder:
+        store = SqliteStore(Path(folder) / "s.sqlite")
+        try:
+            made = dataclasses.replace(
+                proposal(), params=params, summary=summarize_write("hold_room", params)
+            )
+            store.propose(made)
+            assert store.proposals() == [made]
+            assert made.summary.isprintable()
+            try:
+                decided = deny(store, "run-a", approver=approver, now=T0)
+            except ConfigError:
+                assert not approver or not approver.isprintable()
+            else:
+                assert decided.decision is not None and decided.decision.approver == approver
+        finally:
+            store.close()
