@@ -16,10 +16,10 @@ infrastructure during one::
         ├── BudgetExceeded        a bound found exceeded where it must have been enforced
         ├── OutsideRecording      a replay needed an input the recording does not have
         ├── ReplayDivergence      a re-driven run made a transition other than the recorded one
-        └── StoreError            the store refused or failed a read or write
-            ├── StoreLocked       another process holds the store's write lock
-            ├── StoreCorrupt      the file is not a store, or a newer schema than this runner knows
-            └── StoreConflict     an operation key presented with another parameter hash
+        ├── StoreError            the store refused or failed a read or write
+        │   ├── StoreLocked       another process holds the store's write lock
+        │   ├── StoreCorrupt      the file is not a store, or a newer schema than this runner knows
+        │   └── StoreConflict     an operation key presented with another parameter hash
         └── ApprovalRefused       a confirm token or decision cannot be used (nothing dispatched)
             ├── TokenForged       the signature does not verify under the runtime's secret
             ├── TokenExpired      past its expiry
