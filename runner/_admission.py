@@ -35,7 +35,7 @@ def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(render_json({"tool": tool, "args": canonical_args}).encode()).hexdigest()
 
 
-def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
+async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count the attempt, then answer the call at once or start its dispatch."""
     call, spec = slot.call, run.setup.spec
     now = runtime.clock.monotonic()
@@ -93,7 +93,9 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         slot.observation = gate(
             runtime, run, slot, contract=contract, key=key, params_hash=params_hash
         )
-        if slot.observation is not None or not _claim_intent(runtime, run, slot, key, params_hash):
+        if slot.observation is not None:
+            return
+        if not await _claim_intent(runtime, run, slot, key, params_hash):
             return
     _dispatch(
         runtime,
@@ -160,7 +162,9 @@ def _key(runtime: Runtime, run: RunState, slot: Slot, params_hash: str) -> str:
     )
 
 
-def _claim_intent(runtime: Runtime, run: RunState, slot: Slot, key: str, params_hash: str) -> bool:
+async def _claim_intent(
+    runtime: Runtime, run: RunState, slot: Slot, key: str, params_hash: str
+) -> bool:
     """Commit the write's intent under `key` before dispatch; False if refused (or if an
     earlier call of the batch holds the key: then `slot.duplicate_of` says which)."""
     call, spec = slot.call, run.setup.spec
@@ -181,7 +185,8 @@ def _claim_intent(runtime: Runtime, run: RunState, slot: Slot, key: str, params_
         dispatch=run.meters.dispatches + 1,  # the ordinal `_dispatch` is about to take
     )
     try:
-        stored = runtime.store.claim(intent)
+        pending = runtime.pending  # an awaited store: the claim is awaited before dispatch
+        stored = await pending.claim_awaited(intent) if pending else runtime.store.claim(intent)
     except StoreConflict as exc:
         slot.observation = ToolFailedPermanently(
             call_id=call.id, tool=call.name, reason="idempotency_mismatch", detail=str(exc)

@@ -41,6 +41,7 @@ from .operations import OperationStatus
 from .policy import Policy
 from .spec import RunSpec
 from .store.base import Store
+from .store.writebehind import PendingWrites
 from .tools import ToolBox, ToolResponse
 from .trace import TransitionRecord
 from .transcript import Transcript
@@ -56,6 +57,8 @@ class Runtime:
     clock: Clock
     policy: Policy
     retry_horizon: timedelta
+    pending: PendingWrites | None = None
+    """Set when the store is awaited: `store` is then this queue (store/writebehind.py)."""
 
 
 class WriteProgress(Enum):

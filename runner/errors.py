@@ -19,7 +19,8 @@ infrastructure during one::
         ├── StoreError            the store refused or failed a read or write
         │   ├── StoreLocked       another process holds the store's write lock
         │   ├── StoreCorrupt      the file is not a store, or a newer schema than this runner knows
-        │   └── StoreConflict     an operation key presented with another parameter hash
+        │   ├── StoreConflict     an operation key presented with another parameter hash
+        │   └── LeaseLost         another worker took the run over; this one must stop writing
         └── ApprovalRefused       a confirm token or decision cannot be used (nothing dispatched)
             ├── TokenForged       the signature does not verify under the runtime's secret
             ├── TokenExpired      past its expiry
@@ -137,6 +138,11 @@ class StoreConflict(StoreError):
             f"idempotency_mismatch: key {key} is bound to parameters {bound_hash[:12]}, "
             f"not {offered_hash[:12]}"
         )
+
+
+class LeaseLost(StoreError):
+    """This worker no longer owns the run: its lease was taken over after it expired, so its
+    writes are refused (fenced) and it must stop driving the run."""
 
 
 class ApprovalRefused(RunFailure):

@@ -127,7 +127,7 @@ def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = N
             store,
             secret=secret,
             now=datetime.now(UTC),
-            store_dir=args.db.resolve().parent,
+            store_dir=args.db.folder,
         )
     except ApprovalRefused as exc:
         if exc.problem != "continued":

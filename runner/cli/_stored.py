@@ -19,6 +19,7 @@ from ..budget import Limits
 from ..contracts import ContractSet
 from ..errors import LoadError, StoreCorrupt, StoreError
 from ..grading import Check, FixtureGrade, grade
+from ..mcp import with_recorded
 from ..recording import RAW_OUTCOME_ADAPTER, Responded
 from ..replay import Recording, describe, replay, stored_limits
 from ..report import (
@@ -161,7 +162,11 @@ def replay_command(args: argparse.Namespace) -> int:
                 raise LoadError(f"limits for the replay: {where}: {problem['msg']}") from exc
         # Runs stored before headers recorded the prompt were all told the travel world's.
         outcome = replay(
-            recording, contracts, policy=policy, limits=limits, system_prompt=SYSTEM_PROMPT
+            recording,
+            with_recorded(contracts, recording.header.annotations),  # its MCP tools, as pinned
+            policy=policy,
+            limits=limits,
+            system_prompt=SYSTEM_PROMPT,
         )
         diverged |= not outcome.changes and not outcome.identical
         sentence = describe(outcome)
@@ -243,7 +248,7 @@ def _grade_stored(
             recording = Recording.from_store(store, run_id)
             expect = _stored_expect(recording)
             stored_limits(recording.header)
-            holds = stored_holds(recording, args.db.resolve().parent)
+            holds = stored_holds(recording, args.db.folder)
             if run_id in continued:
                 expect = _without_holds(expect)
         except StoreError as exc:  # named; the other runs are still graded
@@ -251,7 +256,8 @@ def _grade_stored(
             print(f"error: {printable(one_line(named))}", file=sys.stderr)
             unreadable += 1
             continue
-        trial = grade(recording, contracts, expect, holds)
+        pinned = with_recorded(contracts, recording.header.annotations)
+        trial = grade(recording, pinned, expect, holds)
         name = recording.header.name
         grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
         recordings.append(recording)
