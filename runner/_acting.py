@@ -94,9 +94,11 @@ async def call(core: Core, run: RunState) -> None:
         result_class=observation.kind,
         decision=verdict.decision,
         latency_ms=latency,
-        operation_key=slot.operation_key,
+        operation_key=slot.operation_key or slot.proposed_key,
         reason=verdict.reason,
         observation=recorded_observation(observation),
+        approval=slot.approval,
+        provenance=slot.provenance,
     )
     _trace_call(core, run, slot, observation, latency)
 
@@ -294,12 +296,14 @@ def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObserva
         fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
     )
     if isinstance(observation, ToolSucceeded | ToolFoundNothing):
-        run.calls.evidence.append(
+        stamp = observation.result.get("source_timestamp")
+        run.calls.evidence.append(  # untrusted data with its provenance: which call, from when
             {
                 "call_id": slot.call.id,
                 "tool": slot.call.name,
                 "result_class": observation.kind,
                 "result": observation.result,
+                "source_timestamp": stamp if isinstance(stamp, str) else None,
             }
         )
     slot.answered = observation.kind

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import budget as bounds
+from ._approval_gate import gate
 from ._state import RunState, Runtime, Slot, WriteProgress
 from .errors import StoreConflict
 from .observations import (
@@ -86,8 +87,16 @@ async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     if implementation is None:
         slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
         return
-    if contract.contract.side_effect == "write" and not await _claim_intent(runtime, run, slot):
-        return
+    if contract.contract.side_effect == "write":
+        params_hash = parameter_hash(call.arguments)
+        key = _key(runtime, run, slot, params_hash)
+        slot.observation = gate(
+            runtime, run, slot, contract=contract, key=key, params_hash=params_hash
+        )
+        if slot.observation is not None:
+            return
+        if not await _claim_intent(runtime, run, slot, key, params_hash):
+            return
     _dispatch(
         runtime,
         run,
@@ -151,13 +160,20 @@ def refuse_duplicate(slot: Slot) -> RepeatRefused:
     )
 
 
-async def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
-    """Mint the write's key and commit its intent before dispatch; False if refused (or if an
+def _key(runtime: Runtime, run: RunState, slot: Slot, params_hash: str) -> str:
+    """The write's operation key: tenant, tool, the run it is scoped by, parameter hash."""
+    generation = runtime.policy.key_generation(slot.retries)
+    return mint_key(
+        run.setup.spec.tenant, slot.call.name, run.setup.key_scope, params_hash, generation
+    )
+
+
+async def _claim_intent(
+    runtime: Runtime, run: RunState, slot: Slot, key: str, params_hash: str
+) -> bool:
+    """Commit the write's intent under `key` before dispatch; False if refused (or if an
     earlier call of the batch holds the key: then `slot.duplicate_of` says which)."""
     call, spec = slot.call, run.setup.spec
-    params_hash = parameter_hash(call.arguments)
-    generation = runtime.policy.key_generation(slot.retries)
-    key = mint_key(spec.tenant, call.name, run.setup.run_id, params_hash, generation)
     first = run.batch.writes.setdefault(key, slot)
     if first is not slot:  # the same write twice in one reply: it goes out once
         slot.duplicate_of = first

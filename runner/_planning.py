@@ -15,6 +15,7 @@ from ._jsonsafe import safe_str
 from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
 from .budget import Bound
 from .errors import RunFailure
+from .evidence import missing_evidence
 from .machine import Decision, Trigger
 from .models.base import (
     ModelRejected,
@@ -139,6 +140,8 @@ async def plan(core: Core, run: RunState) -> None:
         core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
         return
     run.transcript.append(AssistantMessage(text=reply.text))
+    if _gate(core, run, reply, latency, tokens):
+        return
     core.end(
         run,
         Trigger.ANSWER,
@@ -147,6 +150,47 @@ async def plan(core: Core, run: RunState) -> None:
         latency_ms=latency,
         **tokens,
     )
+
+
+def _gate(
+    core: Core, run: RunState, reply: ModelReply, latency: float, tokens: dict[str, int]
+) -> bool:
+    """The completion gate: a final answer before the task's required evidence exists is told
+    once what is missing; a second one ends the run `abstain`, its answer kept as partial and
+    the missing evidence named. True when the gate stopped the answer."""
+    missing = missing_evidence(run.setup.spec.required_evidence, run.calls.evidence)
+    if not missing:
+        return False
+    reason = "missing_evidence: " + "; ".join(missing)
+    if run.premature_answers == 0:
+        run.premature_answers += 1
+        run.transcript.append(
+            UserMessage(
+                text="Not complete yet: a complete answer needs evidence from the tools for: "
+                + "; ".join(missing)
+                + ". Get it with the tools offered, or answer saying what you could not determine."
+            )
+        )
+        core.move(
+            run,
+            Trigger.INSIST,
+            result_class="model_final",
+            decision=Decision.BACK_TO_MODEL,
+            latency_ms=latency,
+            reason=reason,
+            **tokens,
+        )
+        return True
+    core.end(
+        run,
+        Trigger.GIVE_UP,
+        Ending(reason, answer=reply.text),
+        result_class="model_final",
+        decision=Decision.ABSTAIN,
+        latency_ms=latency,
+        **tokens,
+    )
+    return True
 
 
 async def _final_request(core: Core, run: RunState, bound: Bound) -> None:

@@ -11,6 +11,8 @@ from typing import Any, assert_never
 
 from .observations import (
     AccessDenied,
+    ApprovalDenied,
+    ApprovalRequired,
     ArgumentsRejected,
     BudgetExhausted,
     OutcomeUnknown,
@@ -57,6 +59,13 @@ def error_detail(observation: ToolObservation) -> dict[str, Any]:
             }
         case BudgetExhausted(bound=bound, detail=detail):
             return {"reason": f"budget spent: {bound}", "detail": detail}
+        case ApprovalRequired(reasons=reasons):
+            return {
+                "reason": "this write needs a person's approval; it was not sent",
+                "why": list(reasons),
+            }
+        case ApprovalDenied():
+            return {"reason": "a person denied this write; it was not sent"}
         case ToolSucceeded() | ToolFoundNothing():  # shown as a result, never as an error
             return {"reason": observation.kind}
         case unreachable:

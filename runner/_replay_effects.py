@@ -13,6 +13,7 @@ outcome and is stood in for.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
@@ -83,6 +84,7 @@ class ReplayEffects:
         in_flight: set[int] | None = None,
         counterfactual: bool = False,
         recorded_seconds: float | None = None,
+        record_as: str | None = None,
     ) -> None:
         self.turns = {turn.ordinal: turn for turn in turns}
         self.outputs = {output.ordinal: output for output in outputs}
@@ -107,6 +109,10 @@ class ReplayEffects:
         self.served: set[int] = set()
         """Dispatch ordinals answered from the recording."""
         self._live_answer = False
+        self.record_as = record_as
+        """A continuation's run id: every input served is recorded again under it, so the
+        continuation's own recording is whole (it re-drives another run's inputs)."""
+        self._served_inputs: list[Recorded] = []
 
     def unserved(self) -> list[str]:
         """Recorded inputs an exact re-drive never asked for (a recording with extra inputs)."""
@@ -115,7 +121,12 @@ class ReplayEffects:
         return turns + outputs
 
     def drain(self) -> list[Recorded]:
-        return self.live.drain() if self.live is not None else []
+        served, self._served_inputs = self._served_inputs, []
+        return served + (self.live.drain() if self.live is not None else [])
+
+    def _served(self, item: RecordedTurn | RecordedOutput) -> None:
+        if self.record_as is not None:
+            self._served_inputs.append(dataclasses.replace(item, run_id=self.record_as))
 
     async def _serve_at(self, started_at: float, ended_at: float) -> None:
         """Let the recorded time pass: until the recorded end, or for the recorded latency."""
@@ -183,6 +194,7 @@ class ReplayEffects:
                 f"model request {ordinal}", "the recorded transcript", "a different transcript"
             )
         await self._serve_at(turn.started_at, turn.ended_at)
+        self._served(turn)
         if turn.stop_reason.startswith(FAILED_PREFIX):
             kind = turn.stop_reason.removeprefix(FAILED_PREFIX)
             if kind == "TimeoutError":
@@ -260,4 +272,5 @@ class ReplayEffects:
                     f"{timeout:g} s; the recording timed out after {latency:g} s"
                 )
         await self._serve_at(output.started_at, output.ended_at)
+        self._served(output)
         return rebuild_outcome(output.outcome)

@@ -56,6 +56,7 @@ def new_run(
     log = run_logger(run_id=run_id, tenant=spec.tenant, fixture=spec.name)
     # Building events nobody will see is the costliest part of logging: ask once per run.
     enabled = getattr(log, "is_enabled_for", None)
+    continuation = spec.continuation or {}
     setup = RunSetup(
         run_id=run_id,
         spec=spec,
@@ -67,6 +68,8 @@ def new_run(
         effects=effects,
         started_wall=runtime.clock.now(),
         known=known,
+        key_scope=str(continuation.get("key_scope") or run_id),
+        grants={str(g["operation_key"]): dict(g) for g in continuation.get("grants", ())},
     )
     run = RunState(
         setup=setup,
@@ -105,6 +108,8 @@ def header(
         annotations=to_jsonable_python(dict(spec.annotations)),
         system_prompt=system_prompt,
         model=model,
+        continues=to_jsonable_python(dict(spec.continuation)) if spec.continuation else None,
+        required_evidence=[r.model_dump(mode="json") for r in spec.required_evidence],
     )
 
 

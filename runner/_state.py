@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
@@ -95,6 +95,12 @@ class Slot:
     dispatched; it is answered as a duplicate of that call's outcome."""
     answered: str | None = None
     """The result class this call was answered with."""
+    approval: dict[str, str] | None = None
+    """The approval decision this write goes (or does not go) out under, for its record."""
+    provenance: dict[str, str] | None = None
+    """Where the write's argument values first appeared, when some came from a tool result."""
+    proposed_key: str | None = None
+    """The operation key of a write recorded as a proposal instead of being claimed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +171,11 @@ class RunSetup:
     """Transitions already stored (resume): re-driven moves must match them, not be re-stored."""
     cancel: Cancellation = field(default_factory=Cancellation)
     """The cancel request of the run's handle (never made for a run without one)."""
+    key_scope: str = ""
+    """The run whose id operation keys are minted under: this run's, or for the continuation of
+    an approved run, the original's (so the approved write keeps its key)."""
+    grants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Operation key -> the approval decision this run continues with (`RunSpec.continuation`)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -224,3 +235,5 @@ class RunState:
     """Every key this run minted: key -> (tool, status)."""
     ending: Ending | None = None
     """Set once, by the move into a terminal state (`Core.end`)."""
+    premature_answers: int = 0
+    """Final answers the completion gate has refused (`_planning._gate`: once, then abstain)."""

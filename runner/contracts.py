@@ -17,6 +17,7 @@ and on every asserted format.
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +76,12 @@ class Contract(BaseModel):
     """The result array whose emptiness means a valid query found nothing (a domain result)."""
     audience: Literal["model", "runtime"] = "model"
     """`runtime`: called by the runner itself (reconciliation lookups), never offered."""
+    requires_approval: bool = False
+    """For writes: a call records a proposal instead of committing; a person approves it outside
+    the model (a confirm token bound to the exact parameters) before it is sent."""
+    approval_summary: str | None = Field(default=None, max_length=300)
+    """For writes: what an approver reads, with `{argument}` placeholders, e.g. `Hold 1
+    {room_type} room at {hotel_id}, {check_in} to {check_out}, {guests} guests`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +254,18 @@ def compile_contract(
         )
     if contract.side_effect == "write" and contract.reconcile_with is None:
         raise ContractError(source, "a write tool must name its reconcile_with lookup tool")
+    template = contract.approval_summary
+    if template is not None:
+        named = {field for _, field, _, _ in string.Formatter().parse(template) if field}
+        unknown = sorted(named - set(contract.input_schema.get("properties", {})))
+        if unknown:
+            raise ContractError(
+                source, f"approval_summary names {', '.join(unknown)}, not arguments of the tool"
+            )
+    if contract.requires_approval and contract.side_effect != "write":
+        raise ContractError(
+            source, "requires_approval applies to writes only (a read commits nothing)"
+        )
     input_validator = reference_validator(contract.input_schema)
     result_validator = reference_validator(contract.result_schema)
     for label, validator in (

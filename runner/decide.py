@@ -31,6 +31,8 @@ from .classifier import malformed_reason
 from .machine import Decision
 from .observations import (
     AccessDenied,
+    ApprovalDenied,
+    ApprovalRequired,
     ArgumentsRejected,
     BudgetExhausted,
     OutcomeUnknown,
@@ -157,6 +159,10 @@ def why(observation: ToolObservation) -> str | None:
             return malformed_reason(errors)
         case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=same_reply):
             return f"duplicate of {first} in the same reply ({kind})" if same_reply else None
+        case ApprovalRequired(reasons=reasons):
+            return "needs approval: " + ", ".join(reasons)
+        case ApprovalDenied(approver=approver):
+            return f"denied by {approver}"
         case (
             ToolSucceeded()
             | ToolFoundNothing()

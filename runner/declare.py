@@ -119,6 +119,7 @@ def declare_contract(
     results_field: str | None = None,
     audience: Literal["model", "runtime"] = "model",
     rules: type[BaseModel] | None = None,
+    requires_approval: bool = False,
 ) -> CompiledContract:
     """A compiled contract from pydantic models; every problem is one `ContractError`.
 
@@ -166,6 +167,7 @@ def declare_contract(
             suppresses_duplicates=suppresses_duplicates,
             results_field=results_field,
             audience=audience,
+            requires_approval=requires_approval,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -251,6 +253,7 @@ class Toolset:
         results_field: str | None = None,
         audience: Literal["model", "runtime"] = "model",
         rules: type[BaseModel] | None = None,
+        requires_approval: bool = False,
     ) -> Callable[[F], F]:
         """Declare a contract and register the decorated `async def` as its implementation.
 
@@ -275,6 +278,7 @@ class Toolset:
                 results_field=results_field,
                 audience=audience,
                 rules=rules,
+                requires_approval=requires_approval,
             )
             self.add(contract, _adapt(function, arguments))
             return function

@@ -25,19 +25,22 @@ import uuid
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ._acting import call, observe
 from ._cancel import CANCELLED, take_cancellation
+from ._continuation import plan_continuation
 from ._core import Core, brief
 from ._planning import plan
 from ._replay_effects import ReplayEffects
 from ._run_ends import finish, header, new_run, run_secrets, with_seed
 from ._state import Ending, RunState, Runtime
+from .approvals import ledger_of
 from .clock import Clock, FakeClock
+from .confirm import ApprovalSecret
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects
-from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
+from .errors import ApprovalRefused, ConfigError, OutsideRecording, ReplayDivergence, StoreError
 from .handle import RunHandle
 from .machine import Decision, Trigger, detach
 from .models.base import ModelAdapter
@@ -196,6 +199,8 @@ class Engine:
         if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
         spec = with_seed(spec, stored)
+        if spec.continuation is None and stored.continues is not None:
+            spec = dataclasses.replace(spec, continuation=stored.continues)  # as it began
         if spec.system_prompt is None and stored.system_prompt is not None:
             spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)  # as it began
         started = self.clock.monotonic()
@@ -212,6 +217,66 @@ class Engine:
         if self.runtime.pending is not None:  # claims made again while re-driving settle here
             for op in operations:
                 self.runtime.pending.adopt(op.key, run_id)
+        self._hold(run)
+        return await self._drive(run)
+
+    async def continue_approved(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        model: ModelAdapter,
+        *,
+        secret: ApprovalSecret,
+        now: datetime,
+        token: str | None = None,
+    ) -> RunResult:
+        """Continue a run that ended waiting for approval, once its proposals are decided.
+
+        Every approval's confirm token (`token`, or the one the ledger holds) is checked against
+        its proposal, `spec.tenant` and the policy now in force, at `now` (the approver's clock,
+        not the run's); a refusal raises `ApprovalRefused` and nothing is stored or sent. The
+        continuation is a new run (its header names `run_id` in `continues`) that re-drives the
+        waiting run's recorded inputs on this engine's clock, which must start where that run
+        started, then goes on live: an approved write is sent once, under the key it was
+        proposed with; a denied one ends the run `abstain`. Asked again for the same decisions, it
+        resumes (or reports) the continuation already made.
+        """
+        store = self.runtime.store
+        stored = store.header(run_id)
+        new_id, continuation, used = plan_continuation(
+            self.runtime, run_id, spec, secret=secret, now=now, token=token
+        )
+        if store.header(new_id) is not None:  # asked again after a crash: the same continuation
+            ended = store.summary(new_id)
+            if ended is not None:
+                raise ApprovalRefused(
+                    "continued",
+                    f"run {run_id} was continued as {new_id}, which ended {ended.terminal}",
+                )
+            return await self.resume(new_id, spec, model)
+        ledger = ledger_of(store)
+        for token_id in used:
+            ledger.use_token(token_id, new_id, now)
+        spec = dataclasses.replace(with_seed(spec, stored), continuation=continuation)
+        if spec.system_prompt is None and stored is not None and stored.system_prompt is not None:
+            spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)
+        self._check_start(spec, asyncio.get_running_loop(), continuing=True)
+        started = self.clock.monotonic()
+        live = LiveEffects(new_id, model, self.clock, started, Redactor(run_secrets(spec, model)))
+        effects = ReplayEffects(
+            store.turns(run_id),
+            store.outputs(run_id),
+            self.clock,
+            started,
+            live=live,
+            record_as=new_id,
+        )
+        run = self._new_run(new_id, spec, effects, started, known=[])
+        try:
+            store.begin_run(self._header(run, identity_of(model)))
+        except BaseException:
+            detach(run.lifecycle)
+            raise
         self._hold(run)
         return await self._drive(run)
 
@@ -269,7 +334,9 @@ class Engine:
         if self._commits is not None and (run.setup.spec.durability or self.durability) == "step":
             self._commits.hold(run.setup.run_id)
 
-    def _check_start(self, spec: RunSpec, loop: asyncio.AbstractEventLoop) -> None:
+    def _check_start(
+        self, spec: RunSpec, loop: asyncio.AbstractEventLoop, *, continuing: bool = False
+    ) -> None:
         """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
         at its first wait and stay `running`), and a tool the spec names without a contract
         (it would be dropped from the offer in silence: a typo)."""
@@ -280,6 +347,12 @@ class Engine:
         unknown = [name for name in spec.tools if name not in self.runtime.contracts]
         if unknown:
             raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+        if _may_need_approval(self.runtime, spec):
+            ledger_of(self.runtime.store)  # a proposal must have somewhere to be kept
+        if spec.continuation is not None and not continuing:
+            raise ConfigError(  # grants come only from verified confirm tokens
+                "RunSpec.continuation is set by Engine.continue_approved, never by the caller"
+            )
 
     def _prompt(self, spec: RunSpec) -> str:
         return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
@@ -373,3 +446,15 @@ def _cancelled_next(run: RunState) -> bool:
         return False
     following = run.setup.known[seq]
     return following.trigger == Trigger.GIVE_UP.value and following.reason == CANCELLED
+
+
+def _may_need_approval(runtime: Runtime, spec: RunSpec) -> bool:
+    """Whether a write this run may call could need approval (contract or policy)."""
+    rules = runtime.policy.approval
+    for name in spec.tools:
+        contract = runtime.contracts.get(name)
+        if contract is None or contract.contract.side_effect != "write":
+            continue
+        if contract.contract.requires_approval or name in rules.tools or rules.untrusted_arguments:
+            return True
+    return False

@@ -16,11 +16,16 @@ infrastructure during one::
         ├── BudgetExceeded        a bound found exceeded where it must have been enforced
         ├── OutsideRecording      a replay needed an input the recording does not have
         ├── ReplayDivergence      a re-driven run made a transition other than the recorded one
-        └── StoreError            the store refused or failed a read or write
-            ├── StoreLocked       another process holds the store's write lock
-            ├── StoreCorrupt      the file is not a store, or a newer schema than this runner knows
-            ├── StoreConflict     an operation key presented with another parameter hash
-            └── LeaseLost         another worker took the run over; this one must stop writing
+        ├── StoreError            the store refused or failed a read or write
+        │   ├── StoreLocked       another process holds the store's write lock
+        │   ├── StoreCorrupt      the file is not a store, or a newer schema than this runner knows
+        │   ├── StoreConflict     an operation key presented with another parameter hash
+        │   └── LeaseLost         another worker took the run over; this one must stop writing
+        └── ApprovalRefused       a confirm token or decision cannot be used (nothing dispatched)
+            ├── TokenForged       the signature does not verify under the runtime's secret
+            ├── TokenExpired      past its expiry
+            ├── TokenReused       already used by another run
+            └── TokenMismatch     bound to other parameters, tenant, run, operation or policy
 """
 
 from __future__ import annotations
@@ -138,3 +143,31 @@ class StoreConflict(StoreError):
 class LeaseLost(StoreError):
     """This worker no longer owns the run: its lease was taken over after it expired, so its
     writes are refused (fenced) and it must stop driving the run."""
+
+
+class ApprovalRefused(RunFailure):
+    """A confirm token or approval decision cannot be used; nothing was dispatched.
+
+    `problem` names which check failed: `forged`, `expired`, `reused`, `other_parameters`,
+    `other_tenant`, `other_run`, `other_operation`, `other_policy`, `not_pending`, `no_proposal`.
+    """
+
+    def __init__(self, problem: str, message: str) -> None:
+        self.problem = problem
+        super().__init__(f"approval refused ({problem}): {message}")
+
+
+class TokenForged(ApprovalRefused):
+    """The token's signature does not verify under the runtime's secret (or it is not a token)."""
+
+
+class TokenExpired(ApprovalRefused):
+    """The token's expiry has passed."""
+
+
+class TokenReused(ApprovalRefused):
+    """The token was already used by another run."""
+
+
+class TokenMismatch(ApprovalRefused):
+    """The token is genuine but bound to another payload, tenant, run, operation or policy."""

@@ -25,6 +25,9 @@ class Trigger(StrEnum):
     """plan -> call: the model proposed tool calls and budget is left."""
     ANSWER = "answer"
     """plan -> complete: the model answered."""
+    INSIST = "insist"
+    """plan -> plan: the model answered before the task's required evidence exists (the
+    completion gate); it is told once what is missing and asked again."""
     GIVE_UP = "give_up"
     """plan -> abstain: a bound is spent; the final tool-free request has been made."""
     CLASSIFY = "classify"
@@ -69,6 +72,7 @@ class Edge:
 TABLE: Final[tuple[Edge, ...]] = (
     Edge(Trigger.PROPOSE, State.PLAN, State.CALL),
     Edge(Trigger.ANSWER, State.PLAN, State.COMPLETE),
+    Edge(Trigger.INSIST, State.PLAN, State.PLAN),
     Edge(Trigger.GIVE_UP, State.PLAN, State.ABSTAIN),
     Edge(Trigger.CLASSIFY, State.CALL, State.OBSERVE),
     Edge(Trigger.RESUME, State.OBSERVE, State.PLAN),
@@ -152,6 +156,9 @@ class Lifecycle:
         raise NotImplementedError
 
     def give_up(self) -> bool:
+        raise NotImplementedError
+
+    def insist(self) -> bool:
         raise NotImplementedError
 
     def classify(self) -> bool:

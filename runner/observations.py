@@ -161,6 +161,29 @@ class BudgetExhausted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequired:
+    """A write that needs a person's approval: recorded as a proposal, never dispatched."""
+
+    call_id: str
+    tool: str
+    operation_key: str
+    reasons: tuple[str, ...]
+    """Why: `contract`, `policy:tool`, `provenance:<argument>`."""
+    kind: Literal["approval_required"] = "approval_required"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDenied:
+    """A person denied the write's proposal: never dispatched."""
+
+    call_id: str
+    tool: str
+    approver: str
+    note: str | None = None
+    kind: Literal["approval_denied"] = "approval_denied"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelAnswered:
     """The model replied with text and no tool calls."""
 
@@ -182,6 +205,8 @@ ToolObservation = (
     | WriteNotApplied
     | RepeatRefused
     | BudgetExhausted
+    | ApprovalRequired
+    | ApprovalDenied
 )
 """Everything a single tool call can come to."""
 
@@ -209,6 +234,8 @@ ResultClass = Literal[
     "not_applied",
     "repeat_refused",
     "budget_exhausted",
+    "approval_required",
+    "approval_denied",
     "model_final",
 ]
 

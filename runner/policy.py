@@ -86,6 +86,18 @@ class Backoff(BaseModel):
         return self
 
 
+class ApprovalRules(BaseModel):
+    """Which writes need a person's approval besides those whose contract declares it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tools: tuple[str, ...] = ()
+    """Writes that always need approval under this policy."""
+    untrusted_arguments: bool = False
+    """A write whose argument value first appeared in a tool result (not in the task) needs
+    approval: an id read from a search result that may carry instructions."""
+
+
 class Policy(BaseModel):
     """What the runner does with each observation class. Configurable, never prompt text.
 
@@ -103,6 +115,7 @@ class Policy(BaseModel):
     corrections_per_tool: int = Field(default=1, ge=0, le=MAX_CORRECTIONS)
     """Invalid-argument calls to one tool handed back for correction before the run abstains."""
     backoff: Backoff = Field(default_factory=Backoff)
+    approval: ApprovalRules = Field(default_factory=ApprovalRules)
 
     @field_validator("decisions", mode="after")
     @classmethod

@@ -22,6 +22,7 @@ from .clock import FakeClock
 from .contracts import ContractSet
 from .engine import Engine, ReplayedRun, outside_a_loop
 from .errors import LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
+from .evidence import EvidenceRequirement
 from .machine import Trigger
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
@@ -166,6 +167,10 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         seed=header.seed,
         annotations=header.annotations,
         system_prompt=header.system_prompt,
+        continuation=header.continues,
+        required_evidence=tuple(
+            EvidenceRequirement.model_validate(r) for r in header.required_evidence
+        ),
     )
 
 

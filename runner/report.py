@@ -17,7 +17,7 @@ from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord, st
 _TRANSITION_KEYS = (
     "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
     "decision", "latency_ms", "operation_key", "tokens_in", "tokens_out", "wait_s", "reason",
-    "time", "observation",
+    "time", "observation", "approval", "provenance",
 )  # fmt: skip
 
 
@@ -177,6 +177,13 @@ def transition_line(record: TransitionRecord) -> str:
         extra += f"  ({record.reason})"
     if record.operation_key is not None:
         extra += f"  key {record.operation_key}"
+    if record.approval is not None:
+        who = record.approval.get("approver")
+        extra += f"  approval {record.approval.get('verdict')}" + (f" by {who}" if who else "")
+    if record.provenance is not None:
+        extra += "  from " + ", ".join(
+            f"{name}={source}" for name, source in sorted(record.provenance.items())
+        )
     return printable(
         f"  {record.seq:>3}  {record.from_state + ' -> ' + record.to_state:<20} "
         f"{record.trigger:<12} {_dash(record.tool):<15} {_dash(record.call_id):<10} "
@@ -302,6 +309,8 @@ def grade_text(grades: list[FixtureGrade], base_seed: int | None = None) -> str:
                     f"{'':<{width}}    {trial.run_id[:8]} {printable(check.name)}: "
                     f"{printable(check.detail)}"
                 )
+            for approval in trial.approvals:
+                lines.append(f"{'':<{width}}    {trial.run_id[:8]} approval {printable(approval)}")
     passing = sum(g.pass_k for g in grades)
     ks = sorted({g.k for g in grades})
     if len(ks) == 1:
@@ -337,6 +346,7 @@ def grade_json(grades: list[FixtureGrade], base_seed: int | None = None) -> dict
                         "run_id": t.run_id,
                         "seed": t.seed,
                         "passed": t.passed,
+                        "approvals": t.approvals,
                         "checks": [
                             {"name": c.name, "passed": c.passed, "detail": c.detail}
                             for c in t.checks

@@ -159,6 +159,21 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 allowed=frozenset({Decision.FINAL_ANSWER, Decision.ABSTAIN}),
                 rule="a spent budget allows only the final tool-free answer or abstain",
             )
+        case "approval_required":
+            return ClassFacts(
+                default=Decision.ESCALATE,
+                allowed=_STOP,
+                rule="a write that needs approval waits for a person: escalate or abstain, never "
+                "sent on the model's word",
+                write_status=_FAILED,
+            )
+        case "approval_denied":
+            return ClassFacts(
+                default=Decision.ABSTAIN,
+                allowed=_STOP,
+                rule="a denied write is never sent: abstain or escalate",
+                write_status=_FAILED,
+            )
         case "model_final":
             return ClassFacts(
                 default=None,

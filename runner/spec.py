@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .budget import Limits
+from .evidence import EvidenceRequirement
 from .states import State
 from .tools import Principal
 from .trace import OperationSummary, RunSummary, TransitionRecord
@@ -41,6 +42,11 @@ class RunSpec:
     seed: int | None = None
     system_prompt: str | None = None
     """What the model is told first; None: the engine's (`Engine(system_prompt=...)`)."""
+    continuation: Mapping[str, Any] | None = None
+    """Set by `Engine.continue_approved` (and read back from the header on resume and replay):
+    the approval decisions a continued run goes on with. Never from the model."""
+    required_evidence: tuple[EvidenceRequirement, ...] = ()
+    """What a complete answer needs (the completion gate); empty: any answer completes."""
     annotations: Mapping[str, Any] = field(default_factory=dict)
     """The caller's own JSON data about the run, kept untouched in its header (the fixture layer
     keeps the fixture and where its simulated world lives here, to resume and grade the run)."""

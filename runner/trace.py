@@ -89,6 +89,11 @@ class TransitionRecord:
     observation: TypedToolObservation | None = None
     """What the call came to (`classify` only), as `recorded_observation` keeps it. None on
     every other move, and on a `classify` recorded under `runner-log/1`."""
+    approval: dict[str, str] | None = None
+    """A write under approval: `verdict` (required, approved, denied), `approver`, `token_id`."""
+    provenance: dict[str, str] | None = None
+    """A write under approval with argument values first seen in a tool result: argument ->
+    `task`, `model` or `tool:<tool>:<call id>` (None otherwise)."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as the log stores it; enums stay enums (they are their string values)."""
@@ -142,6 +147,12 @@ class RunHeader:
     model: ModelIdentity | None = None
     """The model that drove the run, so a resume continues with it (None: not recorded, a run
     stored before the runner recorded it)."""
+    required_evidence: list[dict[str, Any]] = field(default_factory=list)
+    """The completion gate's requirements (`RunSpec.required_evidence`), as JSON."""
+    continues: dict[str, Any] | None = None
+    """For the continuation of a run that waited for approval: the run it re-drives (`run_id`),
+    the run whose operation keys it keeps (`key_scope`), and the decisions it continues with
+    (`grants`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,6 +226,8 @@ class _TransitionLine(BaseModel):
     wait_s: float | None
     reason: str | None
     observation: TypedToolObservation | None = None
+    approval: dict[str, str] | None = None
+    provenance: dict[str, str] | None = None
 
     def record(self) -> TransitionRecord:
         # Not model_dump: the observation stays the typed value it was validated into.

@@ -36,6 +36,8 @@ TRANSITION_KEYS = {
     "reason",
     "time",
     "observation",
+    "approval",
+    "provenance",
 }
 RUN_KEYS = {
     "run_id",
@@ -63,7 +65,7 @@ def test_run_all_fixtures_three_times_as_json(
     db = str(tmp_path / "runs.sqlite")
     assert main(["run", str(FIXTURES), "--repeat", "3", "--json", "--db", db]) == 0
     runs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    fixtures = {path.stem for path in FIXTURES.iterdir()}
+    fixtures = {path.stem for path in FIXTURES.iterdir() if path.is_file()}  # not the corpora
     assert len(runs) == 3 * len(fixtures)
     for run in runs:
         assert set(run) == RUN_KEYS
@@ -128,7 +130,7 @@ def test_bad_fixture_is_one_line_and_exit_2(
 
 def test_contracts_check(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["contracts", "check"]) == 0
-    assert "ok: 5 contracts compiled" in capsys.readouterr().out
+    assert "ok: 6 contracts compiled" in capsys.readouterr().out
 
 
 def test_contracts_check_reports_a_broken_contract(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from runner.contracts import ContractSet, load_contracts
+from runner.contracts import Contract, ContractSet, compile_contract, load_contracts
 from runner.errors import ContractError
 from runner.travel import SEMANTIC_RULES, TaskConstraints, load_travel_contracts
 
@@ -15,6 +15,7 @@ from .conftest import FLIGHT_ARGS, FLIGHTS_OK, ROOT
 
 def test_every_shipped_contract_compiles(contracts: ContractSet) -> None:
     assert sorted(contracts) == [
+        "cancel_all_holds",
         "check_rail",
         "hold_room",
         "lookup_hold",
@@ -404,3 +405,18 @@ def test_iterating_a_contract_set_is_typed_for_a_users_mypy(contracts: ContractS
     returning `next(iter(contracts))` as `str` failed `no-any-return`)."""
     assert typing.get_type_hints(ContractSet.__iter__)["return"] == collections.abc.Iterator[str]
     assert sorted(contracts) == sorted(contracts.keys())
+
+
+def test_an_approval_summary_names_only_arguments_and_requires_approval_only_writes(
+    contracts: ContractSet,
+) -> None:
+    base = contracts["hold_room"].contract.model_dump()
+    with pytest.raises(ContractError, match="names hotel"):
+        compile_contract(Contract(**{**base, "approval_summary": "Hold {hotel}"}), "x", None)
+    with pytest.raises(ContractError, match=r"names hotel_id\.__class__"):
+        compile_contract(
+            Contract(**{**base, "approval_summary": "{hotel_id.__class__}"}), "x", None
+        )
+    read = contracts["search_hotels"].contract.model_dump()
+    with pytest.raises(ContractError, match="writes only"):
+        compile_contract(Contract(**{**read, "requires_approval": True}), "x", None)

@@ -26,6 +26,12 @@ from ..travel import fixtures_dir
 from ..travel.fixture_check import check_command
 from ..travel.fixtures import collect_fixture_paths, load_fixture
 from ..travel.scenario import ScenarioRun, resume_fixture, run_fixture
+from ._approvals import (
+    add_approval_commands,
+    approvals_command,
+    continue_command,
+    decide_command,
+)
 from ._common import (
     EXIT_EXPECTATION_FAILED,
     contracts_for,
@@ -142,7 +148,8 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print one JSON object per run")
     with_db(runs)
 
-    add_distributed_parsers(commands, with_db)
+    for add_commands in (add_approval_commands, add_distributed_parsers):
+        add_commands(commands, with_db)
     _contracts_and_fixtures_parsers(parser, commands)  # last: it adds --verbose to all
     return parser
 
@@ -188,14 +195,21 @@ def _contracts_and_fixtures_parsers(
     add_tool_commands(parser, contract_commands, fixture_commands)  # last: adds --verbose to all
 
 
-def _print_scenario(outcome: ScenarioRun, heading: str, as_json: bool) -> None:
+def print_scenario(
+    outcome: ScenarioRun, heading: str, as_json: bool, *, continuation: bool = False
+) -> None:
+    """One scenario run as `run` prints it; a `continuation` is checked against the fixture's
+    `approval.expect` (what the run comes to after the decision), not its `expect`."""
     view = RunView.of_result(outcome.result, outcome.holds)
     expect = {"passed": outcome.passed, "failures": outcome.failures}
     if as_json:
         print(json.dumps(run_json(view, expect), sort_keys=True))
         return
     print(run_text(view, heading))
-    if outcome.fixture.expect is not None:
+    declared = (
+        outcome.fixture.approval.expect if continuation and outcome.fixture.approval else None
+    )
+    if outcome.fixture.expect is not None or declared is not None:
         verdict = "met" if outcome.passed else "FAILED: " + "; ".join(outcome.failures)
         print(f"  expect: {printable(verdict)}")
     print()
@@ -238,7 +252,7 @@ def _run(args: argparse.Namespace) -> int:
                     mcp=mcp,
                     durability=args.durability,
                 )
-                _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
+                print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
                 failed += not outcome.passed
     except StoreError as exc:  # the run stopped where its record stops: it can go on from there
@@ -283,7 +297,7 @@ def _resume(args: argparse.Namespace) -> int:
         )
     finally:
         store.close()
-    _print_scenario(outcome, f"{outcome.fixture.name} (resumed)", args.json)
+    print_scenario(outcome, f"{outcome.fixture.name} (resumed)", args.json)
     return 0 if outcome.passed else EXIT_EXPECTATION_FAILED
 
 
@@ -310,6 +324,10 @@ _COMMANDS = {
     "replay": replay_command,
     "grade": grade_command,
     "artifact": artifact_command,
+    "approvals": approvals_command,
+    "approve": decide_command,
+    "deny": decide_command,
+    "continue": continue_command,
     "contracts": _check_contracts,
     "fixtures": _fixtures,
     "submit": submit_command,

@@ -10,13 +10,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from .._approval_checks import tokens_used_by_several_runs
 from .._arguments import EXIT_BAD_INPUT
 from .._tool_commands import (
     listing_json,
 )
 from ..budget import Limits
+from ..contracts import ContractSet
 from ..errors import LoadError, StoreCorrupt, StoreError
-from ..grading import FixtureGrade, grade
+from ..grading import Check, FixtureGrade, grade
 from ..mcp import with_recorded
 from ..recording import RAW_OUTCOME_ADAPTER, Responded
 from ..replay import Recording, describe, replay, stored_limits
@@ -32,7 +34,7 @@ from ..report import (
     run_text,
     side_by_side,
 )
-from ..store.base import RunListing, UnreadableRun
+from ..store.base import RunListing, Store, UnreadableRun
 from ..travel import (
     SYSTEM_PROMPT,
 )
@@ -191,11 +193,31 @@ def stored_holds(recording: Recording, store_dir: Path) -> int | None:
         supplier.close()
 
 
+def _tokens_across_runs(recordings: list[Recording], grades: dict[str, FixtureGrade]) -> None:
+    """A confirm token used by more than one stored run fails each of those runs' grade."""
+    reused = tokens_used_by_several_runs(recordings)
+    for grade_ in grades.values():
+        for trial in grade_.trials:
+            for token, runs in reused.items():
+                if trial.run_id in runs:
+                    others = ", ".join(run for run in runs if run != trial.run_id)
+                    trial.checks.append(
+                        Check("no_token_used_twice", False, f"token {token} also used by {others}")
+                    )
+
+
+def _without_holds(expect: Expect | None) -> Expect | None:
+    return expect.model_copy(update={"holds": None}) if expect is not None else None
+
+
 def _stored_expect(recording: Recording) -> Expect | None:
     """The expectations of the fixture a run recorded; `StoreCorrupt` if it no longer loads."""
     document = stored_fixture(recording.header)
     try:
-        return Fixture.model_validate(document).expect if document else None
+        fixture = Fixture.model_validate(document) if document else None
+        if fixture is not None and recording.header.continues is not None:
+            return fixture.approval.expect if fixture.approval else None  # after the decision
+        return fixture.expect if fixture else None
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
@@ -203,6 +225,45 @@ def _stored_expect(recording: Recording) -> Expect | None:
             f"run {recording.header.run_id}: its stored fixture does not load: "
             f"{where}: {problem['msg']}"
         ) from exc
+
+
+def _grade_stored(
+    args: argparse.Namespace, store: Store, contracts: ContractSet, grades: dict[str, FixtureGrade]
+) -> int:
+    """Grade the stored runs `args.stored` names (all when none); returns how many were
+    unreadable (each named on stderr)."""
+    unreadable = 0
+    recordings: list[Recording] = []
+    run_ids = args.stored or [
+        item.header.run_id if isinstance(item, RunListing) else item.run_id for item in store.runs()
+    ]
+    # A run waiting for approval shares its world with its continuation, which has
+    # changed it since: its own holds can no longer be counted from that world.
+    continued = {
+        str(item.header.continues.get("run_id"))
+        for item in store.runs()
+        if isinstance(item, RunListing) and item.header.continues
+    }
+    for run_id in run_ids:
+        try:
+            recording = Recording.from_store(store, run_id)
+            expect = _stored_expect(recording)
+            stored_limits(recording.header)
+            holds = stored_holds(recording, args.db.folder)
+            if run_id in continued:
+                expect = _without_holds(expect)
+        except StoreError as exc:  # named; the other runs are still graded
+            named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
+            print(f"error: {printable(one_line(named))}", file=sys.stderr)
+            unreadable += 1
+            continue
+        pinned = with_recorded(contracts, recording.header.annotations)
+        trial = grade(recording, pinned, expect, holds)
+        name = recording.header.name
+        grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
+        recordings.append(recording)
+    _tokens_across_runs(recordings, grades)
+    return unreadable
 
 
 def grade_command(args: argparse.Namespace) -> int:
@@ -219,25 +280,7 @@ def grade_command(args: argparse.Namespace) -> int:
     store = open_store(args.db, must_exist=stored, read_only=stored)
     try:
         if args.stored is not None:
-            run_ids = args.stored or [
-                item.header.run_id if isinstance(item, RunListing) else item.run_id
-                for item in store.runs()
-            ]
-            for run_id in run_ids:
-                try:
-                    recording = Recording.from_store(store, run_id)
-                    expect = _stored_expect(recording)
-                    stored_limits(recording.header)
-                    holds = stored_holds(recording, args.db.folder)
-                except StoreError as exc:  # named; the other runs are still graded
-                    named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
-                    print(f"error: {printable(one_line(named))}", file=sys.stderr)
-                    unreadable += 1
-                    continue
-                pinned = with_recorded(contracts, recording.header.annotations)
-                trial = grade(recording, pinned, expect, holds)
-                name = recording.header.name
-                grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
+            unreadable = _grade_stored(args, store, contracts, grades)
         else:
             if not args.paths:
                 raise LoadError("grade needs fixture paths, or --stored to grade stored runs")

@@ -11,13 +11,14 @@ from ..errors import LeaseLost, StoreConflict, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from .approvals import MemoryApprovals
 from .base import Lease, RunListing, UnreadableRun
 
 RELEASED = datetime(1970, 1, 1, tzinfo=UTC)
 """The expiry a given-up lease is left with: anyone may take the run, as the next generation."""
 
 
-class MemoryStore:
+class MemoryStore(MemoryApprovals):
     def __init__(self) -> None:
         self.headers: dict[str, RunHeader] = {}
         self.records: dict[str, list[TransitionRecord]] = {}

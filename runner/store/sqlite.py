@@ -35,6 +35,7 @@ from ..trace import (
     TransitionRecord,
 )
 from ._sqlite_base import Synchronous, open_database, transaction, translate
+from .approvals import APPROVALS_MIGRATION, SqliteApprovals
 from .base import Lease, RunListing, UnreadableRun
 from .memory import RELEASED
 
@@ -92,6 +93,8 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         expires_at TEXT NOT NULL
     )
     """,
+    # 3: approval proposals and decisions, confirm token uses
+    APPROVALS_MIGRATION,
 )
 
 
@@ -125,7 +128,7 @@ def _read_json(adapter: TypeAdapter[T], text: Any, path: Path | str, row: str) -
         raise StoreCorrupt(f"{path}: {row} cannot be read back ({problem})") from exc
 
 
-class SqliteStore:
+class SqliteStore(SqliteApprovals):
     """`Store` on one SQLite file. Not shared between threads; one per process is the norm.
 
     `read_only=True` opens an existing store for reading only (`runner runs`, `show`, `replay`,

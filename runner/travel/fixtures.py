@@ -28,8 +28,10 @@ from .._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape
 from ..budget import Limits
 from ..contracts import ContractSet
 from ..errors import FixtureError
+from ..evidence import EvidenceRequirement
 from ..models.scripted import ScriptedTurn
 from ..observations import RESULT_CLASSES
+from ..policy import ApprovalRules
 from ..states import TERMINAL, State
 from .rules import TaskConstraints
 
@@ -107,6 +109,35 @@ class Expect(BaseModel):
         return state
 
 
+class ApprovalScript(BaseModel):
+    """What needs approval in a fixture, and what the person outside the model decides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: ApprovalRules = Field(default_factory=ApprovalRules)
+    """Merged into the run's policy (contracts may require approval on their own, too)."""
+    decision: Literal["approve", "deny"] | None = None
+    """What the approver decides on the run's pending proposal (None: nobody decides)."""
+    approver: str = "approver-1"
+    note: str | None = None
+    ttl_s: float = Field(default=1800.0, gt=0)
+    """How long the confirm token is valid after the decision."""
+    continue_after_s: float = Field(default=60.0, ge=0)
+    """When the continuation is asked for, after the decision."""
+    present: Literal["issued", "forged", "other_run"] = "issued"
+    """Which token the continuation presents: the one issued, one signed with another secret,
+    or the one issued for the same proposal of another run of this fixture."""
+    tenant: str | None = None
+    """Continue under another tenant than the fixture's."""
+    policy: dict[str, Any] | None = None
+    """Policy fields changed between the decision and the continuation."""
+    refused: str | None = None
+    """The continuation must be refused with this problem (`forged`, `expired`, `other_run`...),
+    storing and sending nothing."""
+    expect: Expect | None = None
+    """What the continuation after the decision must come to."""
+
+
 class Fixture(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -122,6 +153,12 @@ class Fixture(BaseModel):
     environment: dict[str, list[ToolOutcome]] = Field(default_factory=dict)
     model: list[ScriptedTurn] = Field(min_length=1)
     expect: Expect | None = None
+    approval: ApprovalScript | None = None
+    required_evidence: list[EvidenceRequirement] = Field(default_factory=list)
+    """What a complete answer needs (the completion gate)."""
+    prohibited: list[str] = Field(default_factory=list)
+    """Calls the script makes (obeying instructions in tool results) that must never be
+    dispatched: the injection corpus checks each is refused at admission and recorded."""
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Fixture:

@@ -12,17 +12,20 @@ are kept in the header's `annotations` (older headers had them as fields; they a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..clock import Clock, FakeClock, InstantLatency, SystemClock
+from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..engine import Engine
 from ..errors import ResumeRefused, StoreCorrupt, StoreError
@@ -72,6 +75,7 @@ def spec_for(fixture: Fixture, seed: int | None, world: dict[str, Any] | None = 
         name=fixture.name,
         seed=seed,
         system_prompt=SYSTEM_PROMPT,
+        required_evidence=tuple(fixture.required_evidence),
         annotations={
             "fixture": fixture.model_dump(mode="json", exclude_unset=True),
             "world": world or {},
@@ -122,6 +126,8 @@ def run_fixture(
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
     spec = spec_for(fixture, seed, world)
+    if fixture.approval is not None:  # the fixture's approval rules are part of its policy
+        policy = (policy or Policy()).model_copy(update={"approval": fixture.approval.rules})
     if mcp is not None:
         spec = mcp.pinned_spec(spec)
     return _play(
@@ -195,6 +201,59 @@ def resume_fixture(
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
         mcp=tools,
         durability=durability,
+        continuation=header.continues is not None,
+    )
+
+
+def continue_fixture(
+    run_id: str,
+    contracts: ContractSet,
+    store: Store,
+    *,
+    secret: ApprovalSecret,
+    now: datetime,
+    token: str | None = None,
+    tenant: str | None = None,
+    policy: Policy | None = None,
+    store_dir: Path | None = None,
+) -> ScenarioRun:
+    """Continue a fixture run that ended waiting for approval, its proposals decided.
+
+    `tenant`: continue under another tenant than the fixture's (which the token refuses);
+    `policy`: the policy in force now, if not the run's (a token given under another is refused).
+    Raises `ApprovalRefused` (nothing stored or sent) when a decision cannot be used.
+    """
+    header = store.header(run_id)
+    if header is None:
+        raise StoreError(f"no run {run_id} in the store")
+    document = stored_fixture(header)
+    if document is None:
+        raise StoreError(f"run {run_id} was not started from a fixture; continue it with Engine")
+    try:
+        fixture = Fixture.model_validate(document)
+        policy = policy or Policy.recorded(header.policy)
+    except ValidationError as exc:
+        raise StoreCorrupt(
+            f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
+        ) from exc
+    world = stored_world(header)
+    supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
+    consumed = Counter(output.tool for output in store.outputs(run_id))
+    spec = spec_for(fixture, header.seed, world)
+    if tenant is not None:
+        spec = dataclasses.replace(spec, tenant=tenant)
+    return _play(
+        fixture,
+        contracts=contracts,
+        store=store,
+        supplier=supplier,
+        policy=policy,
+        seed=header.seed,
+        consumed=consumed,
+        drive=lambda engine, scripted: engine.continue_approved(
+            run_id, spec, scripted, secret=secret, now=now, token=token
+        ),
+        continuation=True,
     )
 
 
@@ -225,6 +284,7 @@ def _play(
     live: bool = False,
     mcp: McpTools | None = None,
     durability: Durability = "transition",
+    continuation: bool = False,
 ) -> ScenarioRun:
     """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
 
@@ -251,16 +311,21 @@ def _play(
             finally:
                 if mcp is not None:  # its connections live on this run's loop
                     runner.run(mcp.aclose())
-        return _scenario(fixture, result, environment)
+        expect = fixture.expect
+        if continuation:  # what the run comes to after the decision
+            expect = fixture.approval.expect if fixture.approval is not None else None
+        return _scenario(fixture, result, environment, expect)
     finally:
         if supplier is not None:
             supplier.close()
 
 
-def _scenario(fixture: Fixture, result: RunResult, environment: ScriptedEnvironment) -> ScenarioRun:
+def _scenario(
+    fixture: Fixture, result: RunResult, environment: ScriptedEnvironment, expect: Expect | None
+) -> ScenarioRun:
     supplier = environment.supplier
     holds = supplier.active_holds() if supplier is not None else None
-    failures = check_expectations(fixture.expect, result, holds) if fixture.expect else []
+    failures = check_expectations(expect, result, holds) if expect else []
     return ScenarioRun(
         fixture=fixture, result=result, failures=failures, environment=environment, holds=holds
     )

@@ -1,0 +1,141 @@
+"""Crash between approval and commit, then go on: a real `runner approve` subprocess is killed with
+SIGKILL after its 1st, 2nd, ... durable commit (the decision, the token's use, each transition,
+the intent, the supplier's hold), then the operator goes on (`runner approve` again if the decision
+was never kept, else `runner continue`, which resumes the continuation): exactly one hold, one
+continuation, ending `complete`, its log without a gap."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from runner.store import SqliteStore
+from runner.travel.approval_play import holds_of
+
+from .conftest import FIXTURES
+
+FIXTURE = FIXTURES / "approval" / "hold_approved.yaml"
+SECRET = "the-runtime-secret-for-the-tests-0001"
+
+
+def _runner(
+    args: list[str], cwd: Path, kill_after: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "RUNNER_KILL_AFTER_COMMITS"}
+    env["RUNNER_APPROVAL_SECRET"] = SECRET
+    if kill_after is not None:
+        env["RUNNER_KILL_AFTER_COMMITS"] = str(kill_after)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _waiting_run(folder: Path) -> tuple[Path, str]:
+    folder.mkdir()
+    db = folder / "runs.sqlite"
+    done = _runner(["run", str(FIXTURE), "--db", str(db)], folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = SqliteStore(db)
+    run_id = store.runs()[0].header.run_id  # type: ignore[union-attr]
+    store.close()
+    return db, run_id
+
+
+def _state(db: Path, waiting: str) -> tuple[str, list[str], int | None, list[str]]:
+    """The proposal's status, the continuations' terminals, the holds, and problems."""
+    store = SqliteStore(db)
+    try:
+        status = store.proposals(waiting)[0].status
+        problems: list[str] = []
+        terminals = []
+        for listing in store.runs()[1:]:
+            run_id = listing.header.run_id  # type: ignore[union-attr]
+            records = store.transitions(run_id)
+            if [r.seq for r in records] != list(range(1, len(records) + 1)):
+                problems.append(f"{run_id}: a gap in its log")
+            ends = [
+                r for r in records if r.to_state in {"complete", "abstain", "escalate", "unknown"}
+            ]
+            if len(ends) > 1:
+                problems.append(f"{run_id}: {len(ends)} terminal transitions")
+            summary = store.summary(run_id)
+            terminals.append(summary.terminal if summary else "(running)")
+        return status, terminals, holds_of(store, waiting), problems
+    finally:
+        store.close()
+
+
+def test_a_crash_anywhere_between_approval_and_commit_ends_with_exactly_one_hold(
+    tmp_path: Path,
+) -> None:
+    problems: list[str] = []
+    point = 0
+    while True:
+        point += 1
+        assert point < 60, "the approval never completed"
+        db, waiting = _waiting_run(tmp_path / f"p{point}")
+        approve = ["approve", waiting, "--approver", "alice", "--db", str(db)]
+        killed = _runner(approve, db.parent, kill_after=point)
+        if killed.returncode == 0:
+            break  # every commit point has been swept
+        status, _, _, _ = _state(db, waiting)
+        again = approve if status == "pending" else ["continue", waiting, "--db", str(db)]
+        went_on = _runner(again, db.parent)
+        status, terminals, holds, found = _state(db, waiting)
+        where = f"crash point {point} ({' '.join(again[:1])} after it)"
+        if went_on.returncode != 0:
+            problems.append(f"{where}: exit {went_on.returncode}: {went_on.stderr.strip()}")
+        if status != "approved" or terminals != ["complete"] or holds != 1:
+            problems.append(f"{where}: {status}, continuations {terminals}, {holds} holds")
+        problems += [f"{where}: {problem}" for problem in found]
+    assert point > 8, f"only {point - 1} commit points: the sweep did not reach the commit"
+    assert not problems, "\n".join(problems)
+
+
+def test_a_crash_before_the_run_waits_resumes_to_one_pending_proposal(tmp_path: Path) -> None:
+    """`runner run` killed after each durable commit of a run that ends waiting for approval,
+    then `runner resume`: the run ends escalate (approval_required) with exactly one pending
+    proposal (re-driving the admission finds the one already recorded) and no hold."""
+    problems: list[str] = []
+    point = 0
+    while True:
+        point += 1
+        assert point < 40, "the run never completed"
+        folder = tmp_path / f"p{point}"
+        folder.mkdir()
+        db = folder / "runs.sqlite"
+        killed = _runner(["run", str(FIXTURE), "--db", str(db)], folder, kill_after=point)
+        if killed.returncode == 0:
+            break
+        store = SqliteStore(db)
+        runs = store.runs()
+        store.close()
+        if not runs:
+            continue  # died before the run began
+        run_id = runs[0].header.run_id  # type: ignore[union-attr]
+        resumed = _runner(["resume", run_id, "--db", str(db)], folder)
+        store = SqliteStore(db)
+        summary = store.summary(run_id)
+        proposals = store.proposals(run_id)
+        holds = holds_of(store, run_id)
+        store.close()
+        where = f"crash point {point}"
+        if resumed.returncode not in (0, 1):
+            problems.append(f"{where}: resume exit {resumed.returncode}: {resumed.stderr.strip()}")
+        if summary is None or (summary.terminal, summary.reason) != (
+            "escalate",
+            "approval_required",
+        ):
+            problems.append(f"{where}: ended {summary}")
+        if [p.status for p in proposals] != ["pending"] or holds not in (0, None):
+            problems.append(f"{where}: proposals {[p.status for p in proposals]}, {holds} holds")
+    assert point > 4
+    assert not problems, "\n".join(problems)
