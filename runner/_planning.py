@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import deque
 from datetime import timedelta
-from typing import Final
+from decimal import Decimal
+from typing import Any, Final
 
 from . import budget as bounds
 from ._call_ids import unique_calls
@@ -25,6 +26,7 @@ from .models.base import (
 )
 from .models.scripted import estimate_tokens
 from .policy import retry_after_or_backoff
+from .pricing import usd
 from .transcript import AssistantMessage, UserMessage
 
 _UNTRUSTED: Final = {
@@ -105,15 +107,43 @@ async def _ask(
     run.usage.tokens_in += reply.usage.input_tokens
     run.usage.tokens_out += reply.usage.output_tokens
     run.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
+    price = run.spec.price
+    if price is not None:
+        run.usage.cost_usd += price.cost_of(reply.usage)
     elided = run.transcript.full_chars - run.transcript.chars
     run.prefill.append(reply.usage.input_tokens)
     run.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
     return reply, core.ms_since(started), None
 
 
+def _projected_cost(run: RunState) -> Decimal:
+    """What the next request is expected to cost: at least the last request's input (the
+    transcript only grows) or the estimate of the transcript, and the last reply's output."""
+    price = run.spec.price
+    if price is None:
+        return Decimal(0)
+    last_in = run.prefill[-1] if run.prefill else 0
+    return price.cost(max(last_in, estimate_tokens(run.transcript.chars)), run.model_tokens[1])
+
+
+def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
+    """A model request's tokens and cost, as its transition records them."""
+    if reply is None:
+        return {"tokens_in": None, "tokens_out": None}
+    price = run.spec.price
+    return {
+        "tokens_in": reply.usage.input_tokens,
+        "tokens_out": reply.usage.output_tokens,
+        "cost_usd": usd(price.cost_of(reply.usage)) if price is not None else None,
+    }
+
+
 async def plan(core: Core, run: RunState) -> None:
     now = core.clock.monotonic()
-    bound = run.tripped or bounds.spent(run.spec.limits, run.usage, now)
+    limits = run.spec.limits
+    bound = run.tripped or bounds.spent(limits, run.usage, now)
+    if bound is None and bounds.cost_spent(limits, run.usage, _projected_cost(run)):
+        bound = Bound.COST
     if bound is not None:
         await _final_request(core, run, bound)
         return
@@ -125,7 +155,7 @@ async def plan(core: Core, run: RunState) -> None:
         run.reason = failure or "model_error"
         core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason)
         return
-    tokens = {"tokens_in": reply.usage.input_tokens, "tokens_out": reply.usage.output_tokens}
+    tokens = _usage_fields(run, reply)
     unusable = _unusable(reply)
     if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
         run.transcript.append(AssistantMessage(text=reply.text))
@@ -157,7 +187,8 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
 
     It is outside the model-step cap, but never outside the deadline: whichever bound was
     spent, it gets only the time left, and none when none is left (the run then abstains with
-    its evidence and no final text), so a slow final answer cannot stretch the run.
+    its evidence and no final text), so a slow final answer cannot stretch the run. Likewise
+    with a money budget: it is made only when its projected cost fits in what is left.
     """
     run.transcript.append(
         UserMessage(
@@ -166,9 +197,10 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         )
     )
     left = bounds.time_left(run.spec.limits, run.usage, core.clock.monotonic())
+    affordable = bounds.cost_room(run.spec.limits, run.usage, _projected_cost(run))
     reply: ModelReply | None = None
     latency: float | None = None
-    if left > 0:  # the tools stay declared; tool_choice none forbids them
+    if left > 0 and affordable:  # the tools stay declared; tool_choice none forbids them
         reply, latency, _ = await _ask(core, run, run.offered, "none", bounded=True)
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
@@ -180,7 +212,6 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         result_class="budget_exhausted",
         decision=Decision.ABSTAIN,
         latency_ms=latency,
-        tokens_in=reply.usage.input_tokens if reply else None,
-        tokens_out=reply.usage.output_tokens if reply else None,
         reason=run.reason,
+        **_usage_fields(run, reply),
     )

@@ -52,6 +52,7 @@ from .models.base import (
 )
 from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
+from .pricing import ModelPrice, PriceTable, default_prices, usd
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor, model_secrets
 from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
@@ -96,10 +97,13 @@ class Engine:
         render_limit: int = 4000,
         spans: Sequence[SpanSink] = (),
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        prices: PriceTable | None = None,
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`).
-        `system_prompt`: what the model is told first, unless a run's spec gives its own."""
+        `system_prompt`: what the model is told first, unless a run's spec gives its own.
+        `prices`: where a run's price is found when neither its spec nor its adapter gives one
+        (default: genai-prices when installed, see `runner.pricing`)."""
         if rng is not None:
             warnings.warn(
                 "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
@@ -108,6 +112,7 @@ class Engine:
                 stacklevel=2,
             )
         self.system_prompt = system_prompt
+        self.prices = prices
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         self.runtime = Runtime(
             contracts=contracts,
@@ -131,6 +136,7 @@ class Engine:
 
     async def run(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Drive one task to exactly one terminal state and return its result."""
+        spec = self._priced(spec, model)
         self._check_start(spec, asyncio.get_running_loop())
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
@@ -150,6 +156,7 @@ class Engine:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
+        spec = self._priced(spec, model)
         self._check_start(spec, loop)
         run_id = str(uuid.uuid4())
         started = self.clock.monotonic()
@@ -182,6 +189,8 @@ class Engine:
         if store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
         spec = _with_seed(spec, header)
+        if header.price is not None:  # priced as it began, whatever the table says now
+            spec = dataclasses.replace(spec, price=header.price)
         if spec.system_prompt is None and header.system_prompt is not None:
             spec = dataclasses.replace(spec, system_prompt=header.system_prompt)  # as it began
         started = self.clock.monotonic()
@@ -297,6 +306,23 @@ class Engine:
         unknown = [name for name in spec.tools if name not in self.runtime.contracts]
         if unknown:
             raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+        if spec.limits.max_cost_usd is not None and spec.price is None:
+            raise ConfigError(
+                f"max_cost_usd {spec.limits.max_cost_usd} needs a price for the model, and none "
+                "was found: give RunSpec.price or Engine(prices=...), or install the price "
+                "table (pip install 'runner[prices]')"
+            )
+
+    def _priced(self, spec: RunSpec, model: ModelAdapter) -> RunSpec:
+        """`spec` with the run's price: its own, the adapter's declared one, or the table's."""
+        if spec.price is not None:
+            return spec
+        declared = getattr(model, "price", None)
+        price = declared if isinstance(declared, ModelPrice) else None
+        if price is None:
+            table = self.prices if self.prices is not None else default_prices()
+            price = table.price_of(identity_of(model), self.clock.now())
+        return spec if price is None else dataclasses.replace(spec, price=price)
 
     def _prompt(self, spec: RunSpec) -> str:
         return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
@@ -319,6 +345,7 @@ class Engine:
             annotations=to_jsonable_python(dict(spec.annotations)),
             system_prompt=self._prompt(spec),
             model=model,
+            price=spec.price,
         )
 
     async def _drive(self, run: RunState) -> RunResult:
@@ -375,6 +402,7 @@ class Engine:
             ],
             prefill_per_step=run.prefill,
             prefill_untruncated=sum(run.prefill_untruncated),
+            cost_usd=usd(run.usage.cost_usd) if run.spec.price is not None else None,
         )
         self.runtime.store.end_run(summary)
         return RunResult.of(

@@ -227,6 +227,15 @@ def attempts_within_cap(recording: Recording, contracts: ContractSet) -> Check:
     return Check("attempts_within_cap", True)
 
 
+def cost_within_cap(recording: Recording, contracts: ContractSet) -> Check:
+    """The model requests' recorded costs add up to no more than `max_cost_usd`, when set."""
+    cap = recording.header.limits.get("max_cost_usd")
+    spent = sum(record.cost_usd or 0.0 for record in recording.transitions)
+    if cap is not None and round(spent, 9) > float(cap):
+        return Check("cost_within_cap", False, f"${spent:.6f} spent, cap ${float(cap):g}")
+    return Check("cost_within_cap", True)
+
+
 def every_call_answered_in_order(recording: Recording, contracts: ContractSet) -> Check:
     name = "every_call_answered_in_order"
     proposals = [turn for turn in recording.turns if turn.tool_calls]
@@ -286,6 +295,10 @@ def summary_matches_record(recording: Recording, contracts: ContractSet) -> Chec
         for field, value in derived.items()
         if getattr(summary, field) != value
     ]
+    if summary.cost_usd is not None:  # a summary written before cost was recorded has none
+        cost = sum(record.cost_usd or 0.0 for record in records)
+        if round(cost, 9) != round(summary.cost_usd, 9):
+            differing.append(f"cost_usd {summary.cost_usd!r}, recorded {cost!r}")
     return Check(name, not differing, "; ".join(differing))
 
 
@@ -296,6 +309,7 @@ TRAJECTORY_CHECKS: Final[tuple[Callable[[Recording, ContractSet], Check], ...]] 
     no_second_intent_after_unknown_outcome,
     no_wait_outlasts_the_deadline,
     attempts_within_cap,
+    cost_within_cap,
     every_call_answered_in_order,
     no_call_outside_scopes,
 )

@@ -140,6 +140,7 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         seed=header.seed,
         annotations=header.annotations,
         system_prompt=header.system_prompt,
+        price=header.price,
     )
 
 
@@ -226,7 +227,7 @@ def stored_limits(header: RunHeader) -> Limits:
 # replayed from the recorded inputs' times, but the engine's own time between them is not an input.
 _SUMMARY_FIELDS: Final = (
     "terminal", "reason", "attempts", "model_steps", "tokens_in", "tokens_out", "waits_s",
-    "answer", "operations", "prefill_per_step", "prefill_untruncated",
+    "answer", "operations", "prefill_per_step", "prefill_untruncated", "cost_usd",
 )  # fmt: skip
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .budget import Limits
+from .pricing import ModelPrice
 from .states import State
 from .tools import Principal
 from .trace import OperationSummary, RunSummary, TransitionRecord
@@ -38,6 +39,9 @@ class RunSpec:
     annotations: Mapping[str, Any] = field(default_factory=dict)
     """The caller's own JSON data about the run, kept untouched in its header (the fixture layer
     keeps the fixture and where its simulated world lives here, to resume and grade the run)."""
+    price: ModelPrice | None = None
+    """What the model's requests cost; None: the adapter's declared price, else the engine's
+    price table (resolved when the run starts and kept in its header)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -64,6 +68,8 @@ class RunResult:
     """Input tokens of each model request, in order (the transcript is resent every step)."""
     prefill_untruncated: int
     """The cumulative prefill had no tool result been truncated."""
+    cost_usd: float | None = None
+    """What the model requests cost in total, at the run's price (None: an unpriced run)."""
 
     @property
     def prefill(self) -> int:
@@ -101,6 +107,7 @@ class RunResult:
             operations=summary.operations,
             prefill_per_step=summary.prefill_per_step,
             prefill_untruncated=summary.prefill_untruncated,
+            cost_usd=summary.cost_usd,
         )
 
     def summary(self) -> RunSummary:
@@ -118,4 +125,5 @@ class RunResult:
             operations=self.operations,
             prefill_per_step=self.prefill_per_step,
             prefill_untruncated=self.prefill_untruncated,
+            cost_usd=self.cost_usd,
         )

@@ -7,11 +7,13 @@ Log format `runner-log/1`, one JSON object a line, runs one after another:
   `model`
   (`{provider, name, base_url, fallback}`: the model that drove the run, no secrets; absent or
   null in logs written before it was recorded)
+  `price` (`{input_usd_per_mtok, output_usd_per_mtok, source}` or null; absent in older logs)
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`
+  (`cost_usd` absent in older logs)
 - `model_turn`: one per model request (the reply, its usage, when it arrived)
 - `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
 - `run_finished`: `terminal`, `reason`, `attempts`, `model_steps`, `tokens_in`, `tokens_out`,
-  `elapsed_s`, `waits_s`, `answer`, `operations`
+  `elapsed_s`, `waits_s`, `answer`, `operations`, `cost_usd` (absent in older logs)
 Reading validates every line and names the first bad one (`LogFormatError`).
 """
 
@@ -30,6 +32,7 @@ from .errors import LogFormatError
 from .machine import Decision, Trigger
 from .models.identity import ModelIdentity
 from .observations import ResultClass
+from .pricing import ModelPrice
 from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
 from .states import State
 
@@ -63,6 +66,9 @@ class TransitionRecord:
     """The wait slept before this transition (retries only)."""
     reason: str | None = None
     """Why a call was rejected, the verdict's reason, or why the run ended."""
+    cost_usd: float | None = None
+    """What this transition's model request cost, at the run's price (None: no request, or an
+    unpriced run; absent in logs written before cost was recorded)."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as the log stores it; enums stay enums (they are their string values)."""
@@ -107,6 +113,9 @@ class RunHeader:
     model: ModelIdentity | None = None
     """The model that drove the run, so a resume continues with it (None: not recorded, a run
     stored before the runner recorded it)."""
+    price: ModelPrice | None = None
+    """What the run's model requests cost per token (None: unpriced, or stored before cost was
+    recorded): a replay prices the recorded requests with it, whatever the table says by then."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +142,9 @@ class RunSummary:
     """Input tokens of each model request: the transcript resent every step."""
     prefill_untruncated: int = 0
     """The cumulative prefill had no tool result been truncated (estimated for elided text)."""
+    cost_usd: float | None = None
+    """What the run's model requests cost in total (None: unpriced, or stored before cost was
+    recorded)."""
 
 
 def _older_header(data: Any) -> Any:
@@ -178,6 +190,7 @@ class _TransitionLine(BaseModel):
     tokens_out: int | None
     wait_s: float | None
     reason: str | None
+    cost_usd: float | None = None
 
     def record(self) -> TransitionRecord:
         fields = self.model_dump(exclude={"type", "from_", "to"})

@@ -32,6 +32,7 @@ TRANSITION_KEYS = {
     "wait_s",
     "reason",
     "time",
+    "cost_usd",
 }
 RUN_KEYS = {
     "run_id",
@@ -50,6 +51,7 @@ RUN_KEYS = {
     "holds",
     "operation_keys",
     "context",
+    "cost_usd",
 }
 
 

@@ -30,6 +30,7 @@ from ..contracts import ContractSet
 from ..errors import FixtureError
 from ..models.scripted import ScriptedTurn
 from ..observations import RESULT_CLASSES
+from ..pricing import ModelPrice
 from ..states import TERMINAL, State
 from .rules import TaskConstraints
 
@@ -97,6 +98,8 @@ class Expect(BaseModel):
     """Active holds in the supplier database when the run ends."""
     operation_key_preserved: bool | None = None
     """The run ends handing over the key of a write whose outcome is unknown."""
+    cost_usd: float | None = None
+    """What the run's model requests cost in total (to the nano-dollar)."""
 
     @field_validator("terminal")
     @classmethod
@@ -121,6 +124,8 @@ class Fixture(BaseModel):
     tools: list[str] = Field(min_length=1)
     environment: dict[str, list[ToolOutcome]] = Field(default_factory=dict)
     model: list[ScriptedTurn] = Field(min_length=1)
+    price: ModelPrice | None = None
+    """What the scripted model's requests cost (None: `SCRIPTED_PRICE`)."""
     expect: Expect | None = None
 
     @model_validator(mode="after")

@@ -70,6 +70,7 @@ def spec_for(fixture: Fixture, seed: int | None, world: dict[str, Any] | None = 
         name=fixture.name,
         seed=seed,
         system_prompt=SYSTEM_PROMPT,
+        price=fixture.price,  # None: the scripted model's configured price (or a live model's)
         annotations={
             "fixture": fixture.model_dump(mode="json", exclude_unset=True),
             "world": world or {},
@@ -217,7 +218,7 @@ def _play(
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
-            result = runner.run(drive(engine, ScriptedModel(fixture.model)))
+            result = runner.run(drive(engine, ScriptedModel(fixture.model, price=fixture.price)))
         return _scenario(fixture, result, environment)
     finally:
         if supplier is not None:
@@ -255,6 +256,9 @@ def check_expectations(expect: Expect, result: RunResult, holds: int | None) -> 
     compare("attempts", expect.attempts, result.attempts)
     compare("model_steps", expect.model_steps, result.model_steps)
     compare("holds", expect.holds, holds)
+    if expect.cost_usd is not None:
+        got = None if result.cost_usd is None else round(result.cost_usd, 9)
+        compare("cost_usd", round(expect.cost_usd, 9), got)
     if expect.operation_key_preserved is not None:
         compare(
             "operation_key_preserved",
