@@ -46,8 +46,9 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         return
     run.usage.attempts += 1
     contract = runtime.contracts.get(call.name)
+    may_use = run.selection or ()  # a narrowed offer: say what the model may call
     if contract is None or contract.contract.audience != "model":
-        slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
+        slot.observation = ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
         return
     if contract.contract.scope not in spec.principal.scopes:
         slot.observation = AccessDenied(
@@ -58,7 +59,7 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         )
         return
     if call.name not in run.offered_names:
-        slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
+        slot.observation = ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
         return
     slot.contract = contract
     if call.arguments_error is not None:  # the provider's arguments were not even JSON

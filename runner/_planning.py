@@ -27,6 +27,7 @@ from .models.base import (
 from .models.scripted import estimate_tokens
 from .policy import retry_after_or_backoff
 from .pricing import usd
+from .retrieval import latest_turn, manifest_tokens, select
 from .transcript import AssistantMessage, UserMessage
 
 _UNTRUSTED: Final = {
@@ -138,6 +139,27 @@ def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
     }
 
 
+def _offer(run: RunState) -> tuple[ToolSpec, ...]:
+    """The tools this request offers: the whole catalogue, or retrieval's choice for the task
+    and the latest turn (then only those may be called until the next request)."""
+    retrieval = run.spec.tool_retrieval
+    if retrieval is None or run.retriever is None:
+        return run.offered
+    query = f"{run.spec.task}\n{latest_turn(run.transcript)}"
+    tools = select(retrieval, run.offered, run.retriever, query)
+    run.selection = tuple(tool.name for tool in tools)
+    run.offered_names = frozenset(run.selection)
+    return tools
+
+
+def _offer_fields(run: RunState, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
+    """What a model request's transition records of its offer (runs with tool retrieval)."""
+    if run.spec.tool_retrieval is None:
+        return {}
+    offered = [tool.name for tool in tools] if run.retriever is not None else None
+    return {"offered": offered, "manifest_tokens": manifest_tokens(tools)}
+
+
 async def plan(core: Core, run: RunState) -> None:
     now = core.clock.monotonic()
     limits = run.spec.limits
@@ -147,15 +169,17 @@ async def plan(core: Core, run: RunState) -> None:
     if bound is not None:
         await _final_request(core, run, bound)
         return
-    reply, latency, failure = await _ask(core, run, run.offered, "auto", bounded=True)
+    tools = _offer(run)
+    reply, latency, failure = await _ask(core, run, tools, "auto", bounded=True)
+    offer = _offer_fields(run, tools)
     if reply is None:
         if failure == "deadline":
             run.tripped = Bound.DEADLINE  # the next iteration makes the final request
             return
         run.reason = failure or "model_error"
-        core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason)
+        core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason, **offer)
         return
-    tokens = _usage_fields(run, reply)
+    tokens = _usage_fields(run, reply) | offer
     unusable = _unusable(reply)
     if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
         run.transcript.append(AssistantMessage(text=reply.text))
@@ -200,8 +224,9 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     affordable = bounds.cost_room(run.spec.limits, run.usage, _projected_cost(run))
     reply: ModelReply | None = None
     latency: float | None = None
+    tools = _offer(run)
     if left > 0 and affordable:  # the tools stay declared; tool_choice none forbids them
-        reply, latency, _ = await _ask(core, run, run.offered, "none", bounded=True)
+        reply, latency, _ = await _ask(core, run, tools, "none", bounded=True)
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
         run.answer = reply.text
@@ -214,4 +239,5 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         latency_ms=latency,
         reason=run.reason,
         **_usage_fields(run, reply),
+        **(_offer_fields(run, tools) if reply is not None else {}),
     )

@@ -20,6 +20,7 @@ from .models.base import ToolCall, ToolSpec
 from .observations import ToolObservation
 from .operations import OperationStatus
 from .policy import Policy
+from .retrieval import Retriever
 from .spec import RunSpec
 from .store.base import Store
 from .tools import ToolBox, ToolResponse
@@ -127,6 +128,7 @@ class RunState:
     usage: Usage
     offered: tuple[ToolSpec, ...]
     offered_names: frozenset[str]
+    """The tools the model may call now: the catalogue, or this step's retrieved selection."""
     log: Any
     effects: Effects
     cancel: Cancellation = field(default_factory=Cancellation)
@@ -161,3 +163,7 @@ class RunState:
     """Input tokens of each model request, in order."""
     prefill_untruncated: list[int] = field(default_factory=list)
     """What each request's input would have been had no tool result been truncated."""
+    retriever: Retriever | None = None
+    """Scores the catalogue when `spec.tool_retrieval` narrows it (None: offered whole)."""
+    selection: tuple[str, ...] | None = None
+    """The tools the latest model request offered, when retrieval chose them."""

@@ -25,7 +25,7 @@ import random
 import secrets
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -55,6 +55,7 @@ from .policy import Policy
 from .pricing import ModelPrice, PriceTable, default_prices, usd
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor, model_secrets
+from .retrieval import DEFAULT_RETRIEVERS, Retriever, RetrieverFactory
 from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
@@ -98,12 +99,14 @@ class Engine:
         spans: Sequence[SpanSink] = (),
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         prices: PriceTable | None = None,
+        retrievers: Mapping[str, RetrieverFactory] | None = None,
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`).
         `system_prompt`: what the model is told first, unless a run's spec gives its own.
         `prices`: where a run's price is found when neither its spec nor its adapter gives one
-        (default: genai-prices when installed, see `runner.pricing`)."""
+        (default: genai-prices when installed, see `runner.pricing`). `retrievers`: the tool
+        retrievers a spec's `tool_retrieval` may name, by name (default: `bm25`)."""
         if rng is not None:
             warnings.warn(
                 "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
@@ -113,6 +116,9 @@ class Engine:
             )
         self.system_prompt = system_prompt
         self.prices = prices
+        self.retrievers = dict(retrievers) if retrievers is not None else dict(DEFAULT_RETRIEVERS)
+        self._indexes: dict[tuple[str, tuple[str, ...]], Retriever] = {}
+        """Retrievers built so far, by retriever and catalogue: one index per catalogue."""
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         self.runtime = Runtime(
             contracts=contracts,
@@ -273,6 +279,7 @@ class Engine:
             and contract.contract.audience == "model"
             and contract.contract.scope in spec.principal.scopes
         )
+        retriever = self._retriever(spec, offered)
         # Jitter draws from the run's own generator, never the engine's: any run, however many
         # share an engine, replays from its header alone. No seed given: draw one and record it.
         seed = spec.seed if spec.seed is not None else secrets.randbits(63)
@@ -289,6 +296,7 @@ class Engine:
             effects=effects,
             known=known,
             started_wall=self.clock.now(),
+            retriever=retriever,
         )
         # Building events nobody will see is the costliest part of logging: ask once per run.
         enabled = getattr(run.log, "is_enabled_for", None)
@@ -312,6 +320,25 @@ class Engine:
                 "was found: give RunSpec.price or Engine(prices=...), or install the price "
                 "table (pip install 'runner[prices]')"
             )
+
+    def _retriever(self, spec: RunSpec, offered: tuple[ToolSpec, ...]) -> Retriever | None:
+        """The retriever for a run whose catalogue is larger than its `max_offered`, built once
+        per catalogue (None: the catalogue is offered whole)."""
+        retrieval = spec.tool_retrieval
+        if retrieval is None or len(offered) <= retrieval.max_offered:
+            return None
+        key = (retrieval.retriever, tuple(tool.name for tool in offered))
+        built = self._indexes.get(key)
+        if built is None:
+            factory = self.retrievers.get(retrieval.retriever)
+            if factory is None:
+                known = ", ".join(sorted(self.retrievers)) or "none"
+                raise ConfigError(
+                    f"tool_retrieval names retriever {retrieval.retriever!r}; this engine has "
+                    f"{known}"
+                )
+            built = self._indexes[key] = factory(offered)
+        return built
 
     def _priced(self, spec: RunSpec, model: ModelAdapter) -> RunSpec:
         """`spec` with the run's price: its own, the adapter's declared one, or the table's."""
@@ -346,6 +373,7 @@ class Engine:
             system_prompt=self._prompt(spec),
             model=model,
             price=spec.price,
+            tool_retrieval=spec.tool_retrieval,
         )
 
     async def _drive(self, run: RunState) -> RunResult:

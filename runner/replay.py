@@ -141,6 +141,7 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         annotations=header.annotations,
         system_prompt=header.system_prompt,
         price=header.price,
+        tool_retrieval=header.tool_retrieval,
     )
 
 

@@ -17,7 +17,7 @@ from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord, st
 _TRANSITION_KEYS = (
     "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
     "decision", "latency_ms", "operation_key", "tokens_in", "tokens_out", "wait_s", "reason",
-    "time", "cost_usd",
+    "time", "cost_usd", "offered", "manifest_tokens",
 )  # fmt: skip
 
 
@@ -142,6 +142,11 @@ def _steps_cost(view: RunView) -> list[float | None]:
     return [r.cost_usd for r in view.transitions if r.tokens_in is not None]
 
 
+def _steps_manifest(view: RunView) -> list[int | None]:
+    """Each model step's tool-manifest tokens, in order (None: not recorded)."""
+    return [r.manifest_tokens for r in view.transitions if r.tokens_in is not None]
+
+
 def transition_json(record: TransitionRecord) -> dict[str, Any]:
     data = record.to_json()
     return {key: data[key] for key in _TRANSITION_KEYS}
@@ -174,6 +179,7 @@ def run_json(view: RunView, expect: dict[str, Any] | None) -> dict[str, Any]:
             "cumulative_prefill": sum(view.prefill_per_step),
             "cumulative_prefill_without_truncation": view.prefill_untruncated,
             "cost_usd_per_step": _steps_cost(view),
+            "manifest_tokens_per_step": _steps_manifest(view),
         },
         "cost_usd": view.cost_usd,
         "expect": expect,
@@ -204,15 +210,25 @@ def transition_line(record: TransitionRecord) -> str:
 def context_table(view: RunView) -> str:
     """Input tokens per model step and the running prefill: how the loop's cost grows (and each
     step's cost in money, for a priced run)."""
-    costs = _steps_cost(view)
+    costs, manifests = _steps_cost(view), _steps_manifest(view)
     priced = any(cost is not None for cost in costs)
-    lines = ["  step  input_tokens  cumulative_prefill" + ("      cost_usd" if priced else "")]
+    listed = any(tokens is not None for tokens in manifests)
+    lines = [
+        "  step  input_tokens  cumulative_prefill"
+        + ("  manifest_tokens" if listed else "")
+        + ("      cost_usd" if priced else "")
+    ]
     total = 0
     for step, tokens in enumerate(view.prefill_per_step, start=1):
         total += tokens
         cost = costs[step - 1] if step <= len(costs) else None
+        manifest = manifests[step - 1] if step <= len(manifests) else None
+        shown = f"  {_dash(manifest):>15}" if listed else ""
         money = f"  {'-' if cost is None else f'{cost:.6f}':>12}" if priced else ""
-        lines.append(f"  {step:>4}  {tokens:>12}  {total:>18}{money}")
+        lines.append(f"  {step:>4}  {tokens:>12}  {total:>18}{shown}{money}")
+    if listed:
+        sent = sum(tokens or 0 for tokens in manifests)
+        lines.append(f"  tool manifests sent: {sent} tokens")
     if view.prefill_untruncated is not None and view.prefill_untruncated != total:
         lines.append(
             f"  without truncation the cumulative prefill would be {view.prefill_untruncated}"

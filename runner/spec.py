@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from .budget import Limits
 from .pricing import ModelPrice
+from .retrieval import ToolRetrieval
 from .states import State
 from .tools import Principal
 from .trace import OperationSummary, RunSummary, TransitionRecord
@@ -42,6 +43,8 @@ class RunSpec:
     price: ModelPrice | None = None
     """What the model's requests cost; None: the adapter's declared price, else the engine's
     price table (resolved when the run starts and kept in its header)."""
+    tool_retrieval: ToolRetrieval | None = None
+    """How a large catalogue is offered a few tools at a time (None: always the whole of it)."""
 
 
 @dataclass(slots=True, kw_only=True)

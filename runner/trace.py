@@ -7,9 +7,10 @@ Log format `runner-log/1`, one JSON object a line, runs one after another:
   `model`
   (`{provider, name, base_url, fallback}`: the model that drove the run, no secrets; absent or
   null in logs written before it was recorded)
-  `price` (`{input_usd_per_mtok, output_usd_per_mtok, source}` or null; absent in older logs)
+  `price` (`{input_usd_per_mtok, output_usd_per_mtok, source}` or null; absent in older logs),
+  `tool_retrieval` (`{max_offered, top_k, always, retriever}` or null; absent in older logs)
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`
-  (`cost_usd` absent in older logs)
+  (`cost_usd`, `offered` and `manifest_tokens` absent in older logs)
 - `model_turn`: one per model request (the reply, its usage, when it arrived)
 - `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
 - `run_finished`: `terminal`, `reason`, `attempts`, `model_steps`, `tokens_in`, `tokens_out`,
@@ -34,6 +35,7 @@ from .models.identity import ModelIdentity
 from .observations import ResultClass
 from .pricing import ModelPrice
 from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
+from .retrieval import ToolRetrieval
 from .states import State
 
 LOG_FORMAT: Final = "runner-log/1"
@@ -69,6 +71,11 @@ class TransitionRecord:
     cost_usd: float | None = None
     """What this transition's model request cost, at the run's price (None: no request, or an
     unpriced run; absent in logs written before cost was recorded)."""
+    offered: list[str] | None = None
+    """The tools this model request offered, when retrieval chose them from a larger catalogue
+    (None: the run's whole allowed catalogue)."""
+    manifest_tokens: int | None = None
+    """About how many tokens this request's tool manifest took (runs with `tool_retrieval`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as the log stores it; enums stay enums (they are their string values)."""
@@ -116,6 +123,8 @@ class RunHeader:
     price: ModelPrice | None = None
     """What the run's model requests cost per token (None: unpriced, or stored before cost was
     recorded): a replay prices the recorded requests with it, whatever the table says by then."""
+    tool_retrieval: ToolRetrieval | None = None
+    """How the run's catalogue was offered (None: whole, or stored before retrieval existed)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,6 +200,8 @@ class _TransitionLine(BaseModel):
     wait_s: float | None
     reason: str | None
     cost_usd: float | None = None
+    offered: list[str] | None = None
+    manifest_tokens: int | None = None
 
     def record(self) -> TransitionRecord:
         fields = self.model_dump(exclude={"type", "from_", "to"})

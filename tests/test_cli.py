@@ -33,6 +33,8 @@ TRANSITION_KEYS = {
     "reason",
     "time",
     "cost_usd",
+    "offered",
+    "manifest_tokens",
 }
 RUN_KEYS = {
     "run_id",

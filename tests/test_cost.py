@@ -156,11 +156,12 @@ def test_a_log_without_cost_fields_still_reads(tmp_path: Path, contracts: Contra
     path = tmp_path / "runs.jsonl"
     assert main(["run", str(FIXTURES / "read_only_success.yaml"), "--log", str(path)]) == 0
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    for line in lines:
-        line.pop("price", None)
-        line.pop("cost_usd", None)
+    for line in lines:  # and none of tool retrieval's
+        for key in ("price", "cost_usd", "tool_retrieval", "offered", "manifest_tokens"):
+            line.pop(key, None)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     (run,) = read_log(path)
     assert run.header.price is None and run.summary is not None
     assert run.summary.cost_usd is None
-    assert all(r.cost_usd is None for r in run.transitions)
+    assert all(r.cost_usd is None and r.offered is None for r in run.transitions)
+    assert run.header.tool_retrieval is None

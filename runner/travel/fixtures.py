@@ -31,6 +31,7 @@ from ..errors import FixtureError
 from ..models.scripted import ScriptedTurn
 from ..observations import RESULT_CLASSES
 from ..pricing import ModelPrice
+from ..retrieval import ToolRetrieval
 from ..states import TERMINAL, State
 from .rules import TaskConstraints
 
@@ -126,6 +127,8 @@ class Fixture(BaseModel):
     model: list[ScriptedTurn] = Field(min_length=1)
     price: ModelPrice | None = None
     """What the scripted model's requests cost (None: `SCRIPTED_PRICE`)."""
+    retrieval: ToolRetrieval | None = None
+    """How the run's catalogue is offered (None: whole at every request)."""
     expect: Expect | None = None
 
     @model_validator(mode="after")

@@ -30,6 +30,7 @@ from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
 from ..policy import Policy
+from ..retrieval import RetrieverFactory
 from ..spec import RunResult, RunSpec
 from ..states import State
 from ..store.base import Store
@@ -71,6 +72,7 @@ def spec_for(fixture: Fixture, seed: int | None, world: dict[str, Any] | None = 
         seed=seed,
         system_prompt=SYSTEM_PROMPT,
         price=fixture.price,  # None: the scripted model's configured price (or a live model's)
+        tool_retrieval=fixture.retrieval,
         annotations={
             "fixture": fixture.model_dump(mode="json", exclude_unset=True),
             "world": world or {},
@@ -108,10 +110,12 @@ def run_fixture(
     policy: Policy | None = None,
     world_dir: Path | None = None,
     model: ModelAdapter | None = None,
+    retrievers: Mapping[str, RetrieverFactory] | None = None,
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
     `model` plans instead of the fixture's script (a live model); the tools stay simulated.
+    `retrievers`: the tool retrievers its `retrieval` may name (default: the engine's).
     """
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
@@ -126,6 +130,7 @@ def run_fixture(
         consumed={},
         drive=lambda engine, scripted: engine.run(spec, model or scripted),
         live=model is not None,
+        retrievers=retrievers,
     )
 
 
@@ -199,6 +204,7 @@ def _play(
     consumed: Mapping[str, int],
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
     live: bool = False,
+    retrievers: Mapping[str, RetrieverFactory] | None = None,
 ) -> ScenarioRun:
     """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
 
@@ -215,6 +221,7 @@ def _play(
         store=store,
         clock=clock,
         policy=policy,
+        retrievers=retrievers,
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
