@@ -14,6 +14,7 @@ from ._admission import admit, admit_lookup, refuse_duplicate
 from ._core import Core
 from ._render import model_view, render_for_model
 from ._state import AdmitBatch, Decided, LookUp, NextCall, Retry, RunState, Slot
+from .children import charge, is_child_contract
 from .classifier import classify
 from .decide import Facts, Verdict, decide, why
 from .machine import Decision, Trigger
@@ -63,6 +64,7 @@ async def call(core: Core, run: RunState) -> None:
         assert slot.task is not None and slot.contract is not None
         outcome, ended = await slot.task
         slot.task = None
+        _account_child(run, slot, outcome)
         latency = round((ended - slot.started) * 1000, 3)
         observation = _classify(core, slot, outcome, lookup=lookup)
     slot.observation = None
@@ -87,6 +89,14 @@ async def call(core: Core, run: RunState) -> None:
         reason=verdict.reason,
     )
     _trace_call(core, run, slot, observation, latency)
+
+
+def _account_child(run: RunState, slot: Slot, outcome: object) -> None:
+    """A child-run call has ended: release what it held, and charge what its child spent."""
+    if slot.held is not None and run.held is not None:
+        run.held, slot.held = run.held.minus(slot.held), None
+    if not slot.charged and isinstance(outcome, ToolResponse) and is_child_contract(slot.contract):
+        slot.charged = charge(run.usage, outcome.payload)
 
 
 def _trace_call(

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import budget as bounds
 from ._state import RunState, Runtime, Slot
+from .children import budget_left, is_child_contract
 from .errors import StoreConflict
 from .observations import (
     AccessDenied,
@@ -196,6 +197,12 @@ def _dispatch(
 ) -> None:
     spec = run.spec
     now = runtime.clock.monotonic()
+    left = None
+    if is_child_contract(runtime.contracts.get(tool)):  # carved for the child, held till it ends
+        # Calls of the batch not admitted yet will each take an attempt: never carve those.
+        waiting = sum(1 for s in run.batch.calls if s.task is None and s.observation is None)
+        left = budget_left(spec.limits, run.usage, now, run.held, waiting=waiting - 1)
+        slot.held, run.held = left, left if run.held is None else run.held.plus(left)
     invocation = ToolInvocation(
         call_id=call_id,
         tool=tool,
@@ -205,6 +212,8 @@ def _dispatch(
         credentials=spec.credentials,
         operation_key=slot.operation_key,
         timeout_s=min(contract_timeout, bounds.time_left(spec.limits, run.usage, now)),
+        run_id=run.run_id,
+        budget_left=left,
     )
     run.dispatches += 1
     slot.started = now

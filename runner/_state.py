@@ -23,7 +23,7 @@ from .policy import Policy
 from .retrieval import Retriever
 from .spec import RunSpec
 from .store.base import Store
-from .tools import ToolBox, ToolResponse
+from .tools import BudgetLeft, ToolBox, ToolResponse
 from .trace import TransitionRecord
 from .transcript import Transcript
 
@@ -65,6 +65,10 @@ class Slot:
     dispatched; it is answered as a duplicate of that call's outcome."""
     answered: str | None = None
     """The result class this call was answered with."""
+    held: BudgetLeft | None = None
+    """What this child-run call holds of the run's budget while it is in flight."""
+    charged: bool = False
+    """Its child's spending has been charged (a later lookup of the same child is not)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,3 +171,5 @@ class RunState:
     """Scores the catalogue when `spec.tool_retrieval` narrows it (None: offered whole)."""
     selection: tuple[str, ...] | None = None
     """The tools the latest model request offered, when retrieval chose them."""
+    held: BudgetLeft | None = None
+    """What child-run calls in flight hold of the budget (carved for them, not yet charged)."""

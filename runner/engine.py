@@ -140,11 +140,16 @@ class Engine:
         with asyncio.Runner(loop_factory=self.clock.loop_factory) as runner:
             return runner.run(self.run(spec, model))
 
-    async def run(self, spec: RunSpec, model: ModelAdapter) -> RunResult:
-        """Drive one task to exactly one terminal state and return its result."""
+    async def run(
+        self, spec: RunSpec, model: ModelAdapter, *, run_id: str | None = None
+    ) -> RunResult:
+        """Drive one task to exactly one terminal state and return its result.
+
+        `run_id`: the id to store it under (a child run's is derived from its parent's call, so
+        a resumed parent finds it); by default a fresh UUID."""
         spec = self._priced(spec, model)
         self._check_start(spec, asyncio.get_running_loop())
-        run_id = str(uuid.uuid4())
+        run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
         effects = LiveEffects(run_id, model, self.clock, started, Redactor(_secrets(spec, model)))
         run = self._new_run(run_id, spec, effects, started, known=[])

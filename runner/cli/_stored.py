@@ -15,6 +15,7 @@ from .._tool_commands import (
     listing_json,
 )
 from ..budget import Limits
+from ..children import children_of, family_ids
 from ..errors import LoadError, StoreCorrupt, StoreError
 from ..grading import FixtureGrade, grade
 from ..recording import RAW_OUTCOME_ADAPTER, Responded
@@ -54,13 +55,25 @@ def show_command(args: argparse.Namespace) -> int:
         header = store.header(args.run_id)
         if header is None:
             raise LoadError(f"no run {args.run_id} in {args.db}")
-        view = RunView.of_stored(header, store.summary(args.run_id), store.transitions(args.run_id))
+        views = []  # the run, then every child run it started (linked by its outputs)
+        for run_id in family_ids(store, args.run_id):
+            found = store.header(run_id)
+            assert found is not None
+            view = RunView.of_stored(found, store.summary(run_id), store.transitions(run_id))
+            links = children_of(store.outputs(run_id))
+            views.append((found, view, links))
     finally:
         store.close()
-    if args.json:
-        print(json.dumps(run_json(view, None), sort_keys=True))
-    else:
-        print(run_text(view, header.name))
+    for index, (found, view, links) in enumerate(views):
+        if args.json:
+            data = run_json(view, None)
+            data["children"] = [{"call_id": c, "run_id": r} for c, r in links]
+            print(json.dumps(data, sort_keys=True))
+            continue
+        heading = found.name if index == 0 else f"child {found.name}"
+        print(run_text(view, heading))
+        for call_id, child in links:
+            print(printable(f"  child run {child} (call {call_id})"))
         print(context_table(view))
     return 0
 
@@ -133,8 +146,8 @@ def _recordings(args: argparse.Namespace) -> list[Recording]:
     if args.run is not None:
         raise LoadError(f"--run picks a run from a log file, and {source} is not a file")
     store = open_store(args.db, must_exist=True, read_only=True)
-    try:
-        return [Recording.from_store(store, args.source)]
+    try:  # a run and every child run it started
+        return [Recording.from_store(store, i) for i in family_ids(store, args.source)]
     finally:
         store.close()
 
@@ -213,7 +226,7 @@ def grade_command(args: argparse.Namespace) -> int:
     store = open_store(args.db, must_exist=stored, read_only=stored)
     try:
         if args.stored is not None:
-            run_ids = args.stored or [
+            run_ids = [linked for named in args.stored for linked in family_ids(store, named)] or [
                 item.header.run_id if isinstance(item, RunListing) else item.run_id
                 for item in store.runs()
             ]
