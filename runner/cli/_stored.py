@@ -67,7 +67,8 @@ def show_command(args: argparse.Namespace) -> int:
     for index, (found, view, links) in enumerate(views):
         if args.json:
             data = run_json(view, None)
-            data["children"] = [{"call_id": c, "run_id": r} for c, r in links]
+            if links:  # only a run that started child runs has the key
+                data["children"] = [{"call_id": c, "run_id": r} for c, r in links]
             print(json.dumps(data, sort_keys=True))
             continue
         heading = found.name if index == 0 else f"child {found.name}"
