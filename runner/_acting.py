@@ -13,7 +13,17 @@ from . import budget as bounds
 from ._admission import admit, admit_lookup, refuse_duplicate
 from ._core import Core
 from ._render import model_view, render_for_model
-from ._state import AdmitBatch, Decided, LookUp, NextCall, Retry, RunState, Slot
+from ._state import (
+    AdmitBatch,
+    Decided,
+    Ending,
+    LookUp,
+    NextCall,
+    Retry,
+    RunState,
+    Slot,
+    WriteProgress,
+)
 from .children import charge, is_child_contract
 from .classifier import classify
 from .decide import Facts, Verdict, decide, why
@@ -29,6 +39,7 @@ from .observations import (
 from .operations import OperationStatus
 from .result_classes import CLASSES
 from .tools import ToolResponse
+from .trace import recorded_observation
 from .tracing import ToolSpan, summarize
 
 
@@ -43,7 +54,7 @@ async def call(core: Core, run: RunState) -> None:
                 admit(runtime, run, slot)
         case Retry(slot=slot):
             slot.retries += 1
-            slot.reconciled = False  # a new dispatch may need its own lookup
+            slot.progress = WriteProgress.SENT  # a new dispatch may need its own lookup
             admit(runtime, run, slot)
         case LookUp(slot=slot):
             admit_lookup(runtime, run, slot)
@@ -72,21 +83,22 @@ async def call(core: Core, run: RunState) -> None:
     verdict = decide(runtime.policy, observation, _facts(core, run, slot), run.rng)
     tool = slot.call.name
     if observation.kind == "invalid_arguments":
-        run.invalid_streak[tool] = run.invalid_streak.get(tool, 0) + 1
-    elif slot.validated:
-        run.invalid_streak.pop(tool, None)
+        run.calls.invalid_streak[tool] = run.calls.invalid_streak.get(tool, 0) + 1
+    elif slot.fingerprint is not None:  # its arguments passed validation
+        run.calls.invalid_streak.pop(tool, None)
     run.work = Decided(slot=slot, verdict=verdict, latency_ms=latency)
     core.move(
         run,
         Trigger.CLASSIFY,
         tool=tool,
         call_id=slot.call.id,
-        args=slot.call.arguments if slot.validated else None,
+        args=slot.call.arguments if slot.fingerprint is not None else None,
         result_class=observation.kind,
         decision=verdict.decision,
         latency_ms=latency,
         operation_key=slot.operation_key,
         reason=verdict.reason,
+        observation=recorded_observation(observation),
     )
     _trace_call(core, run, slot, observation, latency)
 
@@ -103,14 +115,14 @@ def _trace_call(
     core: Core, run: RunState, slot: Slot, observation: ToolObservation, latency: float | None
 ) -> None:
     """One span per tool call: to structlog, and to any other span sinks."""
-    if not (run.logging or core.spans):
+    if not (run.setup.logging or core.spans):
         return
     ended = core.clock.now()
     started = ended if latency is None else ended - timedelta(milliseconds=latency)
     span = ToolSpan(
-        run_id=run.run_id,
-        tenant=run.spec.tenant,
-        fixture=run.spec.name,
+        run_id=run.setup.run_id,
+        tenant=run.setup.spec.tenant,
+        fixture=run.setup.spec.name,
         tool=slot.call.name,
         call_id=slot.call.id,
         arguments=summarize(slot.call.arguments),
@@ -118,13 +130,13 @@ def _trace_call(
         attempt=run.usage.attempts,
         latency_ms=latency,
         operation_key=slot.operation_key,
-        model_tokens_in=run.model_tokens[0],
-        model_tokens_out=run.model_tokens[1],
+        model_tokens_in=run.meters.model_tokens[0],
+        model_tokens_out=run.meters.model_tokens[1],
         started_at=started,
         ended_at=ended,
     )
-    if run.logging:
-        run.log.info("tool_call", **span.fields())
+    if run.setup.logging:
+        run.setup.log.info("tool_call", **span.fields())
     for sink in core.spans:
         sink.tool_span(span)
 
@@ -136,7 +148,7 @@ def _classify(
     if not lookup:
         return classify(slot.contract, slot.call.id, outcome)
     # A reconciliation lookup: its answer says what became of the write.
-    slot.reconciled = True
+    slot.progress = WriteProgress.LOOKED_UP
     lookup_name = slot.contract.contract.reconcile_with or ""
     found = classify(core.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
     key = slot.operation_key or ""
@@ -172,7 +184,7 @@ def _settle_operation(core: Core, run: RunState, slot: Slot, observation: ToolOb
 
 def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
     """What the decision on `slot`'s outcome needs to know about the run."""
-    limits, usage, clock = run.spec.limits, run.usage, core.clock
+    limits, usage, clock = run.setup.spec.limits, run.usage, core.clock
     contract = slot.contract.contract if slot.contract is not None else None
     now = clock.monotonic()
     last = len(run.batch.calls) == 1
@@ -180,15 +192,15 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
         call_id=slot.call.id,
         tool=slot.call.name,
         retries=slot.retries,
-        corrections=run.invalid_streak.get(slot.call.name, 0),
+        corrections=run.calls.invalid_streak.get(slot.call.name, 0),
         resend_unsafe=contract is not None
         and contract.side_effect == "write"
         and not contract.suppresses_duplicates,
-        can_look_up=not slot.reconciled
+        can_look_up=slot.progress is WriteProgress.SENT
         and contract is not None
         and contract.reconcile_with is not None,
         operation_key=slot.operation_key,
-        looked_up=slot.reconciled,
+        looked_up=slot.progress is WriteProgress.LOOKED_UP,
         blocked=bounds.blocks_dispatch(limits, usage, now),
         now=now,
         deadline=bounds.deadline(limits, usage),
@@ -230,15 +242,12 @@ async def observe(core: Core, run: RunState) -> None:
     exit_ = verdict.exit
     if exit_.unsettled is not None:
         _mark_unknown(core, run, exit_.unsettled)
-    if exit_.reason is not None:
-        run.reason = exit_.reason
-    core.move(
-        run,
-        trigger_for(exit_.decision),
-        decision=exit_.decision,
-        reason=exit_.reason,
-        operation_key=exit_.operation_key,
-    )
+    trigger, key = trigger_for(exit_.decision), exit_.operation_key
+    if exit_.reason is None:  # back to the model
+        core.move(run, trigger, decision=exit_.decision, reason=None, operation_key=key)
+    else:  # the batch ends the run
+        ending = Ending(exit_.reason)
+        core.end(run, trigger, ending, decision=exit_.decision, operation_key=key)
 
 
 def _mark_unknown(core: Core, run: RunState, key: str) -> None:
@@ -251,7 +260,7 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
     retry's admission checks the bounds again before it dispatches."""
     assert verdict.wait is not None
     await core.clock.sleep(verdict.wait)
-    run.waits.append(verdict.wait)
+    run.meters.waits.append(verdict.wait)
     run.work = Retry(slot)
     core.move(
         run,
@@ -280,10 +289,10 @@ def _reconcile(core: Core, run: RunState, slot: Slot) -> None:
 
 def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObservation) -> None:
     """Give the call its one result in the transcript, and remember what it settled."""
-    attempts_left = max(0, run.spec.limits.max_attempts - run.usage.attempts)
+    attempts_left = max(0, run.setup.spec.limits.max_attempts - run.usage.attempts)
     body, is_error = model_view(observation, attempts_left)
     content, full_size = render_for_model(
-        body, limit=core.render_limit, run_id=run.run_id, call_id=slot.call.id
+        body, limit=core.render_limit, run_id=run.setup.run_id, call_id=slot.call.id
     )
     run.transcript.tool_result(
         call_id=slot.call.id,
@@ -295,7 +304,7 @@ def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObserva
         fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
     )
     if isinstance(observation, ToolSucceeded | ToolFoundNothing):
-        run.evidence.append(
+        run.calls.evidence.append(
             {
                 "call_id": slot.call.id,
                 "tool": slot.call.name,
@@ -305,7 +314,7 @@ def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObserva
         )
     slot.answered = observation.kind
     if CLASSES[observation.kind].settles_call and slot.fingerprint is not None:
-        run.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))
+        run.calls.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))
 
 
 def _unsettled(run: RunState) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import budget as bounds
-from ._state import RunState, Runtime, Slot
+from ._state import RunState, Runtime, Slot, WriteProgress
 from .children import budget_left, is_child_contract
 from .errors import StoreConflict
 from .observations import (
@@ -37,7 +37,7 @@ def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
 
 def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count the attempt, then answer the call at once or start its dispatch."""
-    call, spec = slot.call, run.spec
+    call, spec = slot.call, run.setup.spec
     now = runtime.clock.monotonic()
     blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
     if blocked is not None:
@@ -59,7 +59,8 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
             detail=f"scope {contract.contract.scope} is not granted to {spec.principal.id}",
         )
         return
-    if call.name not in run.offered_names:
+    offered = run.setup.offered_names if run.selection is None else run.selection
+    if call.name not in offered:
         slot.observation = ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
         return
     slot.contract = contract
@@ -77,9 +78,8 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
             call_id=call.id, tool=call.name, field=problem.field, reason=problem.reason
         )
         return
-    slot.validated = True
     slot.fingerprint = slot.fingerprint or call_fingerprint(call.name, call.arguments)
-    earlier = run.settled.get(slot.fingerprint)
+    earlier = run.calls.settled.get(slot.fingerprint)
     if earlier is not None:
         slot.observation = RepeatRefused(
             call_id=call.id, tool=call.name, first_call_id=earlier[0], first_kind=earlier[1]
@@ -107,7 +107,7 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key."""
     assert slot.contract is not None and slot.operation_key is not None
     now = runtime.clock.monotonic()
-    blocked = bounds.blocks_dispatch(run.spec.limits, run.usage, now)
+    blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.usage, now)
     if blocked is not None:
         slot.observation = BudgetExhausted(
             bound=blocked, call_id=slot.call.id, tool=slot.call.name, detail="lookup not dispatched"
@@ -118,7 +118,7 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     lookup_contract = runtime.contracts.get(lookup)
     implementation = runtime.toolbox.implementation(lookup)
     if lookup_contract is None or implementation is None:
-        slot.reconciled = True  # nothing can look it up: the outcome stays unknown
+        slot.progress = WriteProgress.LOOKED_UP  # nothing can: the outcome stays unknown
         slot.observation = OutcomeUnknown(
             call_id=slot.call.id, tool=slot.call.name, reason=f"{lookup} is not available"
         )
@@ -151,10 +151,10 @@ def refuse_duplicate(slot: Slot) -> RepeatRefused:
 def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
     """Mint the write's key and commit its intent before dispatch; False if refused (or if an
     earlier call of the batch holds the key: then `slot.duplicate_of` says which)."""
-    call, spec = slot.call, run.spec
+    call, spec = slot.call, run.setup.spec
     params_hash = parameter_hash(call.arguments)
     generation = runtime.policy.key_generation(slot.retries)
-    key = mint_key(spec.tenant, call.name, run.run_id, params_hash, generation)
+    key = mint_key(spec.tenant, call.name, run.setup.run_id, params_hash, generation)
     first = run.batch.writes.setdefault(key, slot)
     if first is not slot:  # the same write twice in one reply: it goes out once
         slot.duplicate_of = first
@@ -164,12 +164,12 @@ def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
         key=key,
         tenant=spec.tenant,
         tool=call.name,
-        run_id=run.run_id,
+        run_id=run.setup.run_id,
         params_hash=params_hash,
         status=OperationStatus.PENDING,
         created_at=wall,
         expires_at=wall + runtime.retry_horizon,
-        dispatch=run.dispatches + 1,  # the ordinal `_dispatch` is about to take
+        dispatch=run.meters.dispatches + 1,  # the ordinal `_dispatch` is about to take
     )
     try:
         stored = runtime.store.claim(intent)
@@ -195,7 +195,7 @@ def _dispatch(
     implementation: ToolImplementation,
     contract_timeout: float,
 ) -> None:
-    spec = run.spec
+    spec = run.setup.spec
     now = runtime.clock.monotonic()
     left = None
     if is_child_contract(runtime.contracts.get(tool)):  # carved for the child, held till it ends
@@ -212,12 +212,12 @@ def _dispatch(
         credentials=spec.credentials,
         operation_key=slot.operation_key,
         timeout_s=min(contract_timeout, bounds.time_left(spec.limits, run.usage, now)),
-        run_id=run.run_id,
+        run_id=run.setup.run_id,
         budget_left=left,
     )
-    run.dispatches += 1
+    run.meters.dispatches += 1
     slot.started = now
-    outcome = _outcome(runtime, run, run.dispatches, invocation, implementation)
+    outcome = _outcome(runtime, run, run.meters.dispatches, invocation, implementation)
     slot.task = asyncio.ensure_future(outcome) if len(run.batch.calls) > 1 else outcome
 
 
@@ -228,5 +228,5 @@ async def _outcome(
     invocation: ToolInvocation,
     implementation: ToolImplementation,
 ) -> tuple[Any, float]:
-    outcome = await run.effects.call(ordinal, invocation, implementation)
+    outcome = await run.setup.effects.call(ordinal, invocation, implementation)
     return outcome, runtime.clock.monotonic()

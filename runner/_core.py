@@ -1,18 +1,21 @@
 """What every phase of a run shares: the engine's settings and the one way to make a move.
 
-`_move` fires a trigger on the shared machine and records the transition it made (checking it
-against the stored one when a run is being re-driven).
+`move` fires a trigger on the shared machine and records the transition it made (checking it
+against the stored one when a run is being re-driven); `end` is the one move into a terminal
+state, and the one place a run's `Ending` is set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._state import RunState, Runtime
+from ._state import Ending, RunState, Runtime
 from .clock import Clock
 from .errors import ReplayDivergence
 from .machine import Trigger, fire
+from .states import TERMINAL
 from .trace import TransitionRecord
 from .tracing import SpanSink
 
@@ -38,8 +41,9 @@ class Core:
         """Fire `trigger` on the machine and record the transition it made."""
         source = run.lifecycle.current
         dest = fire(run.lifecycle, trigger)
+        assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.end"
         record = TransitionRecord(
-            run_id=run.run_id,
+            run_id=run.setup.run_id,
             seq=len(run.records) + 1,
             time=self.clock.now(),
             from_state=source,
@@ -49,18 +53,18 @@ class Core:
             **fields,
         )
         run.records.append(record)
-        if record.seq <= len(run.known):  # re-driving a stored run: it must say the same
-            stored = run.known[record.seq - 1]
+        if record.seq <= len(run.setup.known):  # re-driving a stored run: it must say the same
+            stored = run.setup.known[record.seq - 1]
             differing = differing_fields(stored, record)
             if differing:
                 raise ReplayDivergence(
                     f"seq {record.seq}", brief(stored, differing), brief(record, differing)
                 )
         else:
-            self.runtime.store.append(record, run.effects.drain())
-        if not run.logging:
+            self.runtime.store.append(record, run.setup.effects.drain())
+        if not run.setup.logging:
             return
-        run.log.info(
+        run.setup.log.info(
             "transition",
             seq=record.seq,
             state=source,
@@ -76,11 +80,22 @@ class Core:
             reason=record.reason,
         )
 
+    def end(self, run: RunState, trigger: Trigger, ending: Ending, **fields: Any) -> None:
+        """Fire `trigger` into a terminal state, recording `ending.reason` as the move's reason."""
+        assert run.ending is None, "a run ends once"
+        run.ending = ending
+        self.move(run, trigger, reason=ending.reason, **fields)
+
     def ms_since(self, started: float) -> float:
         return round((self.clock.monotonic() - started) * 1000, 3)
 
 
 _TIMING: Final = frozenset({"time", "latency_ms"})
+_FIELDS: Final = tuple(field.name for field in dataclasses.fields(TransitionRecord))
+_MEANT_OTHERWISE_IN_V1: Final = frozenset({"decision", "reason", "observation"})
+"""On a `classify` recorded under `runner-log/1` (no observation): some /1 runners recorded the
+policy table's first answer and the observation's own reason there, later ones the verdict; the
+move that carries the verdict out follows it and is still compared, so a different verdict shows."""
 
 
 def same_transition(recorded: TransitionRecord, again: TransitionRecord) -> bool:
@@ -93,12 +108,19 @@ def same_transition(recorded: TransitionRecord, again: TransitionRecord) -> bool
 
 
 def differing_fields(recorded: TransitionRecord, again: TransitionRecord) -> list[str]:
-    """The fields (timing left out, see `same_transition`) where two transitions differ."""
-    a, b = recorded.to_json(), again.to_json()
-    return [key for key in a if key not in _TIMING and a[key] != b[key]]
+    """The fields (timing left out, see `same_transition`) where two transitions differ,
+    compared as the typed values they are (enums, the observation), by attribute name."""
+    skip = _TIMING
+    if recorded.trigger == Trigger.CLASSIFY and recorded.observation is None:
+        skip = _TIMING | _MEANT_OTHERWISE_IN_V1  # recorded under runner-log/1
+    return [
+        name
+        for name in _FIELDS
+        if name not in skip and getattr(recorded, name) != getattr(again, name)
+    ]
 
 
-_SHOWN: Final = frozenset({"from", "to", "trigger", "tool", "result_class", "decision"})
+_SHOWN: Final = frozenset({"from_state", "to_state", "trigger", "tool", "result_class", "decision"})
 
 
 def brief(record: TransitionRecord, fields: Sequence[str] = ()) -> str:
@@ -106,6 +128,5 @@ def brief(record: TransitionRecord, fields: Sequence[str] = ()) -> str:
     for each of `fields` the line does not already show (so a divergence names what differs)."""
     parts = [f"{record.from_state}->{record.to_state}", record.trigger]
     parts += [str(v) for v in (record.tool, record.result_class, record.decision) if v is not None]
-    data = record.to_json()
-    extra = [f"{name}={data[name]!r}" for name in fields if name not in _SHOWN]
+    extra = [f"{name}={getattr(record, name)!r}" for name in fields if name not in _SHOWN]
     return " ".join(parts) + (f" [{', '.join(extra)}]" if extra else "")

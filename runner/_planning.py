@@ -13,7 +13,7 @@ from . import budget as bounds
 from ._call_ids import unique_calls
 from ._core import Core
 from ._jsonsafe import safe_str
-from ._state import AdmitBatch, InFlight, RunState, Slot
+from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
 from .budget import Bound
 from .errors import RunFailure
 from .machine import Decision, Trigger
@@ -66,15 +66,15 @@ async def _ask(
     adapter's same-family fallback model; a rejected request (400/401/403...) is not retried.
     """
     started = core.clock.monotonic()
-    policy, limits = core.runtime.policy, run.spec.limits
+    policy, limits = core.runtime.policy, run.setup.spec.limits
     retries, fell_back = 0, False
     while True:
-        run.model_requests += 1
+        run.meters.model_requests += 1
         now = core.clock.monotonic()
         timeout = bounds.time_left(limits, run.usage, now) if bounded else None
         try:
-            reply = await run.effects.ask(
-                run.model_requests, run.transcript, tools, choice, timeout
+            reply = await run.setup.effects.ask(
+                run.meters.model_requests, run.transcript, tools, choice, timeout
             )
             break
         except TimeoutError:
@@ -89,14 +89,14 @@ async def _ask(
                 retries += 1
                 # A date is read against when the response came (as recorded), not after
                 # storing it: a replay's clock reads exactly that moment.
-                came = run.started_wall + timedelta(seconds=run.effects.answered_at())
+                came = run.setup.started_wall + timedelta(seconds=run.setup.effects.answered_at())
                 wait = retry_after_or_backoff(policy, exc.retry_after, retries, run.rng, came)
                 if core.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
                     return None, core.ms_since(started), "deadline"
                 await core.clock.sleep(wait)
-                run.waits.append(wait)
+                run.meters.waits.append(wait)
                 continue
-            if not fell_back and run.effects.use_fallback():
+            if not fell_back and run.setup.effects.use_fallback():
                 retries, fell_back = 0, True
                 continue
             why = f"model_unavailable: {safe_str(exc.status)}"
@@ -107,31 +107,33 @@ async def _ask(
     run.usage.model_steps += 1
     run.usage.tokens_in += reply.usage.input_tokens
     run.usage.tokens_out += reply.usage.output_tokens
-    run.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
-    price = run.spec.price
+    run.meters.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
+    price = run.setup.spec.price
     if price is not None:
         run.usage.cost_usd += price.cost_of(reply.usage)
     elided = run.transcript.full_chars - run.transcript.chars
-    run.prefill.append(reply.usage.input_tokens)
-    run.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
+    run.meters.prefill.append(reply.usage.input_tokens)
+    run.meters.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
     return reply, core.ms_since(started), None
 
 
 def _projected_cost(run: RunState) -> Decimal:
     """What the next request is expected to cost: at least the last request's input (the
     transcript only grows) or the estimate of the transcript, and the last reply's output."""
-    price = run.spec.price
+    price = run.setup.spec.price
     if price is None:
         return Decimal(0)
-    last_in = run.prefill[-1] if run.prefill else 0
-    return price.cost(max(last_in, estimate_tokens(run.transcript.chars)), run.model_tokens[1])
+    prefill = run.meters.prefill
+    last_in = prefill[-1] if prefill else 0
+    estimate = estimate_tokens(run.transcript.chars)
+    return price.cost(max(last_in, estimate), run.meters.model_tokens[1])
 
 
 def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
     """A model request's tokens and cost, as its transition records them."""
     if reply is None:
         return {"tokens_in": None, "tokens_out": None}
-    price = run.spec.price
+    price = run.setup.spec.price
     return {
         "tokens_in": reply.usage.input_tokens,
         "tokens_out": reply.usage.output_tokens,
@@ -142,19 +144,19 @@ def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
 def _offer(run: RunState) -> tuple[ToolSpec, ...]:
     """The tools this request offers: the whole catalogue, or retrieval's choice for the task
     and the latest turn (then only those may be called until the next request)."""
-    retrieval = run.spec.tool_retrieval
+    spec = run.setup.spec
+    retrieval = spec.tool_retrieval
     if retrieval is None or run.retriever is None:
-        return run.offered
-    query = f"{run.spec.task}\n{latest_turn(run.transcript)}"
-    tools = select(retrieval, run.offered, run.retriever, query)
+        return run.setup.offered
+    query = f"{spec.task}\n{latest_turn(run.transcript)}"
+    tools = select(retrieval, run.setup.offered, run.retriever, query)
     run.selection = tuple(tool.name for tool in tools)
-    run.offered_names = frozenset(run.selection)
     return tools
 
 
 def _offer_fields(run: RunState, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
     """What a model request's transition records of its offer (runs with tool retrieval)."""
-    if run.spec.tool_retrieval is None:
+    if run.setup.spec.tool_retrieval is None:
         return {}
     offered = [tool.name for tool in tools] if run.retriever is not None else None
     return {"offered": offered, "manifest_tokens": manifest_tokens(tools)}
@@ -162,7 +164,7 @@ def _offer_fields(run: RunState, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
 
 async def plan(core: Core, run: RunState) -> None:
     now = core.clock.monotonic()
-    limits = run.spec.limits
+    limits = run.setup.spec.limits
     bound = run.tripped or bounds.spent(limits, run.usage, now)
     if bound is None and bounds.cost_spent(limits, run.usage, _projected_cost(run)):
         bound = Bound.COST
@@ -176,32 +178,30 @@ async def plan(core: Core, run: RunState) -> None:
         if failure == "deadline":
             run.tripped = Bound.DEADLINE  # the next iteration makes the final request
             return
-        run.reason = failure or "model_error"
-        core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=run.reason, **offer)
+        ending = Ending(failure or "model_error")
+        core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **offer)
         return
     tokens = _usage_fields(run, reply) | offer
     unusable = _unusable(reply)
     if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
         run.transcript.append(AssistantMessage(text=reply.text))
-        run.answer, run.reason = reply.text or None, unusable
-        core.move(run, Trigger.GIVE_UP, latency_ms=latency, reason=unusable, **tokens)
+        ending = Ending(unusable, answer=reply.text or None)
+        core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **tokens)
         return
     if reply.tool_calls:
-        calls = unique_calls(reply.tool_calls, run.call_ids)
+        calls = unique_calls(reply.tool_calls, run.calls.ids)
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque(Slot(call=call) for call in calls))
         run.work = AdmitBatch()
         core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
         return
     run.transcript.append(AssistantMessage(text=reply.text))
-    run.answer = reply.text
-    run.reason = "model_final"
-    core.move(
+    core.end(
         run,
         Trigger.ANSWER,
+        Ending("model_final", answer=reply.text),
         result_class="model_final",
         latency_ms=latency,
-        reason=run.reason,
         **tokens,
     )
 
@@ -220,8 +220,8 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
             "from the evidence you have, and say what you could not determine."
         )
     )
-    left = bounds.time_left(run.spec.limits, run.usage, core.clock.monotonic())
-    affordable = bounds.cost_room(run.spec.limits, run.usage, _projected_cost(run))
+    left = bounds.time_left(run.setup.spec.limits, run.usage, core.clock.monotonic())
+    affordable = bounds.cost_room(run.setup.spec.limits, run.usage, _projected_cost(run))
     reply: ModelReply | None = None
     latency: float | None = None
     tools = _offer(run)
@@ -229,15 +229,13 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         reply, latency, _ = await _ask(core, run, tools, "none", bounded=True)
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
-        run.answer = reply.text
-    run.reason = bound.value
-    core.move(
+    core.end(
         run,
         Trigger.GIVE_UP,
+        Ending(bound.value, answer=reply.text if reply is not None else None),
         result_class="budget_exhausted",
         decision=Decision.ABSTAIN,
         latency_ms=latency,
-        reason=run.reason,
         **_usage_fields(run, reply),
         **(_offer_fields(run, tools) if reply is not None else {}),
     )

@@ -1,4 +1,22 @@
-"""The mutable state of one run, owned by one `Engine` call and dropped when the run ends."""
+"""The state of one run, owned by one `Engine` call and dropped when the run ends.
+
+It is split by who may change what:
+- `RunSetup` (frozen): what the run was started with, built once by `engine._new_run`.
+- `Meters`: counters that only ever grow (model requests, dispatches, waits, prefill); the
+  phase that spends the thing counts it (`_planning._ask` the model's, `_admission` dispatches,
+  `_acting._retry` and `_ask` the waits).
+- `Ending` (frozen): why the run ended and its answer, set once by `_core.Core.end`, the only
+  move into a terminal state.
+- `RunState`, the rest: the machine (`lifecycle`, fired only by `Core.move`), `usage` (the
+  budget; `_admission` counts attempts, `_ask` steps and tokens), the transcript, the records
+  (`Core.move` alone appends), the batch in flight and what happens next (`work`, set by each
+  phase for the next: `plan` a fresh batch, `call` a verdict, `observe` a retry or lookup),
+  `tripped` (a spent bound the next `plan` answers with its final request: set by `observe`
+  from the verdict, or by `plan` on a deadline), and what calls have come to across batches
+  (`CallHistory`: `plan` gives out ids, `call` counts corrections, `observe` remembers what
+  settled) and `operations` (every write key the run minted: `_admission` claims, `_acting`
+  settles).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +25,7 @@ from collections import deque
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
 from ._cancel import Cancellation
@@ -40,15 +59,24 @@ class Runtime:
     retry_horizon: timedelta
 
 
+class WriteProgress(Enum):
+    """How far the latest dispatch of a call has got (a lookup matters for writes only)."""
+
+    SENT = "sent"
+    """Sent (or answered without dispatch), and not looked up since."""
+    LOOKED_UP = "looked_up"
+    """Looked up by its operation key since it was last sent (or nothing could look it up)."""
+
+
 @dataclass(slots=True, kw_only=True)
 class Slot:
     """One proposed call on its way through admission, dispatch and classification."""
 
     call: ToolCall
     contract: CompiledContract | None = None
-    validated: bool = False
     fingerprint: str | None = None
-    """Hash of the tool and its canonical arguments, once they are validated."""
+    """Hash of the tool and its canonical arguments: set when, and only when, they have passed
+    validation (so it also says that they have)."""
     observation: ToolObservation | None = None
     """Set at admission when the call is answered without dispatch."""
     task: Awaitable[tuple[ToolResponse | BaseException, float]] | None = None
@@ -58,8 +86,8 @@ class Slot:
     retries: int = 0
     operation_key: str | None = None
     params_hash: str | None = None
-    reconciled: bool = False
-    """A lookup by key has been made for this write since it was last sent."""
+    progress: WriteProgress = WriteProgress.SENT
+    """Whether a lookup by key has been made for this write since it was last sent."""
     duplicate_of: Slot | None = None
     """An earlier call of this batch holding the same operation key: this one is never
     dispatched; it is answered as a duplicate of that call's outcome."""
@@ -120,56 +148,88 @@ Work = AdmitBatch | NextCall | Retry | LookUp | Decided
 """What the run is doing next, as a value: set by each phase for the next one."""
 
 
-@dataclass(slots=True, kw_only=True)
-class RunState:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSetup:
+    """What one run was started with: built once, read by every step, never changed."""
+
     run_id: str
     spec: RunSpec
     seed: int
     """The spec's seed, or the one drawn for the run; recorded in its header."""
-    rng: random.Random
-    """The run's own jitter source, seeded with `seed` (never shared between runs)."""
-    lifecycle: Lifecycle
-    usage: Usage
     offered: tuple[ToolSpec, ...]
     offered_names: frozenset[str]
-    """The tools the model may call now: the catalogue, or this step's retrieved selection."""
     log: Any
-    effects: Effects
-    cancel: Cancellation = field(default_factory=Cancellation)
-    """The cancel request of the run's handle (never made for a run without one)."""
-    logging: bool = True
+    logging: bool
     """Whether `log` emits info events (transitions, tool spans) at all."""
+    effects: Effects
+    started_wall: datetime
     known: list[TransitionRecord]
     """Transitions already stored (resume): re-driven moves must match them, not be re-stored."""
-    transcript: Transcript = field(default_factory=Transcript)
-    records: list[TransitionRecord] = field(default_factory=list)
-    batch: InFlight = field(default_factory=InFlight)
-    """The batch of calls in flight (replaced whole when the model proposes the next)."""
-    call_ids: set[str] = field(default_factory=set)
-    """Every call id given out in this run (ids are made unique at `plan`)."""
-    work: Work = field(default_factory=NextCall)
-    """What the next `call` or `observe` does."""
-    tripped: Bound | None = None
-    settled: dict[str, tuple[str, str]] = field(default_factory=dict)
-    invalid_streak: dict[str, int] = field(default_factory=dict)
-    waits: list[float] = field(default_factory=list)
-    evidence: list[dict[str, Any]] = field(default_factory=list)
-    answer: str | None = None
-    reason: str = ""
-    operations: dict[str, tuple[str, OperationStatus]] = field(default_factory=dict)
-    """Every key this run minted: key -> (tool, status)."""
+    cancel: Cancellation = field(default_factory=Cancellation)
+    """The cancel request of the run's handle (never made for a run without one)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Meters:
+    """What the run has spent, counted where it is spent; read into its summary and spans."""
+
     model_requests: int = 0
     dispatches: int = 0
-    started_wall: datetime
     model_tokens: tuple[int, int] = (0, 0)
     """Input and output tokens of the latest model reply (the one that proposed the calls)."""
+    waits: list[float] = field(default_factory=list)
     prefill: list[int] = field(default_factory=list)
     """Input tokens of each model request, in order."""
     prefill_untruncated: list[int] = field(default_factory=list)
     """What each request's input would have been had no tool result been truncated."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """Why the run ended, and the model's final text (if it gave one)."""
+
+    reason: str
+    answer: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class CallHistory:
+    """What the run's calls came to across batches."""
+
+    ids: set[str] = field(default_factory=set)
+    """Every call id given out in this run (ids are made unique at `plan`)."""
+    settled: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Fingerprint of a call that settled -> (its call id, its result class): not sent again."""
+    invalid_streak: dict[str, int] = field(default_factory=dict)
+    """Tool -> invalid arguments in a row (the corrections the model has had)."""
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    """Every result the model was shown (ok or empty), for the run's result."""
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    setup: RunSetup
+    rng: random.Random
+    """The run's own jitter source, seeded with `setup.seed` (never shared between runs)."""
+    lifecycle: Lifecycle
+    usage: Usage
+    meters: Meters = field(default_factory=Meters)
+    transcript: Transcript = field(default_factory=Transcript)
+    records: list[TransitionRecord] = field(default_factory=list)
+    batch: InFlight = field(default_factory=InFlight)
+    """The batch of calls in flight (replaced whole when the model proposes the next)."""
+    work: Work = field(default_factory=NextCall)
+    """What the next `call` or `observe` does."""
+    tripped: Bound | None = None
+    calls: CallHistory = field(default_factory=CallHistory)
+    operations: dict[str, tuple[str, OperationStatus]] = field(default_factory=dict)
+    """Every key this run minted: key -> (tool, status)."""
+    ending: Ending | None = None
+    """Set once, by the move into a terminal state (`Core.end`)."""
     retriever: Retriever | None = None
     """Scores the catalogue when `spec.tool_retrieval` narrows it (None: offered whole)."""
     selection: tuple[str, ...] | None = None
-    """The tools the latest model request offered, when retrieval chose them."""
+    """The tools the latest model request offered, when retrieval chose them (only these may
+    be called until the next request)."""
     held: BudgetLeft | None = None
     """What child-run calls in flight hold of the budget (carved for them, not yet charged)."""

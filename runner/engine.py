@@ -9,60 +9,50 @@ is spent, outstanding calls are answered with `budget_exhausted`, the model gets
 request, and the run ends `abstain` with the bound as its reason. A write whose outcome is unknown
 is looked up by its operation key before anything else; if that cannot settle it, `unknown`.
 
-This module holds the public `Engine` (run, resume, replay) and a run's lifecycle; the states'
-work lives in plain functions, `_planning.plan` and `_acting.call`/`observe`, each given the
-engine's `Core` (`_core.py`: its settings and the one way to make a move) and the run's state.
-The one decision on each observation is `decide.decide`.
+This module holds the public `Engine` (run, resume, replay) and a run's loop (`_drive`); building a
+run's state and header, and its summary at the end, is `_run_ends.py`. The states' work lives in
+plain functions, `_planning.plan` and `_acting.call`/`observe`, each given the engine's `Core`
+(`_core.py`: its settings and the one way to make a move) and the run's state. The one decision
+on each observation is `decide.decide`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
-import logging
 import random
-import secrets
 import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
-
-from pydantic_core import to_jsonable_python
 
 from ._acting import call, observe
 from ._cancel import CANCELLED, take_cancellation
 from ._core import Core, brief
-from ._logging import run_logger
 from ._planning import plan
 from ._replay_effects import ReplayEffects
-from ._state import RunState, Runtime
-from .budget import Limits, Usage
+from ._run_ends import finish, header, new_run, run_secrets, with_seed
+from ._state import Ending, RunState, Runtime
 from .clock import Clock, FakeClock
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects
 from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
 from .handle import RunHandle
-from .machine import Decision, Trigger, attach, detach
-from .models.base import (
-    ModelAdapter,
-    ToolSpec,
-)
+from .machine import Decision, Trigger, detach
+from .models.base import ModelAdapter, ToolSpec
 from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
-from .pricing import ModelPrice, PriceTable, default_prices, usd
+from .pricing import ModelPrice, PriceTable, default_prices
 from .recording import RecordedOutput, RecordedTurn
-from .redaction import Redactor, model_secrets
+from .redaction import Redactor
 from .retrieval import DEFAULT_RETRIEVERS, Retriever, RetrieverFactory
 from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.base import Store
 from .tools import ToolBox
-from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
+from .trace import RunHeader, TransitionRecord
 from .tracing import SpanSink
-from .transcript import SystemMessage, UserMessage
 
 
 @dataclass(slots=True, kw_only=True)
@@ -151,7 +141,8 @@ class Engine:
         self._check_start(spec, asyncio.get_running_loop())
         run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
-        effects = LiveEffects(run_id, model, self.clock, started, Redactor(_secrets(spec, model)))
+        redactor = Redactor(run_secrets(spec, model))
+        effects = LiveEffects(run_id, model, self.clock, started, redactor)
         run = self._new_run(run_id, spec, effects, started, known=[])
         self.runtime.store.begin_run(self._header(run, identity_of(model)))
         return await self._drive(run)
@@ -181,9 +172,9 @@ class Engine:
             detach(run.lifecycle)
             raise
         task = loop.create_task(self._drive(run), name=f"runner run {run_id}")
-        effects.run_task = run.cancel.task = task
-        effects.cancellation = run.cancel
-        return RunHandle(run_id=run_id, task=task, cancellation=run.cancel)
+        effects.run_task = run.setup.cancel.task = task
+        effects.cancellation = run.setup.cancel
+        return RunHandle(run_id=run_id, task=task, cancellation=run.setup.cancel)
 
     async def resume(self, run_id: str, spec: RunSpec, model: ModelAdapter) -> RunResult:
         """Continue a stored run that never finished: re-drive it from its recorded inputs (on
@@ -194,18 +185,18 @@ class Engine:
         prompt recorded when the run began, unless `spec` gives one.
         """
         store = self.runtime.store
-        header = store.header(run_id)
-        if header is None:
+        stored = store.header(run_id)
+        if stored is None:
             raise StoreError(f"no run {run_id} in the store")
         if store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
-        spec = _with_seed(spec, header)
-        if header.price is not None:  # priced as it began, whatever the table says now
-            spec = dataclasses.replace(spec, price=header.price)
-        if spec.system_prompt is None and header.system_prompt is not None:
-            spec = dataclasses.replace(spec, system_prompt=header.system_prompt)  # as it began
+        spec = with_seed(spec, stored)
+        if stored.price is not None:  # priced as it began, whatever the table says now
+            spec = dataclasses.replace(spec, price=stored.price)
+        if spec.system_prompt is None and stored.system_prompt is not None:
+            spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)  # as it began
         started = self.clock.monotonic()
-        live = LiveEffects(run_id, model, self.clock, started, Redactor(_secrets(spec, model)))
+        live = LiveEffects(run_id, model, self.clock, started, Redactor(run_secrets(spec, model)))
         outputs = store.outputs(run_id)
         answered = {output.ordinal for output in outputs}
         in_flight = {op.dispatch for op in store.operations(run_id) if op.dispatch not in answered}
@@ -264,52 +255,6 @@ class Engine:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def _new_run(
-        self,
-        run_id: str,
-        spec: RunSpec,
-        effects: Effects,
-        started: float,
-        known: list[TransitionRecord],
-    ) -> RunState:
-        contracts = self.runtime.contracts
-        offered = tuple(
-            ToolSpec(
-                name=contract.name,
-                description=contract.contract.description,
-                parameters=contract.contract.input_schema,
-            )
-            for name in spec.tools
-            if (contract := contracts.get(name)) is not None
-            and contract.contract.audience == "model"
-            and contract.contract.scope in spec.principal.scopes
-        )
-        retriever = self._retriever(spec, offered)
-        # Jitter draws from the run's own generator, never the engine's: any run, however many
-        # share an engine, replays from its header alone. No seed given: draw one and record it.
-        seed = spec.seed if spec.seed is not None else secrets.randbits(63)
-        run = RunState(
-            run_id=run_id,
-            spec=spec,
-            seed=seed,
-            rng=random.Random(seed),
-            lifecycle=attach(),
-            usage=Usage(started_at=started),
-            offered=offered,
-            offered_names=frozenset(tool.name for tool in offered),
-            log=run_logger(run_id=run_id, tenant=spec.tenant, fixture=spec.name),
-            effects=effects,
-            known=known,
-            started_wall=self.clock.now(),
-            retriever=retriever,
-        )
-        # Building events nobody will see is the costliest part of logging: ask once per run.
-        enabled = getattr(run.log, "is_enabled_for", None)
-        run.logging = enabled(logging.INFO) if callable(enabled) else True
-        run.transcript.append(SystemMessage(text=self._prompt(spec)))
-        run.transcript.append(UserMessage(text=spec.task))
-        return run
-
     def _check_start(self, spec: RunSpec, loop: asyncio.AbstractEventLoop) -> None:
         """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
         at its first wait and stay `running`), and a tool the spec names without a contract
@@ -359,27 +304,33 @@ class Engine:
     def _prompt(self, spec: RunSpec) -> str:
         return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
 
-    def _header(self, run: RunState, model: ModelIdentity | None = None) -> RunHeader:
-        spec = run.spec
-        return RunHeader(
-            run_id=run.run_id,
-            name=spec.name,
-            tenant=spec.tenant,
-            principal=spec.principal.id,
-            started_at=run.started_wall,  # the instant a replay's clock starts from
-            task=spec.task,
-            tools=list(spec.tools),
-            scopes=sorted(spec.principal.scopes),
-            context=to_jsonable_python(dict(spec.context)),
-            limits=_limits_json(spec.limits),
-            policy=self._policy_json,
-            seed=run.seed,
-            annotations=to_jsonable_python(dict(spec.annotations)),
+    def _new_run(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        effects: Effects,
+        started: float,
+        known: list[TransitionRecord],
+    ) -> RunState:
+        run = new_run(
+            self.runtime,
+            run_id=run_id,
+            spec=spec,
+            effects=effects,
+            started=started,
+            known=known,
             system_prompt=self._prompt(spec),
-            model=model,
-            price=spec.price,
-            tool_retrieval=spec.tool_retrieval,
         )
+        try:
+            run.retriever = self._retriever(spec, run.setup.offered)
+        except BaseException:
+            detach(run.lifecycle)  # refused before anything is stored
+            raise
+        return run
+
+    def _header(self, run: RunState, model: ModelIdentity | None = None) -> RunHeader:
+        prompt = self._prompt(run.setup.spec)
+        return header(run, policy=self._policy_json, system_prompt=prompt, model=model)
 
     async def _drive(self, run: RunState) -> RunResult:
         try:
@@ -387,7 +338,7 @@ class Engine:
                 state = run.lifecycle.current
                 try:
                     if state is State.PLAN:
-                        if run.cancel.requested:  # the batch is done: end before asking again
+                        if run.setup.cancel.requested:  # the batch is done: end before asking again
                             self._end_cancelled(run)
                         else:
                             await plan(self._core, run)
@@ -397,7 +348,7 @@ class Engine:
                         await observe(self._core, run)
                 except asyncio.CancelledError as exc:
                     # Only a model request (in `plan`) is ever abandoned for the handle's cancel.
-                    if state is not State.PLAN or not take_cancellation(run.cancel, exc):
+                    if state is not State.PLAN or not take_cancellation(run.setup.cancel, exc):
                         raise  # the loop or caller cancelled: the run stays unfinished, resumable
                     self._end_cancelled(run)
                 except OutsideRecording:
@@ -411,36 +362,10 @@ class Engine:
                 elif slot.task is not None:
                     slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
             detach(run.lifecycle)
-        return self._finish(run)
+        return finish(self.runtime, run)
 
     def _end_cancelled(self, run: RunState) -> None:
-        run.reason = CANCELLED
-        self._core.move(run, Trigger.GIVE_UP, decision=Decision.ABSTAIN, reason=CANCELLED)
-
-    def _finish(self, run: RunState) -> RunResult:
-        summary = RunSummary(
-            run_id=run.run_id,
-            terminal=run.lifecycle.state,
-            reason=run.reason,
-            attempts=run.usage.attempts,
-            model_steps=run.usage.model_steps,
-            tokens_in=run.usage.tokens_in,
-            tokens_out=run.usage.tokens_out,
-            elapsed_s=self.clock.monotonic() - run.usage.started_at,
-            waits_s=run.waits,
-            answer=run.answer,
-            operations=[
-                OperationSummary(key=key, tool=tool, status=status.value)
-                for key, (tool, status) in run.operations.items()
-            ],
-            prefill_per_step=run.prefill,
-            prefill_untruncated=sum(run.prefill_untruncated),
-            cost_usd=usd(run.usage.cost_usd) if run.spec.price is not None else None,
-        )
-        self.runtime.store.end_run(summary)
-        return RunResult.of(
-            summary, name=run.spec.name, transitions=run.records, evidence=run.evidence
-        )
+        self._core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)
 
 
 def outside_a_loop(call: str, instead: str) -> None:
@@ -456,26 +381,7 @@ def outside_a_loop(call: str, instead: str) -> None:
 def _cancelled_next(run: RunState) -> bool:
     """Whether the stored run being re-driven was cancelled at this point (its next record)."""
     seq = len(run.records)
-    if run.lifecycle.current is not State.PLAN or seq >= len(run.known):
+    if run.lifecycle.current is not State.PLAN or seq >= len(run.setup.known):
         return False
-    following = run.known[seq]
+    following = run.setup.known[seq]
     return following.trigger == Trigger.GIVE_UP.value and following.reason == CANCELLED
-
-
-def _with_seed(spec: RunSpec, header: RunHeader | None) -> RunSpec:
-    """The spec a stored run resumes with: its recorded seed, whatever the caller's spec says."""
-    if header is None or header.seed is None or header.seed == spec.seed:
-        return spec
-    return dataclasses.replace(spec, seed=header.seed)
-
-
-@functools.lru_cache(maxsize=64)
-def _limits_json(limits: Limits) -> dict[str, Any]:
-    """Limits repeat from run to run (they are frozen, so hashable): dump each once."""
-    dumped: dict[str, Any] = limits.model_dump(mode="json")
-    return dumped
-
-
-def _secrets(spec: RunSpec, model: ModelAdapter) -> list[str]:
-    """Every value the run redacts: the runtime's credentials and the live model's key."""
-    return [*spec.credentials.values(), *model_secrets(model)]

@@ -268,7 +268,7 @@ def no_call_outside_scopes(recording: Recording, contracts: ContractSet) -> Chec
     return Check("no_call_outside_scopes", True)
 
 
-def ending(recording: Recording) -> tuple[str | None, str | None]:
+def ending(recording: Recording) -> tuple[State | None, str | None]:
     """Terminal state and reason as the transitions record them (None, None: unfinished)."""
     last = recording.transitions[-1] if recording.transitions else None
     if last is None or last.to_state not in TERMINAL:
@@ -324,7 +324,7 @@ def outcome_checks(recording: Recording, expect: Expect, holds: int | None) -> l
     checks = [
         Check(
             "terminal_as_declared",
-            terminal == expect.terminal.value,
+            terminal is expect.terminal,
             f"{terminal}, declared {expect.terminal.value}",
         ),
     ]

@@ -187,6 +187,9 @@ ToolObservation = (
 )
 """Everything a single tool call can come to."""
 
+TypedToolObservation = Annotated[ToolObservation, Discriminator("kind")]
+"""`ToolObservation` as a tagged union: read back from JSON by its `kind`."""
+
 Observation = Annotated[ToolObservation | ModelAnswered, Discriminator("kind")]
 
 OBSERVATION_ADAPTER: TypeAdapter[Observation] = TypeAdapter(Observation)

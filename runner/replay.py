@@ -20,6 +20,7 @@ from .clock import FakeClock
 from .contracts import ContractSet
 from .engine import Engine, ReplayedRun, outside_a_loop
 from .errors import LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
+from .machine import Trigger
 from .policy import Policy
 from .recording import RecordedOutput, RecordedTurn
 from .result_classes import COMMITS_WRITE
@@ -306,7 +307,7 @@ def _recorded_side(recording: Recording) -> str:
     terminal, reason = (last.to_state, last.reason) if ended and last else (None, "unfinished")
     settled: dict[str, str | None] = {}
     for record in records:
-        if record.trigger == "classify" and record.operation_key is not None:
+        if record.trigger == Trigger.CLASSIFY and record.operation_key is not None:
             settled[record.operation_key] = record.result_class
     writes = sum(result in COMMITS_WRITE for result in settled.values())
     said = f"{_ending(records, terminal, reason)}, {writes} committed writes"

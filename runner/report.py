@@ -17,7 +17,7 @@ from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord, st
 _TRANSITION_KEYS = (
     "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
     "decision", "latency_ms", "operation_key", "tokens_in", "tokens_out", "wait_s", "reason",
-    "time", "cost_usd", "offered", "manifest_tokens",
+    "time", "observation", "cost_usd", "offered", "manifest_tokens",
 )  # fmt: skip
 
 

@@ -1,6 +1,8 @@
 """Transition records, run headers and summaries, and the JSONL transition log.
 
-Log format `runner-log/1`, one JSON object a line, runs one after another:
+Log format `runner-log/2`, one JSON object a line, runs one after another (`runner-log/1` is read
+too: it is /2 without `observation` on `classify` transitions, whose `decision` and `reason`
+some /1 runners filled in otherwise; see `_core.differing_fields`):
 - `run_started`: `format`, `run_id`, `name`, `tenant`, `principal`, `started_at`, `task`,
   `tools`, `scopes`, `context`, `limits`, `policy`, `seed`, `annotations` (the caller's own data;
   logs written before it had `fixture` and `world` instead, read back into it), `system_prompt`,
@@ -9,8 +11,9 @@ Log format `runner-log/1`, one JSON object a line, runs one after another:
   null in logs written before it was recorded)
   `price` (`{input_usd_per_mtok, output_usd_per_mtok, source}` or null; absent in older logs),
   `tool_retrieval` (`{max_offered, top_k, always, retriever}` or null; absent in older logs)
-- `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`
-  (`cost_usd`, `offered` and `manifest_tokens` absent in older logs)
+- `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`;
+  a `classify` transition keeps the call's typed observation (`observation`, tagged by `kind`);
+  `cost_usd`, `offered` and `manifest_tokens` are absent in logs written before them
 - `model_turn`: one per model request (the reply, its usage, when it arrived)
 - `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
 - `run_finished`: `terminal`, `reason`, `attempts`, `model_steps`, `tokens_in`, `tokens_out`,
@@ -20,6 +23,7 @@ Reading validates every line and names the first bad one (`LogFormatError`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -32,13 +36,20 @@ from ._documents import TOO_LONG_NUMBER, DocumentProblem, read_text
 from .errors import LogFormatError
 from .machine import Decision, Trigger
 from .models.identity import ModelIdentity
-from .observations import ResultClass
+from .observations import (
+    ResultClass,
+    ToolFoundNothing,
+    ToolObservation,
+    ToolSucceeded,
+    TypedToolObservation,
+)
 from .pricing import ModelPrice
 from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
 from .retrieval import ToolRetrieval
 from .states import State
 
-LOG_FORMAT: Final = "runner-log/1"
+LOG_FORMAT: Final = "runner-log/2"
+READABLE_FORMATS: Final = frozenset({"runner-log/1", LOG_FORMAT})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +79,9 @@ class TransitionRecord:
     """The wait slept before this transition (retries only)."""
     reason: str | None = None
     """Why a call was rejected, the verdict's reason, or why the run ended."""
+    observation: TypedToolObservation | None = None
+    """What the call came to (`classify` only), as `recorded_observation` keeps it. None on
+    every other move, and on a `classify` recorded under `runner-log/1`."""
     cost_usd: float | None = None
     """What this transition's model request cost, at the run's price (None: no request, or an
     unpriced run; absent in logs written before cost was recorded)."""
@@ -84,6 +98,14 @@ class TransitionRecord:
         data["to"] = data.pop("to_state")
         data["time"] = self.time.isoformat()
         return data
+
+
+def recorded_observation(observation: ToolObservation) -> ToolObservation:
+    """An observation as a `classify` record keeps it: an ok or empty result's body is left out
+    (`result` is `{}`), since the call's `tool_output` record holds the whole raw outcome."""
+    if isinstance(observation, ToolSucceeded | ToolFoundNothing):
+        return dataclasses.replace(observation, result={})
+    return observation
 
 
 def states_visited(records: list[TransitionRecord]) -> list[State]:
@@ -199,12 +221,14 @@ class _TransitionLine(BaseModel):
     tokens_out: int | None
     wait_s: float | None
     reason: str | None
+    observation: TypedToolObservation | None = None
     cost_usd: float | None = None
     offered: list[str] | None = None
     manifest_tokens: int | None = None
 
     def record(self) -> TransitionRecord:
-        fields = self.model_dump(exclude={"type", "from_", "to"})
+        # Not model_dump: the observation stays the typed value it was validated into.
+        fields = {name: value for name, value in self if name not in {"type", "from_", "to"}}
         return TransitionRecord(from_state=self.from_, to_state=self.to, **fields)
 
 
@@ -287,8 +311,9 @@ def _without_type(data: dict[str, Any]) -> dict[str, Any]:
 def _read_line(data: dict[str, Any], runs: dict[str, LoggedRun]) -> None:
     kind = data.get("type")
     if kind == "run_started":
-        if data.get("format") != LOG_FORMAT:
-            raise ValueError(f"format {data.get('format')!r} is not {LOG_FORMAT}")
+        if data.get("format") not in READABLE_FORMATS:
+            known = " or ".join(sorted(READABLE_FORMATS))
+            raise ValueError(f"format {data.get('format')!r} is not {known}")
         body = {k: v for k, v in data.items() if k not in {"type", "format"}}
         header = HEADER_ADAPTER.validate_python(body, strict=False)
         if header.run_id in runs:

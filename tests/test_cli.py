@@ -32,6 +32,7 @@ TRANSITION_KEYS = {
     "wait_s",
     "reason",
     "time",
+    "observation",
     "cost_usd",
     "offered",
     "manifest_tokens",
@@ -71,6 +72,11 @@ def test_run_all_fixtures_three_times_as_json(
         assert run["attempts"] <= 8 and run["elapsed_s"] <= 30
         for transition in run["transitions"]:
             assert set(transition) == TRANSITION_KEYS
+            observation = transition["observation"]
+            if transition["trigger"] == "classify":  # the typed observation, as JSON
+                assert observation["kind"] == transition["result_class"]
+            else:
+                assert observation is None
 
 
 def test_human_output_has_one_line_per_transition(

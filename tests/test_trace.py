@@ -53,7 +53,7 @@ def test_edited_log_is_refused(tmp_path: Path, contracts: ContractSet) -> None:
 
 def test_unknown_version_is_refused(tmp_path: Path, contracts: ContractSet) -> None:
     path = write_log(tmp_path, contracts)
-    text = path.read_text().replace("runner-log/1", "runner-log/9", 1)
+    text = path.read_text().replace("runner-log/2", "runner-log/9", 1)
     path.write_text(text)
     with pytest.raises(LogFormatError, match="line 1: format"):
         read_log(path)

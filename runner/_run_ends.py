@@ -1,0 +1,160 @@
+"""A run's two ends: its state and header when it starts, its summary and result when it ends.
+
+`Engine` (engine.py) calls these; they hold no state of their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import random
+import secrets
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from ._logging import run_logger
+from ._state import RunSetup, RunState, Runtime
+from .budget import Limits, Usage
+from .effects import Effects
+from .machine import attach
+from .models.base import ModelAdapter, ToolSpec
+from .models.identity import ModelIdentity
+from .pricing import usd
+from .redaction import model_secrets
+from .spec import RunResult, RunSpec
+from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
+from .transcript import SystemMessage, UserMessage
+
+
+def new_run(
+    runtime: Runtime,
+    *,
+    run_id: str,
+    spec: RunSpec,
+    effects: Effects,
+    started: float,
+    known: list[TransitionRecord],
+    system_prompt: str,
+) -> RunState:
+    """The state of a run about to start (or to be re-driven): its setup fixed once here."""
+    contracts = runtime.contracts
+    offered = tuple(
+        ToolSpec(
+            name=contract.name,
+            description=contract.contract.description,
+            parameters=contract.contract.input_schema,
+        )
+        for name in spec.tools
+        if (contract := contracts.get(name)) is not None
+        and contract.contract.audience == "model"
+        and contract.contract.scope in spec.principal.scopes
+    )
+    # Jitter draws from the run's own generator, never the engine's: any run, however many
+    # share an engine, replays from its header alone. No seed given: draw one and record it.
+    seed = spec.seed if spec.seed is not None else secrets.randbits(63)
+    log = run_logger(run_id=run_id, tenant=spec.tenant, fixture=spec.name)
+    # Building events nobody will see is the costliest part of logging: ask once per run.
+    enabled = getattr(log, "is_enabled_for", None)
+    setup = RunSetup(
+        run_id=run_id,
+        spec=spec,
+        seed=seed,
+        offered=offered,
+        offered_names=frozenset(tool.name for tool in offered),
+        log=log,
+        logging=enabled(logging.INFO) if callable(enabled) else True,
+        effects=effects,
+        started_wall=runtime.clock.now(),
+        known=known,
+    )
+    run = RunState(
+        setup=setup,
+        rng=random.Random(seed),
+        lifecycle=attach(),
+        usage=Usage(started_at=started),
+    )
+    run.transcript.append(SystemMessage(text=system_prompt))
+    run.transcript.append(UserMessage(text=spec.task))
+    return run
+
+
+def header(
+    run: RunState,
+    *,
+    policy: dict[str, Any],
+    system_prompt: str,
+    model: ModelIdentity | None = None,
+) -> RunHeader:
+    """What the store keeps of how the run began: enough to resume or replay it."""
+    setup = run.setup
+    spec = setup.spec
+    return RunHeader(
+        run_id=setup.run_id,
+        name=spec.name,
+        tenant=spec.tenant,
+        principal=spec.principal.id,
+        started_at=setup.started_wall,  # the instant a replay's clock starts from
+        task=spec.task,
+        tools=list(spec.tools),
+        scopes=sorted(spec.principal.scopes),
+        context=to_jsonable_python(dict(spec.context)),
+        limits=_limits_json(spec.limits),
+        policy=policy,
+        seed=setup.seed,
+        annotations=to_jsonable_python(dict(spec.annotations)),
+        system_prompt=system_prompt,
+        model=model,
+        price=spec.price,
+        tool_retrieval=spec.tool_retrieval,
+    )
+
+
+def finish(runtime: Runtime, run: RunState) -> RunResult:
+    """Store the ended run's summary and return its result."""
+    ending = run.ending
+    assert ending is not None, "a run that left the loop has ended"
+    meters = run.meters
+    summary = RunSummary(
+        run_id=run.setup.run_id,
+        terminal=run.lifecycle.state,
+        reason=ending.reason,
+        attempts=run.usage.attempts,
+        model_steps=run.usage.model_steps,
+        tokens_in=run.usage.tokens_in,
+        tokens_out=run.usage.tokens_out,
+        elapsed_s=runtime.clock.monotonic() - run.usage.started_at,
+        waits_s=meters.waits,
+        answer=ending.answer,
+        operations=[
+            OperationSummary(key=key, tool=tool, status=status.value)
+            for key, (tool, status) in run.operations.items()
+        ],
+        prefill_per_step=meters.prefill,
+        prefill_untruncated=sum(meters.prefill_untruncated),
+        cost_usd=usd(run.usage.cost_usd) if run.setup.spec.price is not None else None,
+    )
+    runtime.store.end_run(summary)
+    return RunResult.of(
+        summary, name=run.setup.spec.name, transitions=run.records, evidence=run.calls.evidence
+    )
+
+
+def with_seed(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
+    """The spec a stored run resumes with: its recorded seed, whatever the caller's spec says."""
+    if stored is None or stored.seed is None or stored.seed == spec.seed:
+        return spec
+    return dataclasses.replace(spec, seed=stored.seed)
+
+
+def run_secrets(spec: RunSpec, model: ModelAdapter) -> list[str]:
+    """Every value the run redacts: the runtime's credentials and the live model's key."""
+    return [*spec.credentials.values(), *model_secrets(model)]
+
+
+@functools.lru_cache(maxsize=64)
+def _limits_json(limits: Limits) -> dict[str, Any]:
+    """Limits repeat from run to run (they are frozen, so hashable): dump each once."""
+    dumped: dict[str, Any] = limits.model_dump(mode="json")
+    return dumped
