@@ -268,3 +268,24 @@ def test_a_small_catalogue_is_offered_whole(catalogue: ContractSet) -> None:
     outcome: ScenarioRun = run_fixture(small, catalogue, MemoryStore())
     steps = [r for r in outcome.result.transitions if r.tokens_in is not None]
     assert all(r.offered is None and r.manifest_tokens for r in steps)
+
+
+def test_an_unoffered_call_replays_from_a_jsonl_log_with_its_typed_observation(
+    tmp_path: Path, catalogue: ContractSet
+) -> None:
+    """The refusal's observation keeps the tools the model was told it may use, and a replay
+    from the log alone refuses the same call with the same list."""
+    from runner.store import FanoutStore, JsonlLog  # noqa: PLC0415
+
+    log = JsonlLog(tmp_path / "runs.jsonl")
+    fixture = load_fixture(CATALOGUE / "catalogue_unoffered_call.yaml", catalogue)
+    result = run_fixture(fixture, catalogue, FanoutStore(MemoryStore(), log)).result
+    log.close()
+    (recording,) = Recording.from_log(tmp_path / "runs.jsonl")
+    refused = next(r for r in recording.transitions if r.result_class == "unknown_tool")
+    assert refused.observation is not None
+    assert list(getattr(refused.observation, "may_use", ())) == next(
+        r.offered for r in result.transitions if r.trigger == "propose"
+    )
+    replayed = replay(recording, catalogue)
+    assert replayed.identical, replayed.divergence
