@@ -165,3 +165,21 @@ def test_a_log_without_cost_fields_still_reads(tmp_path: Path, contracts: Contra
     assert run.summary.cost_usd is None
     assert all(r.cost_usd is None and r.offered is None for r in run.transitions)
     assert run.header.tool_retrieval is None
+
+
+def test_a_counterfactual_replay_under_a_smaller_money_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`replay --max-cost-usd` re-drives the recorded run under another cap: priced as recorded
+    (the header's price), it stops where that cap leaves no room for another step."""
+    db = str(tmp_path / "r.db")
+    assert main(["run", str(FIXTURES / "budget_exhausted.yaml"), "--db", db, "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["replay", run_id, "--db", db, "--max-cost-usd", "0.003", "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["changes"] == ["max_cost_usd 0.003"]
+    assert (replayed["terminal"], replayed["reason"]) == ("abstain", "cost")
+    with pytest.raises(SystemExit) as refused:
+        main(["replay", run_id, "--db", db, "--max-cost-usd", "-1"])
+    assert refused.value.code == 2
+    assert "--max-cost-usd: must be a finite amount above 0" in capsys.readouterr().err

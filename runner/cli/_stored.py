@@ -160,7 +160,13 @@ def replay_command(args: argparse.Namespace) -> int:
     for recording in _recordings(args):
         overrides = {
             name: getattr(args, name)
-            for name in ("max_attempts", "max_model_steps", "max_tokens", "max_seconds")
+            for name in (
+                "max_attempts",
+                "max_model_steps",
+                "max_tokens",
+                "max_seconds",
+                "max_cost_usd",
+            )
             if getattr(args, name) is not None
         }
         limits = None
