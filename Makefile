@@ -1,13 +1,14 @@
 # `make run`: set up .venv with what running needs and run every fixture; `make test`: add the dev
 # tools, then lint, type-check and test; `make bench`: the runner's own cost against its floors
-# (about 2-3 minutes).
+# (about 2-3 minutes); `make bench-postgres`: the durable step on PostgreSQL beside SQLite's, and
+# queued runs per second with 1, 2 and 4 workers (starts its own throwaway PostgreSQL).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint typecheck bench clean
+.PHONY: install run test lint typecheck bench bench-postgres clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +41,9 @@ test: lint typecheck
 
 bench: $(RUN_STAMP)
 	$(BIN)/python -m bench
+
+bench-postgres: $(DEV_STAMP)
+	$(BIN)/python -m bench.postgres
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -51,11 +51,11 @@ async def call(core: Core, run: RunState) -> None:
         case AdmitBatch():
             # Admission in call order; the dispatched calls run concurrently.
             for slot in run.batch.calls:
-                admit(runtime, run, slot)
+                await admit(runtime, run, slot)
         case Retry(slot=slot):
             slot.retries += 1
             slot.progress = WriteProgress.SENT  # a new dispatch may need its own lookup
-            admit(runtime, run, slot)
+            await admit(runtime, run, slot)
         case LookUp(slot=slot):
             admit_lookup(runtime, run, slot)
             lookup = True

@@ -35,7 +35,7 @@ def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(render_json({"tool": tool, "args": canonical_args}).encode()).hexdigest()
 
 
-def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
+async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count the attempt, then answer the call at once or start its dispatch."""
     call, spec = slot.call, run.setup.spec
     now = runtime.clock.monotonic()
@@ -89,7 +89,7 @@ def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     if implementation is None:
         slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
         return
-    if contract.contract.side_effect == "write" and not _claim_intent(runtime, run, slot):
+    if contract.contract.side_effect == "write" and not await _claim_intent(runtime, run, slot):
         return
     _dispatch(
         runtime,
@@ -148,7 +148,7 @@ def refuse_duplicate(slot: Slot) -> RepeatRefused:
     )
 
 
-def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
+async def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
     """Mint the write's key and commit its intent before dispatch; False if refused (or if an
     earlier call of the batch holds the key: then `slot.duplicate_of` says which)."""
     call, spec = slot.call, run.setup.spec
@@ -172,7 +172,8 @@ def _claim_intent(runtime: Runtime, run: RunState, slot: Slot) -> bool:
         dispatch=run.meters.dispatches + 1,  # the ordinal `_dispatch` is about to take
     )
     try:
-        stored = runtime.store.claim(intent)
+        pending = runtime.pending  # an awaited store: the claim is awaited before dispatch
+        stored = await pending.claim_awaited(intent) if pending else runtime.store.claim(intent)
     except StoreConflict as exc:
         slot.observation = ToolFailedPermanently(
             call_id=call.id, tool=call.name, reason="idempotency_mismatch", detail=str(exc)

@@ -42,6 +42,7 @@ from .policy import Policy
 from .retrieval import Retriever
 from .spec import RunSpec
 from .store.base import Store
+from .store.writebehind import PendingWrites
 from .tools import BudgetLeft, ToolBox, ToolResponse
 from .trace import TransitionRecord
 from .transcript import Transcript
@@ -57,6 +58,8 @@ class Runtime:
     clock: Clock
     policy: Policy
     retry_horizon: timedelta
+    pending: PendingWrites | None = None
+    """Set when the store is awaited: `store` is then this queue (store/writebehind.py)."""
 
 
 class WriteProgress(Enum):

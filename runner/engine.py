@@ -49,7 +49,9 @@ from .redaction import Redactor
 from .retrieval import DEFAULT_RETRIEVERS, Retriever, RetrieverFactory
 from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
 from .states import TERMINAL, State
-from .store.base import Store
+from .store.adapters import as_async, is_async_store
+from .store.base import AsyncStore, Store
+from .store.writebehind import PendingWrites
 from .tools import ToolBox
 from .trace import RunHeader, TransitionRecord
 from .tracing import SpanSink
@@ -80,7 +82,7 @@ class Engine:
         *,
         contracts: ContractSet,
         toolbox: ToolBox,
-        store: Store,
+        store: Store | AsyncStore,
         clock: Clock,
         policy: Policy | None = None,
         rng: random.Random | None = None,
@@ -94,6 +96,8 @@ class Engine:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`).
         `system_prompt`: what the model is told first, unless a run's spec gives its own.
+        `store`: a synchronous `Store` (memory, SQLite), written in place, or an `AsyncStore`
+        (PostgreSQL), awaited at each phase of a run (store/writebehind.py).
         `prices`: where a run's price is found when neither its spec nor its adapter gives one
         (default: genai-prices when installed, see `runner.pricing`). `retrievers`: the tool
         retrievers a spec's `tool_retrieval` may name, by name (default: `bm25`)."""
@@ -110,10 +114,13 @@ class Engine:
         self._indexes: dict[tuple[str, tuple[str, ...]], Retriever] = {}
         """Retrievers built so far, by retriever and catalogue: one index per catalogue."""
         self._policy_json = (policy or Policy()).model_dump(mode="json")
+        pending = PendingWrites(store) if is_async_store(store) else None
+        self._reader = as_async(store)
         self.runtime = Runtime(
             contracts=contracts,
             toolbox=toolbox,
-            store=store,
+            store=pending or store,  # type: ignore[arg-type]  # a sync Store when not pending
+            pending=pending,
             clock=clock,
             policy=policy or Policy(),
             retry_horizon=retry_horizon,
@@ -133,10 +140,9 @@ class Engine:
     async def run(
         self, spec: RunSpec, model: ModelAdapter, *, run_id: str | None = None
     ) -> RunResult:
-        """Drive one task to exactly one terminal state and return its result.
-
-        `run_id`: the id to store it under (a child run's is derived from its parent's call, so
-        a resumed parent finds it); by default a fresh UUID."""
+        """Drive one task to exactly one terminal state and return its result. `run_id`: one
+        minted beforehand (a queued run's, or a child run's, derived from its parent's call so a
+        resumed parent finds it); by default a new UUID."""
         spec = self._priced(spec, model)
         self._check_start(spec, asyncio.get_running_loop())
         run_id = run_id or str(uuid.uuid4())
@@ -184,11 +190,11 @@ class Engine:
         before anything else; nothing already done is done again. The model is told the system
         prompt recorded when the run began, unless `spec` gives one.
         """
-        store = self.runtime.store
-        stored = store.header(run_id)
+        store = self._reader
+        stored = await store.header(run_id)
         if stored is None:
             raise StoreError(f"no run {run_id} in the store")
-        if store.summary(run_id) is not None:
+        if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
         spec = with_seed(spec, stored)
         if stored.price is not None:  # priced as it began, whatever the table says now
@@ -197,13 +203,18 @@ class Engine:
             spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)  # as it began
         started = self.clock.monotonic()
         live = LiveEffects(run_id, model, self.clock, started, Redactor(run_secrets(spec, model)))
-        outputs = store.outputs(run_id)
+        outputs = await store.outputs(run_id)
         answered = {output.ordinal for output in outputs}
-        in_flight = {op.dispatch for op in store.operations(run_id) if op.dispatch not in answered}
+        operations = await store.operations(run_id)
+        in_flight = {op.dispatch for op in operations if op.dispatch not in answered}
         effects = ReplayEffects(
-            store.turns(run_id), outputs, self.clock, started, live=live, in_flight=in_flight
+            await store.turns(run_id), outputs, self.clock, started, live=live, in_flight=in_flight
         )
-        run = self._new_run(run_id, spec, effects, started, known=store.transitions(run_id))
+        known = await store.transitions(run_id)
+        run = self._new_run(run_id, spec, effects, started, known=known)
+        if self.runtime.pending is not None:  # claims made again while re-driving settle here
+            for op in operations:
+                self.runtime.pending.adopt(op.key, run_id)
         return await self._drive(run)
 
     async def replay(
@@ -333,8 +344,11 @@ class Engine:
         return header(run, policy=self._policy_json, system_prompt=prompt, model=model)
 
     async def _drive(self, run: RunState) -> RunResult:
+        pending = self.runtime.pending
         try:
             while run.lifecycle.current not in TERMINAL:
+                if pending is not None:  # what the last phase recorded, before the next acts
+                    await pending.flush(run.setup.run_id)
                 state = run.lifecycle.current
                 try:
                     if state is State.PLAN:
@@ -362,7 +376,11 @@ class Engine:
                 elif slot.task is not None:
                     slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
             detach(run.lifecycle)
-        return finish(self.runtime, run)
+        result = finish(self.runtime, run)
+        if pending is not None:
+            await pending.flush(run.setup.run_id)
+            pending.forget(run.setup.run_id)
+        return result
 
     def _end_cancelled(self, run: RunState) -> None:
         self._core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)

@@ -19,7 +19,8 @@ infrastructure during one::
         └── StoreError            the store refused or failed a read or write
             ├── StoreLocked       another process holds the store's write lock
             ├── StoreCorrupt      the file is not a store, or a newer schema than this runner knows
-            └── StoreConflict     an operation key presented with another parameter hash
+            ├── StoreConflict     an operation key presented with another parameter hash
+            └── LeaseLost         another worker took the run over; this one must stop writing
 """
 
 from __future__ import annotations
@@ -132,3 +133,8 @@ class StoreConflict(StoreError):
             f"idempotency_mismatch: key {key} is bound to parameters {bound_hash[:12]}, "
             f"not {offered_hash[:12]}"
         )
+
+
+class LeaseLost(StoreError):
+    """This worker no longer owns the run: its lease was taken over after it expired, so its
+    writes are refused (fenced) and it must stop driving the run."""

@@ -143,3 +143,7 @@ def stored_run_with_a_forged_summary(db: Path, capsys: pytest.CaptureFixture[str
         )
     connection.close()
     return run_id
+
+
+# The throwaway PostgreSQL cluster (started only when a test asks for it).
+from tests.pg import pg_cluster, pg_url  # noqa: E402, F401

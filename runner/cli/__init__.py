@@ -14,6 +14,7 @@ from .. import log
 from .._arguments import EXIT_BAD_INPUT, ArgumentParser, count, dollars, seconds, seed
 from .._tool_commands import add_tool_commands, ended_run_json, run_tool_command
 from ..errors import LoadError, RunnerError, StoreError
+from ..mcp import McpConfig, McpTools
 from ..models import live_model
 from ..models.base import ModelAdapter
 from ..replay import Recording
@@ -25,14 +26,16 @@ from ..travel.fixture_check import check_command
 from ..travel.fixtures import collect_fixture_paths, load_fixture
 from ..travel.scenario import ScenarioRun, resume_fixture, run_fixture
 from ._common import (
-    DEFAULT_DB,
     EXIT_EXPECTATION_FAILED,
     contracts_for,
+    database,
+    default_database,
     one_line,
     open_store,
     policy_for,
     world_dir,
 )
+from ._distributed import add_distributed_parsers, submit_command, worker_command
 from ._stored import (
     artifact_command,
     grade_command,
@@ -61,7 +64,10 @@ def _parser() -> argparse.ArgumentParser:
 
     def with_db(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
-            "--db", type=Path, default=DEFAULT_DB, help="SQLite store (default: runs.sqlite)"
+            "--db",
+            type=database,
+            default=default_database(),
+            help="SQLite file or postgresql:// URL (default: $RUNNER_DB, else runs.sqlite)",
         )
 
     run = commands.add_parser("run", help="run fixture scenarios and check their expectations")
@@ -71,12 +77,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
     run.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
     run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
+    run.add_argument(
+        "--mcp", type=Path, default=None, help="MCP servers config (YAML/JSON): their tools too"
+    )
     _with_model(run, "plan with a live model")
     with_db(run)
 
     resume = commands.add_parser("resume", help="continue a run that was killed")
     resume.add_argument("run_id")
     _with_model(resume, "the live model the run was started with (default: from its header)")
+    resume.add_argument(
+        "--mcp", type=Path, default=None, help="how to reach the MCP servers the run pinned"
+    )
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(resume)
 
@@ -140,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print one JSON object per run")
     with_db(runs)
 
+    add_distributed_parsers(commands, with_db)
     _contracts_and_fixtures_parsers(parser, commands)  # last: it adds --verbose to all
     return parser
 
@@ -182,6 +195,9 @@ def _run(args: argparse.Namespace) -> int:
         raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
     contracts = contracts_for(args.contracts)
     policy = policy_for(args.policy)
+    mcp = McpTools.connect_sync(McpConfig.load(args.mcp)) if args.mcp is not None else None
+    if mcp is not None:  # pinned once: every run of this command keeps this tool list
+        contracts = mcp.contract_set(contracts.values())
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
     model = _model(args)
     store: Store = open_store(args.db, must_exist=False)
@@ -200,6 +216,7 @@ def _run(args: argparse.Namespace) -> int:
                     policy=policy,
                     world_dir=world,
                     model=model,
+                    mcp=mcp,
                 )
                 _print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
@@ -227,7 +244,7 @@ def _resume(args: argparse.Namespace) -> int:
         if summary is not None:
             if args.json:  # the stored run as `show --json` prints it, marked as not resumed
                 recording = Recording.from_store(store, args.run_id)
-                holds = stored_holds(recording, args.db.resolve().parent)
+                holds = stored_holds(recording, args.db.folder)
                 ended = ended_run_json(recording.header, summary, recording.transitions, holds)
                 print(json.dumps(ended, sort_keys=True))
                 return 0
@@ -236,7 +253,12 @@ def _resume(args: argparse.Namespace) -> int:
             )
             return 0
         outcome = resume_fixture(
-            args.run_id, contracts, store, model=_model(args), store_dir=args.db.resolve().parent
+            args.run_id,
+            contracts,
+            store,
+            model=_model(args),
+            store_dir=args.db.folder,
+            mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
         )
     finally:
         store.close()
@@ -269,6 +291,8 @@ _COMMANDS = {
     "artifact": artifact_command,
     "contracts": _check_contracts,
     "fixtures": _fixtures,
+    "submit": submit_command,
+    "worker": worker_command,
 }
 
 

@@ -1,15 +1,20 @@
-"""What the command line's commands share: the contracts and policy a flag names, the store file
-a command opens, where a store's simulated worlds live, and one-line errors."""
+"""What the command line's commands share: the contracts and policy a flag names, the store a
+command opens (a SQLite file or a PostgreSQL URL), where a store's simulated worlds live, and
+one-line errors."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..contracts import ContractSet, load_contracts
-from ..errors import LoadError
+from ..errors import ConfigError, LoadError
 from ..policy import Policy
 from ..sim import naive_policy
 from ..store import SqliteStore
+from ..store.base import Store
+from ..store.urls import hide_password, is_database_url
 from ..travel import (
     SEMANTIC_RULES,
     contracts_dir,
@@ -17,7 +22,36 @@ from ..travel import (
 )
 
 EXIT_EXPECTATION_FAILED = 1
-DEFAULT_DB = Path("runs.sqlite")
+DEFAULT_DB = "runs.sqlite"
+WORLD_ENV = "RUNNER_WORLD"
+"""Where runs on a PostgreSQL store keep their simulated worlds (default `./runner-world`): a
+folder every worker of that store can reach."""
+
+
+@dataclass(frozen=True, slots=True)
+class Database:
+    """What `--db` (or `RUNNER_DB`) names: a SQLite file or a PostgreSQL URL. Printed, it is the
+    path, or the URL with its password hidden: the password never reaches a message or a log."""
+
+    path: Path | None = None
+    url: str | None = None
+
+    def __str__(self) -> str:
+        return hide_password(self.url) if self.url is not None else str(self.path)
+
+    @property
+    def folder(self) -> Path:
+        """The folder that anchors a run's recorded world paths."""
+        return self.path.resolve().parent if self.path is not None else world_dir(self)
+
+
+def database(value: str) -> Database:
+    """`--db`'s type: a PostgreSQL URL or a SQLite path."""
+    return Database(url=value) if is_database_url(value) else Database(path=Path(value))
+
+
+def default_database() -> str:
+    return os.environ.get("RUNNER_DB") or DEFAULT_DB
 
 
 def contracts_for(directory: Path | None) -> ContractSet:
@@ -36,17 +70,37 @@ def policy_for(value: str | None) -> Policy | None:
     return Policy.load(Path(value))
 
 
-def open_store(path: Path, *, must_exist: bool, read_only: bool = False) -> SqliteStore:
-    """The store at `path`; reading commands open it read-only (nothing created or migrated)."""
+def open_store(db: Database, *, must_exist: bool, read_only: bool = False) -> Store:
+    """The store `db` names; reading commands open a SQLite file read-only (nothing created or
+    migrated). A PostgreSQL store is served to these synchronous commands on a loop of its own."""
+    if db.url is not None:
+        return _open_postgres(db.url)
+    path = db.path
+    assert path is not None  # a Database is one or the other
     if (must_exist or read_only) and not path.exists():
         raise LoadError(f"store {path} does not exist")
     return SqliteStore(path, read_only=read_only)
 
 
-def world_dir(db: Path) -> Path:
-    """Where runs stored in `db` keep their simulated world: beside it, by absolute path."""
-    db = db.resolve()
-    return db.parent / f"{db.name}.world"
+def _open_postgres(url: str) -> Store:
+    try:
+        from ..store.postgres import PostgresStore  # noqa: PLC0415  # the optional extra
+    except ImportError as exc:
+        raise ConfigError(
+            f"--db {hide_password(url)} needs the PostgreSQL extra: pip install 'runner[postgres]'"
+        ) from exc
+    from ..store.adapters import BlockingStore  # noqa: PLC0415
+
+    return BlockingStore(lambda: PostgresStore.open(url))
+
+
+def world_dir(db: Database) -> Path:
+    """Where runs stored in `db` keep their simulated world: beside a SQLite file, by absolute
+    path; for a PostgreSQL store, `$RUNNER_WORLD` (default `./runner-world`)."""
+    if db.path is None:
+        return Path(os.environ.get(WORLD_ENV) or "runner-world").resolve()
+    path = db.path.resolve()
+    return path.parent / f"{path.name}.world"
 
 
 def one_line(message: str) -> str:

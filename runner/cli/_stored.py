@@ -18,6 +18,7 @@ from ..budget import Limits
 from ..children import children_of, family_ids
 from ..errors import LoadError, StoreCorrupt, StoreError
 from ..grading import FixtureGrade, grade
+from ..mcp import with_recorded
 from ..recording import RAW_OUTCOME_ADAPTER, Responded
 from ..replay import Recording, describe, replay, stored_limits
 from ..report import (
@@ -179,7 +180,11 @@ def replay_command(args: argparse.Namespace) -> int:
                 raise LoadError(f"limits for the replay: {where}: {problem['msg']}") from exc
         # Runs stored before headers recorded the prompt were all told the travel world's.
         outcome = replay(
-            recording, contracts, policy=policy, limits=limits, system_prompt=SYSTEM_PROMPT
+            recording,
+            with_recorded(contracts, recording.header.annotations),  # its MCP tools, as pinned
+            policy=policy,
+            limits=limits,
+            system_prompt=SYSTEM_PROMPT,
         )
         diverged |= not outcome.changes and not outcome.identical
         sentence = describe(outcome)
@@ -242,13 +247,14 @@ def grade_command(args: argparse.Namespace) -> int:
                     recording = Recording.from_store(store, run_id)
                     expect = _stored_expect(recording)
                     stored_limits(recording.header)
-                    holds = stored_holds(recording, args.db.resolve().parent)
+                    holds = stored_holds(recording, args.db.folder)
                 except StoreError as exc:  # named; the other runs are still graded
                     named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
                     print(f"error: {printable(one_line(named))}", file=sys.stderr)
                     unreadable += 1
                     continue
-                trial = grade(recording, contracts, expect, holds)
+                pinned = with_recorded(contracts, recording.header.annotations)
+                trial = grade(recording, pinned, expect, holds)
                 name = recording.header.name
                 grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
         else:

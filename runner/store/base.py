@@ -8,13 +8,18 @@ reading back and the operation records that make writes exactly-once. Memory and
 `Store` (one contract suite, `tests/store/test_contract.py`, runs against both); the JSONL log is a
 `RunLog` only. A store raises `StoreError` when it cannot keep a write; it never drops one silently,
 and each call is all-or-nothing.
+
+`AsyncStore` is the same protocol awaited, for backends that do network I/O (PostgreSQL);
+`as_async` (adapters.py) serves a synchronous store through it. `Leases` is a run's ownership
+between workers: one owner at a time, with an expiry the owner renews while it drives the run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
 
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
@@ -90,3 +95,83 @@ class Store(RunLog, Protocol):
     def operations(self, run_id: str) -> list[Operation]:
         """The run's operations in the order they were first claimed."""
         ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """One worker's ownership of one run, until `expires_at` unless renewed."""
+
+    run_id: str
+    owner: str
+    generation: int
+    """How many times the run has been taken, counting this one: the fencing token. A write
+    under an older generation is refused (`LeaseLost`), so a worker that paused past its expiry
+    cannot write beside the one that took the run over."""
+    expires_at: datetime
+
+
+@runtime_checkable
+class Leases(Protocol):
+    """Run ownership. Times are the caller's (its injected clock); `ttl` is how long a lease
+    lasts unless renewed.
+
+    Once a store has granted `owner` a lease on a run, every write that store makes for the run
+    (transitions, its end, its operations) checks in the same transaction that the lease's
+    generation is still the current one, and raises `LeaseLost` otherwise.
+    """
+
+    def acquire_lease(self, run_id: str, owner: str, now: datetime, ttl: timedelta) -> Lease | None:
+        """Take the run when nobody holds it or its lease expired (a new generation), or renew
+        it when `owner` holds it already; None while another owner's lease is live."""
+        ...
+
+    def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
+        """Extend a held lease; `LeaseLost` if it was taken over meanwhile."""
+        ...
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the run up (nothing happens if it was taken over meanwhile). This handle's later
+        writes for the run are still checked against the lease, so a run handed back while a
+        thread was still driving it refuses that thread once another owner takes it; the check
+        ends with the run (`end_run`)."""
+        ...
+
+
+class AsyncStore(Protocol):
+    """`Store` and `Leases`, awaited: what the engine and the workers talk to."""
+
+    async def begin_run(self, header: RunHeader) -> None: ...
+
+    async def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None: ...
+
+    async def end_run(self, summary: RunSummary) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def header(self, run_id: str) -> RunHeader | None: ...
+
+    async def summary(self, run_id: str) -> RunSummary | None: ...
+
+    async def transitions(self, run_id: str) -> list[TransitionRecord]: ...
+
+    async def turns(self, run_id: str) -> list[RecordedTurn]: ...
+
+    async def outputs(self, run_id: str) -> list[RecordedOutput]: ...
+
+    async def runs(self) -> list[RunListing | UnreadableRun]: ...
+
+    async def claim(self, operation: Operation) -> Operation: ...
+
+    async def settle(
+        self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
+    ) -> None: ...
+
+    async def operations(self, run_id: str) -> list[Operation]: ...
+
+    async def acquire_lease(
+        self, run_id: str, owner: str, now: datetime, ttl: timedelta
+    ) -> Lease | None: ...
+
+    async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease: ...
+
+    async def release_lease(self, lease: Lease) -> None: ...

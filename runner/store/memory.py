@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..errors import StoreConflict, StoreError
+from ..errors import LeaseLost, StoreConflict, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
-from .base import RunListing, UnreadableRun
+from .base import Lease, RunListing, UnreadableRun
+
+RELEASED = datetime(1970, 1, 1, tzinfo=UTC)
+"""The expiry a given-up lease is left with: anyone may take the run, as the next generation."""
 
 
 class MemoryStore:
@@ -21,6 +25,23 @@ class MemoryStore:
         self.turn_log: dict[str, list[RecordedTurn]] = {}
         self.output_log: dict[str, list[RecordedOutput]] = {}
         self.operation_log: dict[str, Operation] = {}
+        self.leases: dict[str, Lease] = {}
+        self._fences: dict[str, int] = {}
+        """The lease generation this handle was granted, per run: its writes check it."""
+
+    def another_handle(self) -> MemoryStore:
+        """A second handle on the same data with its own leases held (as a second worker's
+        connection to a shared database would be)."""
+        other = MemoryStore()
+        for name in ("headers", "records", "summaries", "turn_log", "output_log"):
+            setattr(other, name, getattr(self, name))
+        other.operation_log, other.leases = self.operation_log, self.leases
+        return other
+
+    def _fenced(self, run_id: str) -> None:
+        granted = self._fences.get(run_id)
+        if granted is not None and self.leases[run_id].generation != granted:
+            raise LeaseLost(f"run {run_id}: taken over (lease generation {granted} is stale)")
 
     def _known(self, run_id: str) -> None:
         if run_id not in self.headers:
@@ -36,6 +57,7 @@ class MemoryStore:
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
         self._known(record.run_id)
+        self._fenced(record.run_id)
         records = self.records[record.run_id]
         if record.seq != len(records) + 1:
             raise StoreError(f"run {record.run_id}: seq {record.seq} after {len(records)}")
@@ -48,9 +70,11 @@ class MemoryStore:
 
     def end_run(self, summary: RunSummary) -> None:
         self._known(summary.run_id)
+        self._fenced(summary.run_id)
         if summary.run_id in self.summaries:
             raise StoreError(f"run {summary.run_id} already ended")
         self.summaries[summary.run_id] = summary
+        self._fences.pop(summary.run_id, None)
 
     def header(self, run_id: str) -> RunHeader | None:
         return self.headers.get(run_id)
@@ -74,6 +98,7 @@ class MemoryStore:
         ]
 
     def claim(self, operation: Operation) -> Operation:
+        self._fenced(operation.run_id)
         existing = self.operation_log.get(operation.key)
         if existing is not None and existing.expires_at > operation.created_at:
             if existing.params_hash != operation.params_hash:
@@ -91,12 +116,39 @@ class MemoryStore:
         existing = self.operation_log.get(key)
         if existing is None:
             raise StoreError(f"no operation under key {key}")
+        self._fenced(existing.run_id)
         self.operation_log[key] = dataclasses.replace(
             existing, status=status, result=result if result is not None else existing.result
         )
 
     def operations(self, run_id: str) -> list[Operation]:
         return [op for op in self.operation_log.values() if op.run_id == run_id]
+
+    def acquire_lease(self, run_id: str, owner: str, now: datetime, ttl: timedelta) -> Lease | None:
+        current = self.leases.get(run_id)
+        if current is not None and current.owner == owner and current.expires_at != RELEASED:
+            generation = current.generation
+        elif current is None or current.expires_at <= now:
+            generation = current.generation + 1 if current is not None else 1
+        else:
+            return None
+        lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
+        self.leases[run_id] = lease
+        self._fences[run_id] = generation
+        return lease
+
+    def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
+        current = self.leases.get(lease.run_id)
+        if current is None or current.generation != lease.generation:
+            raise LeaseLost(f"run {lease.run_id}: taken over from {lease.owner}")
+        renewed = dataclasses.replace(lease, expires_at=now + ttl)
+        self.leases[lease.run_id] = renewed
+        return renewed
+
+    def release_lease(self, lease: Lease) -> None:
+        current = self.leases.get(lease.run_id)
+        if current is not None and current.generation == lease.generation:
+            self.leases[lease.run_id] = dataclasses.replace(current, expires_at=RELEASED)
 
     def close(self) -> None:
         """Nothing to release."""

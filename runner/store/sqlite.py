@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -17,7 +17,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from .._jsonsafe import clean_text, safe_str
-from ..errors import StoreConflict, StoreCorrupt, StoreError
+from ..errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import (
     OUTPUT_ADAPTER,
@@ -35,7 +35,8 @@ from ..trace import (
     TransitionRecord,
 )
 from ._sqlite_base import Synchronous, open_database, transaction, translate
-from .base import RunListing, UnreadableRun
+from .base import Lease, RunListing, UnreadableRun
+from .memory import RELEASED
 
 T = TypeVar("T")
 
@@ -81,6 +82,15 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         claimed INTEGER NOT NULL
     );
     CREATE INDEX operations_by_run ON operations (run_id, claimed)
+    """,
+    # 2: run ownership between workers (base.Leases)
+    """
+    CREATE TABLE leases (
+        run_id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        expires_at TEXT NOT NULL
+    )
     """,
 )
 
@@ -129,6 +139,9 @@ class SqliteStore:
         self.path = path
         self._last_seq: dict[str, int] = {}
         """The last seq appended per run by this connection: no query per transition."""
+        self._fences: dict[str, int] = {}
+        """The lease generation this handle was granted, per run: its writes for the run check
+        it in their transaction (runs driven without a lease cost nothing)."""
         self._conn = open_database(
             path,
             kind="runner store",
@@ -183,6 +196,7 @@ class SqliteStore:
         if record.seq != last + 1:
             raise StoreError(f"run {record.run_id}: seq {record.seq} after {last}")
         with transaction(self._conn, self.path) as conn:
+            self._fenced(conn, record.run_id)
             for item in inputs:
                 if isinstance(item, RecordedTurn):
                     conn.execute(
@@ -203,6 +217,7 @@ class SqliteStore:
     def end_run(self, summary: RunSummary) -> None:
         body = self._readable(SUMMARY_ADAPTER, summary, f"run {summary.run_id} summary")
         with transaction(self._conn, self.path) as conn:
+            self._fenced(conn, summary.run_id)
             updated = conn.execute(
                 "UPDATE runs SET terminal = ?, summary = ? WHERE run_id = ? AND summary IS NULL",
                 (summary.terminal, body, summary.run_id),
@@ -210,6 +225,7 @@ class SqliteStore:
             if updated != 1:
                 raise StoreError(f"run {summary.run_id} is unknown or already ended")
         self._last_seq.pop(summary.run_id, None)
+        self._fences.pop(summary.run_id, None)
 
     def close(self) -> None:
         self._conn.close()
@@ -276,6 +292,7 @@ class SqliteStore:
 
     def claim(self, operation: Operation) -> Operation:
         with transaction(self._conn, self.path) as conn:
+            self._fenced(conn, operation.run_id)
             row = conn.execute(
                 "SELECT key, tenant, tool, run_id, params_hash, status, created_at, expires_at, "
                 "result, dispatch FROM operations WHERE key = ?",
@@ -318,6 +335,10 @@ class SqliteStore:
         self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
     ) -> None:
         with transaction(self._conn, self.path) as conn:
+            if self._fences:
+                owning = conn.execute("SELECT run_id FROM operations WHERE key = ?", (key,))
+                for (run_id,) in owning.fetchall():
+                    self._fenced(conn, run_id)
             updated = conn.execute(
                 "UPDATE operations SET status = ?, result = COALESCE(?, result) WHERE key = ?",
                 (status.value, _json(result) if result is not None else None, key),
@@ -332,6 +353,62 @@ class SqliteStore:
             (run_id,),
         )
         return [_operation(row) for row in rows]
+
+    # -- leases ---------------------------------------------------------------------------------
+
+    def _fenced(self, conn: sqlite3.Connection, run_id: str) -> None:
+        granted = self._fences.get(run_id)
+        if granted is None:
+            return
+        row = conn.execute("SELECT generation FROM leases WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None or int(row[0]) != granted:
+            raise LeaseLost(f"run {run_id}: taken over (lease generation {granted} is stale)")
+
+    def acquire_lease(self, run_id: str, owner: str, now: datetime, ttl: timedelta) -> Lease | None:
+        with transaction(self._conn, self.path) as conn:
+            row = conn.execute(
+                "SELECT owner, generation, expires_at FROM leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is None:
+                generation = 1
+            else:
+                held_by, generation, expires = row[0], int(row[1]), datetime.fromisoformat(row[2])
+                if held_by == owner and expires != RELEASED:
+                    pass  # renewed: the same generation
+                elif expires <= now:
+                    generation += 1
+                else:
+                    return None
+            lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (run_id, owner, generation, expires_at) "
+                "VALUES (?, ?, ?, ?)",
+                (run_id, owner, generation, lease.expires_at.isoformat()),
+            )
+        self._fences[run_id] = generation
+        return lease
+
+    def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
+        renewed = Lease(
+            run_id=lease.run_id,
+            owner=lease.owner,
+            generation=lease.generation,
+            expires_at=now + ttl,
+        )
+        with transaction(self._conn, self.path) as conn:
+            updated = conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE run_id = ? AND generation = ?",
+                (renewed.expires_at.isoformat(), lease.run_id, lease.generation),
+            ).rowcount
+            if updated != 1:
+                raise LeaseLost(f"run {lease.run_id}: taken over from {lease.owner}")
+        return renewed
+
+    def release_lease(self, lease: Lease) -> None:
+        self._write(
+            "UPDATE leases SET expires_at = ? WHERE run_id = ? AND generation = ?",
+            (RELEASED.isoformat(), lease.run_id, lease.generation),
+        )
 
 
 def _operation(row: tuple[Any, ...]) -> Operation:

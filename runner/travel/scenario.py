@@ -26,6 +26,8 @@ from ..clock import Clock, FakeClock, InstantLatency, SystemClock
 from ..contracts import ContractSet
 from ..engine import Engine
 from ..errors import ResumeRefused, StoreCorrupt, StoreError
+from ..mcp import McpConfig, McpTools, with_recorded
+from ..mcp.pinning import recorded_pin
 from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
@@ -111,15 +113,21 @@ def run_fixture(
     world_dir: Path | None = None,
     model: ModelAdapter | None = None,
     retrievers: Mapping[str, RetrieverFactory] | None = None,
+    mcp: McpTools | None = None,
+    run_id: str | None = None,
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
     `model` plans instead of the fixture's script (a live model); the tools stay simulated.
     `retrievers`: the tool retrievers its `retrieval` may name (default: the engine's).
+    `mcp`: MCP servers' pinned tools, called for real (the pin is recorded in the header).
+    `run_id`: the id minted when the run was queued (default: a new one).
     """
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
     spec = spec_for(fixture, seed, world)
+    if mcp is not None:
+        spec = mcp.pinned_spec(spec)
     return _play(
         fixture,
         contracts=contracts,
@@ -128,9 +136,10 @@ def run_fixture(
         policy=policy,
         seed=seed,
         consumed={},
-        drive=lambda engine, scripted: engine.run(spec, model or scripted),
+        drive=lambda engine, scripted: engine.run(spec, model or scripted, run_id=run_id),
         live=model is not None,
         retrievers=retrievers,
+        mcp=mcp,
     )
 
 
@@ -141,12 +150,15 @@ def resume_fixture(
     *,
     model: ModelAdapter | None = None,
     store_dir: Path | None = None,
+    mcp: McpConfig | None = None,
 ) -> ScenarioRun:
     """Continue a killed fixture run from its store (and its supplier database).
 
     It goes on with the model its header names (the script, or a live model rebuilt from the
     record), or `model` if that is the same one; `store_dir` (the store file's folder) anchors
     world paths recorded by older runners. Raises `ResumeRefused` when either cannot be had.
+    A run that used MCP servers goes on with the tools its header pinned, on the servers `mcp`
+    says how to reach (never re-listed).
     """
     header = store.header(run_id)
     if header is None:
@@ -167,6 +179,14 @@ def resume_fixture(
     supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
     consumed = Counter(output.tool for output in store.outputs(run_id))
     spec = spec_for(fixture, header.seed, world)
+    pin = recorded_pin(header.annotations)
+    tools = None
+    if pin is not None:
+        if mcp is None:
+            raise ResumeRefused(run_id, "it called MCP servers: resume it with --mcp CONFIG")
+        tools = McpTools(mcp, pin)
+        contracts = with_recorded(contracts, header.annotations)
+        spec = tools.pinned_spec(spec)
     return _play(
         fixture,
         contracts=contracts,
@@ -176,6 +196,7 @@ def resume_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
+        mcp=tools,
     )
 
 
@@ -205,6 +226,7 @@ def _play(
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
     live: bool = False,
     retrievers: Mapping[str, RetrieverFactory] | None = None,
+    mcp: McpTools | None = None,
 ) -> ScenarioRun:
     """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
 
@@ -215,9 +237,10 @@ def _play(
     environment = ScriptedEnvironment(
         fixture.environment, fixture.tools, tool_clock, supplier, consumed
     )
+    mcp = mcp.on_clock(clock) if mcp is not None else None  # real I/O on a fake clock
     engine = Engine(
         contracts=contracts,
-        toolbox=environment,
+        toolbox=environment if mcp is None else mcp.before(environment),
         store=store,
         clock=clock,
         policy=policy,
@@ -225,7 +248,12 @@ def _play(
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
-            result = runner.run(drive(engine, ScriptedModel(fixture.model, price=fixture.price)))
+            try:
+                scripted = ScriptedModel(fixture.model, price=fixture.price)
+                result = runner.run(drive(engine, scripted))
+            finally:
+                if mcp is not None:  # its connections live on this run's loop
+                    runner.run(mcp.aclose())
         return _scenario(fixture, result, environment)
     finally:
         if supplier is not None:

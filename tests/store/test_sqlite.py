@@ -13,7 +13,7 @@ from runner.recording import RecordedTurn
 from runner.store import SqliteStore
 from runner.store.sqlite import MIGRATIONS
 
-from .test_contract import header, record
+from .contract import header, record
 
 
 def test_survives_reopening(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from runner.errors import StoreError
 from runner.store import SqliteStore
 
 from ..conftest import FIXTURES
-from .test_contract import header
+from .contract import header
 
 FIXTURE = FIXTURES / "hold_not_committed.yaml"  # a write: the run has a supplier database too
 

@@ -1,0 +1,124 @@
+"""`runner submit` and `runner worker`: runs queued on procrastinate, driven by many workers on a
+PostgreSQL store. The queue's modules (and psycopg) are imported only when these commands run."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .._arguments import ArgumentParser, count, seconds, seed
+from ..contracts import ContractSet
+from ..errors import ConfigError, LoadError
+from ..store.base import Store
+from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
+from ..travel.scenario import resume_fixture, run_fixture
+from ._common import Database, contracts_for, world_dir
+
+
+def add_distributed_parsers(
+    commands: argparse._SubParsersAction[ArgumentParser],
+    with_db: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    submit = commands.add_parser("submit", help="queue fixture runs for the workers")
+    submit.add_argument("paths", nargs="+", type=Path, help="fixture files or folders")
+    submit.add_argument("--repeat", type=count, default=1, help="queue each fixture N times")
+    submit.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
+    worker = commands.add_parser("worker", help="drive queued runs until stopped (SIGTERM)")
+    worker.add_argument("--concurrency", type=count, default=1, help="runs driven at once")
+    worker.add_argument("--lease", type=seconds, default=30.0, help="run lease, seconds (30)")
+    worker.add_argument("--heartbeat", type=seconds, default=10.0, help="seconds (10)")
+    worker.add_argument(
+        "--stalled-after", type=seconds, default=30.0, help="a silent worker is dead after (30)"
+    )
+    worker.add_argument(
+        "--grace", type=seconds, default=30.0, help="on SIGTERM, seconds to finish runs (30)"
+    )
+    worker.add_argument("--name", default=None, help="this worker's name (default host:pid)")
+    for sub in (submit, worker):
+        with_db(sub)
+
+
+def _url(db: Database) -> str:
+    if db.url is None:
+        raise ConfigError(f"--db {db}: queued runs need a PostgreSQL store (postgresql://...)")
+    try:
+        import procrastinate  # noqa: F401, PLC0415  # the optional extra
+        import psycopg  # noqa: F401, PLC0415
+    except ImportError as exc:
+        raise ConfigError(f"--db {db} needs: pip install 'runner[postgres]'") from exc
+    return db.url
+
+
+def submit_command(args: argparse.Namespace) -> int:
+    url = _url(args.db)
+    from ..distributed.queue import ensure_queue_schema, make_app, submit  # noqa: PLC0415
+
+    if args.repeat < 1:
+        raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
+    contracts = contracts_for(args.contracts)
+    fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
+    runs = [fixture_job(f, args.seed) for f in fixtures for _ in range(args.repeat)]
+
+    async def queue() -> list[str]:
+        app = make_app(url)
+        async with app.open_async():
+            await ensure_queue_schema(app, url)
+            return await submit(app, runs)
+
+    for run_id in asyncio.run(queue()):
+        print(run_id)
+    return 0
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    url = _url(args.db)
+    from ..distributed.worker import WorkerSettings, run_worker  # noqa: PLC0415
+
+    settings = WorkerSettings(
+        concurrency=args.concurrency,
+        lease_s=args.lease,
+        heartbeat_s=args.heartbeat,
+        stalled_after_s=args.stalled_after,
+        grace_s=args.grace,
+        **({"name": args.name} if args.name else {}),
+    )
+
+    def report(line: str) -> None:
+        print(line, flush=True)
+
+    play = fixture_player(contracts_for(args.contracts), world_dir(args.db))
+    asyncio.run(run_worker(url, play, settings, report))
+    return 0
+
+
+def fixture_job(fixture: Fixture, seed: int) -> dict[str, Any]:
+    """A queued run of `fixture` (its document travels in the job)."""
+    from ..distributed.queue import job_arguments  # noqa: PLC0415
+
+    return job_arguments(fixture.model_dump(mode="json", exclude_unset=True), seed)
+
+
+def fixture_player(
+    contracts: ContractSet, world: Path
+) -> Callable[[Store, str, dict[str, Any], int], str | None]:
+    """What a worker does with a queued fixture run (`distributed.worker.Play`)."""
+
+    def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> str | None:
+        if store.header(run_id) is None:
+            fixture = Fixture.model_validate(document)
+            outcome = run_fixture(
+                fixture, contracts, store, seed=seed, world_dir=world, run_id=run_id
+            )
+            how = "ran"
+        elif store.summary(run_id) is not None:
+            return None  # ended under an earlier owner, after this job was re-queued
+        else:
+            outcome = resume_fixture(run_id, contracts, store, store_dir=world)
+            how = "resumed"
+        result = outcome.result
+        return f"{run_id} {how} {result.terminal.value} ({result.reason})"
+
+    return play

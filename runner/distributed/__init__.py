@@ -1,0 +1,8 @@
+"""Runs distributed over many worker processes through procrastinate, a maintained
+PostgreSQL-backed task queue, on the PostgreSQL store (runner/store/postgres.py).
+
+`queue.py`: the queue (one task, one queue), its schema, and submitting runs. `worker.py`: what a
+worker does with a queued run (take its lease, start or resume it, renew the lease while driving
+it), and the stalled-job sweep that hands a dead worker's runs to the living. Needs the `postgres`
+extra; nothing outside the command line's `submit` and `worker` imports this package.
+"""

@@ -1,0 +1,179 @@
+"""A worker: procrastinate fetches queued runs; each is driven under the run's lease.
+
+For each job the worker takes the run's lease (waiting out a dead owner's, which expires), then
+starts the run, or resumes it through the runner's resume path when an earlier worker began it
+(a pending write is reconciled by key before anything else), or does nothing when it already
+ended. The lease is renewed while the run is driven; every store write for the run checks it, so
+a worker that lost its run (paused past its expiry) can no longer write to it.
+
+A worker that dies leaves its job `doing`; every worker sweeps the queue for jobs whose worker's
+heartbeat stopped (procrastinate's `get_stalled_jobs`) and re-queues them (`retry_job`): that is
+the queue's own stalled-job handling, and the re-queued job resumes the run. On SIGTERM the worker
+(procrastinate) stops fetching and waits up to `grace_s` for the runs in flight to finish; past it
+their jobs are aborted for shutdown and handed back to the queue (the task retries), and their
+leases released.
+
+What a queued document means is the caller's (`Play`: the command line plays fixtures). It is
+called on a worker thread, since a fixture run keeps a `FakeClock` whose loop is its own; the
+store (one pool per worker) serves every run from its own loop (`BlockingStore`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from procrastinate import App, JobContext, RetryStrategy
+
+from ..clock import Clock, SystemClock
+from ..errors import LeaseLost, StoreError
+from ..store.adapters import BlockingStore
+from ..store.base import Lease, Store
+from ..store.postgres import PostgresStore
+from .queue import QUEUE, TASK, ensure_queue_schema, make_app
+
+log = logging.getLogger("runner.worker")
+
+Play = Callable[[Store, str, dict[str, Any], int], str | None]
+"""`(store, run_id, document, seed)`: start the run, or resume it when the store has begun it,
+or do nothing when it ended; one line for the worker's output (None: nothing was driven). The
+caller holds the run's lease throughout."""
+
+
+def _default_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings:
+    concurrency: int = 1
+    """Runs driven at once (each on its own thread)."""
+    lease_s: float = 30.0
+    """How long a run's lease lasts unless renewed (renewed every third of it)."""
+    heartbeat_s: float = 10.0
+    """How often the worker tells procrastinate it is alive."""
+    stalled_after_s: float = 30.0
+    """A worker silent this long is dead: its jobs are re-queued."""
+    grace_s: float = 30.0
+    """On SIGTERM, how long runs in flight may take to finish before they are handed back."""
+    name: str = field(default_factory=_default_name)
+
+
+class RunDriver:
+    """What a worker does with one queued run (procrastinate's task)."""
+
+    def __init__(
+        self,
+        store: BlockingStore,
+        *,
+        play: Play,
+        settings: WorkerSettings,
+        report: Callable[[str], None],
+        clock: Clock | None = None,
+    ) -> None:
+        self.store = store
+        self.play = play
+        self.settings = settings
+        self.report = report
+        self.clock = clock or SystemClock()
+        self.ttl = timedelta(seconds=settings.lease_s)
+
+    async def drive(
+        self, context: JobContext, run_id: str, document: dict[str, Any], seed: int
+    ) -> None:
+        owner = f"{self.settings.name}/job-{context.job.id}"
+        lease = await self._take(run_id, owner)
+        renewing = asyncio.create_task(self._renew(lease), name=f"lease {run_id}")
+        try:
+            line = await asyncio.to_thread(self.play, self.store, run_id, document, seed)
+        finally:
+            renewing.cancel()
+            await asyncio.to_thread(self.store.release_lease, lease)
+        if line is not None:
+            self.report(line)
+
+    async def _take(self, run_id: str, owner: str) -> Lease:
+        """The run's lease, once its previous owner's has expired (a bounded wait)."""
+        waited, step = 0.0, self.settings.lease_s / 4
+        while True:
+            lease = await asyncio.to_thread(
+                self.store.acquire_lease, run_id, owner, self.clock.now(), self.ttl
+            )
+            if lease is not None:
+                return lease
+            if waited > 3 * self.settings.lease_s:  # the job fails and is retried later
+                raise StoreError(f"run {run_id}: another worker holds its lease")
+            await asyncio.sleep(step)
+            waited += step
+
+    async def _renew(self, lease: Lease) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_s / 3)
+            try:
+                lease = await asyncio.to_thread(
+                    self.store.renew_lease, lease, self.clock.now(), self.ttl
+                )
+            except LeaseLost:
+                log.warning("lease_lost run_id=%s owner=%s", lease.run_id, lease.owner)
+                return
+
+
+async def requeue_stalled(app: App, settings: WorkerSettings) -> None:
+    """Re-queue, every heartbeat, the jobs of workers whose heartbeat stopped."""
+    while True:
+        await asyncio.sleep(settings.heartbeat_s)
+        try:
+            stalled = await app.job_manager.get_stalled_jobs(
+                queue=QUEUE, seconds_since_heartbeat=settings.stalled_after_s
+            )
+            for job in stalled:
+                await app.job_manager.retry_job(job)
+                log.info("requeued_stalled_job job_id=%s", job.id)
+        except Exception as exc:  # the sweep goes on; one failed round loses nothing
+            log.warning("stalled_sweep_failed error=%s", type(exc).__name__)
+
+
+async def run_worker(
+    url: str,
+    play: Play,
+    settings: WorkerSettings,
+    report: Callable[[str], None],
+) -> None:
+    """Process queued runs until stopped (SIGTERM or SIGINT)."""
+    app = make_app(url)
+    async with app.open_async():
+        await ensure_queue_schema(app, url)
+        size = settings.concurrency + 2
+        store = await asyncio.to_thread(
+            BlockingStore, lambda: PostgresStore.open(url, max_size=size)
+        )
+        try:
+            driver = RunDriver(store, play=play, settings=settings, report=report)
+            app.task(
+                name=TASK,
+                queue=QUEUE,
+                pass_context=True,
+                retry=RetryStrategy(max_attempts=20, wait=1),
+            )(driver.drive)
+            sweep = asyncio.create_task(requeue_stalled(app, settings), name="stalled sweep")
+            try:
+                await app.run_worker_async(
+                    queues=[QUEUE],
+                    concurrency=settings.concurrency,
+                    name=settings.name,
+                    shutdown_graceful_timeout=settings.grace_s,
+                    update_heartbeat_interval=settings.heartbeat_s,
+                    stalled_worker_timeout=settings.stalled_after_s,
+                    fetch_job_polling_interval=1.0,
+                    install_signal_handlers=True,
+                )
+            finally:
+                sweep.cancel()
+        finally:
+            await asyncio.to_thread(store.close)

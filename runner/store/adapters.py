@@ -1,0 +1,189 @@
+"""Bridges between the synchronous `Store` and the awaited `AsyncStore`.
+
+`as_async` serves a synchronous store (memory, SQLite: local, fast, no network) through the
+awaited protocol by calling it inline: no thread hop, so SQLite's per-transition cost stays what
+it was. `BlockingStore` goes the other way, for the reading commands of the command line: it runs
+an awaited store (PostgreSQL) on an event loop of its own in a background thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from concurrent.futures import Future
+from datetime import datetime, timedelta
+from typing import Any, TypeGuard, TypeVar
+
+from ..errors import StoreError
+from ..operations import Operation, OperationStatus
+from ..recording import Recorded, RecordedOutput, RecordedTurn
+from ..trace import RunHeader, RunSummary, TransitionRecord
+from .base import AsyncStore, Lease, Leases, RunListing, Store, UnreadableRun
+
+T = TypeVar("T")
+
+
+class AsyncAdapter:
+    """A synchronous `Store` (with `Leases`, where it keeps them) as an `AsyncStore`."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _leases(self) -> Leases:
+        if not isinstance(self.store, Leases):
+            raise StoreError(f"{type(self.store).__name__} keeps no run leases")
+        return self.store
+
+    async def begin_run(self, header: RunHeader) -> None:
+        self.store.begin_run(header)
+
+    async def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        self.store.append(record, inputs)
+
+    async def end_run(self, summary: RunSummary) -> None:
+        self.store.end_run(summary)
+
+    async def close(self) -> None:
+        self.store.close()
+
+    async def header(self, run_id: str) -> RunHeader | None:
+        return self.store.header(run_id)
+
+    async def summary(self, run_id: str) -> RunSummary | None:
+        return self.store.summary(run_id)
+
+    async def transitions(self, run_id: str) -> list[TransitionRecord]:
+        return self.store.transitions(run_id)
+
+    async def turns(self, run_id: str) -> list[RecordedTurn]:
+        return self.store.turns(run_id)
+
+    async def outputs(self, run_id: str) -> list[RecordedOutput]:
+        return self.store.outputs(run_id)
+
+    async def runs(self) -> list[RunListing | UnreadableRun]:
+        return self.store.runs()
+
+    async def claim(self, operation: Operation) -> Operation:
+        return self.store.claim(operation)
+
+    async def settle(
+        self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
+    ) -> None:
+        self.store.settle(key, status, result)
+
+    async def operations(self, run_id: str) -> list[Operation]:
+        return self.store.operations(run_id)
+
+    async def acquire_lease(
+        self, run_id: str, owner: str, now: datetime, ttl: timedelta
+    ) -> Lease | None:
+        return self._leases().acquire_lease(run_id, owner, now, ttl)
+
+    async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
+        return self._leases().renew_lease(lease, now, ttl)
+
+    async def release_lease(self, lease: Lease) -> None:
+        self._leases().release_lease(lease)
+
+
+def as_async(store: Store | AsyncStore) -> AsyncStore:
+    """`store` as an `AsyncStore` (itself when it is one already). A `BlockingStore` is served
+    as the synchronous store it is: its awaited store belongs to its own loop."""
+    if is_async_store(store):
+        return store
+    return AsyncAdapter(store)  # type: ignore[arg-type]  # not awaited: the sync protocol
+
+
+def is_async_store(store: object) -> TypeGuard[AsyncStore]:
+    """Whether `store` is awaited (an `AsyncStore`) rather than a synchronous `Store`."""
+    return asyncio.iscoroutinefunction(getattr(store, "append", None))
+
+
+class BlockingStore:
+    """An `AsyncStore` served synchronously (the `Store` protocol), on its own event loop in a
+    daemon thread. For code that cannot await (the command line's reading commands); never for
+    the engine's hot path."""
+
+    def __init__(self, opener: Callable[[], Awaitable[AsyncStore]]) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="runner-store-loop", daemon=True
+        )
+        self._thread.start()
+        try:
+            self.store: AsyncStore = self._call(_awaited(opener))
+        except BaseException:
+            self._stop()
+            raise
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result()
+
+    def _stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def begin_run(self, header: RunHeader) -> None:
+        self._call(self.store.begin_run(header))
+
+    def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        self._call(self.store.append(record, inputs))
+
+    def end_run(self, summary: RunSummary) -> None:
+        self._call(self.store.end_run(summary))
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._call(self.store.close())
+        finally:
+            self._stop()
+
+    def header(self, run_id: str) -> RunHeader | None:
+        return self._call(self.store.header(run_id))
+
+    def summary(self, run_id: str) -> RunSummary | None:
+        return self._call(self.store.summary(run_id))
+
+    def transitions(self, run_id: str) -> list[TransitionRecord]:
+        return self._call(self.store.transitions(run_id))
+
+    def turns(self, run_id: str) -> list[RecordedTurn]:
+        return self._call(self.store.turns(run_id))
+
+    def outputs(self, run_id: str) -> list[RecordedOutput]:
+        return self._call(self.store.outputs(run_id))
+
+    def runs(self) -> list[RunListing | UnreadableRun]:
+        return self._call(self.store.runs())
+
+    def claim(self, operation: Operation) -> Operation:
+        return self._call(self.store.claim(operation))
+
+    def settle(
+        self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
+    ) -> None:
+        self._call(self.store.settle(key, status, result))
+
+    def operations(self, run_id: str) -> list[Operation]:
+        return self._call(self.store.operations(run_id))
+
+    def acquire_lease(self, run_id: str, owner: str, now: datetime, ttl: timedelta) -> Lease | None:
+        return self._call(self.store.acquire_lease(run_id, owner, now, ttl))
+
+    def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
+        return self._call(self.store.renew_lease(lease, now, ttl))
+
+    def release_lease(self, lease: Lease) -> None:
+        self._call(self.store.release_lease(lease))
+
+
+async def _awaited(opener: Callable[[], Awaitable[T]]) -> T:
+    return await opener()

@@ -1,0 +1,448 @@
+"""A store on a shared PostgreSQL database (psycopg 3, async, with a psycopg-pool pool).
+
+The `AsyncStore` protocol: every method is awaited (it is network I/O). Many worker processes on
+many hosts share one database: operation keys are claimed with `INSERT ... ON CONFLICT`, so one
+intent is recorded once however many processes race; a run is driven under a lease (base.Leases)
+whose generation every write for that run checks while holding the lease row (`FOR SHARE`), so a
+worker that lost its run can no longer write to it. Each transition row keeps the owner and lease
+generation it was written under, which is how the tests check from the records that no run ever
+had two owners at once.
+
+Needs the `postgres` extra (`pip install 'runner[postgres]'`); `import runner` never imports it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from .. import _failpoints
+from ..errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
+from ..operations import Operation, OperationStatus
+from ..recording import OUTPUT_ADAPTER, TURN_ADAPTER, Recorded, RecordedOutput, RecordedTurn
+from ..trace import (
+    HEADER_ADAPTER,
+    RECORD_ADAPTER,
+    SUMMARY_ADAPTER,
+    RunHeader,
+    RunSummary,
+    TransitionRecord,
+)
+from ._pg_schema import LEASE_LOST, migrate
+from .base import Lease, RunListing, UnreadableRun
+from .memory import RELEASED
+from .sqlite import _fast_json, _json, _read_json
+from .urls import hide_password, password_of
+
+Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_OPERATION_COLUMNS = (
+    "key, tenant, tool, run_id, params_hash, status, created_at, expires_at, result, dispatch"
+)
+
+
+class PostgresStore:
+    """`AsyncStore` on a PostgreSQL database; open it with `await PostgresStore.open(url)`."""
+
+    def __init__(self, pool: AsyncConnectionPool[Connection], url: str) -> None:
+        self._pool = pool
+        self.where = hide_password(url)
+        """The database, as every message names it: never with its password."""
+        self._secret = password_of(url)
+        self._fences: dict[str, Lease] = {}
+        """The lease this handle holds per run: its writes for the run check its generation."""
+        self._last_seq: dict[str, int] = {}
+        """The last seq this handle appended per run (read once per run, then kept): a lease
+        taken over fences a stale one, and a duplicate seq is refused by the primary key."""
+
+    @classmethod
+    async def open(
+        cls, url: str, *, min_size: int = 1, max_size: int = 4, timeout_s: float = 10.0
+    ) -> PostgresStore:
+        """Connect, migrate the schema (under an advisory lock) and return the store.
+
+        Raises `StoreError` naming the database (password hidden) when it cannot be reached, and
+        `StoreCorrupt` when its schema is newer than this runner knows.
+        """
+        pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            kwargs={"autocommit": True},
+            timeout=timeout_s,
+            name="runner-store",
+        )
+        store = cls(pool, url)
+        try:
+            await pool.open(wait=True, timeout=timeout_s)
+        except (PoolTimeout, psycopg.Error) as exc:
+            await pool.close()
+            raise StoreError(f"{store.where}: cannot connect ({store._scrub(exc)})") from None
+        try:
+            async with store._connection() as conn:
+                await migrate(conn, store.where)
+        except BaseException:
+            await pool.close()
+            raise
+        return store
+
+    def _scrub(self, exc: BaseException) -> str:
+        text = str(exc).strip().splitlines()
+        message = "; ".join(line.strip() for line in text if line.strip()) or type(exc).__name__
+        return message.replace(self._secret, "***") if self._secret else message
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Connection]:
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except (StoreError, LeaseLost):
+            raise
+        except pg_errors.UniqueViolation as exc:
+            raise StoreError(f"{self.where}: already stored ({self._scrub(exc)})") from None
+        except pg_errors.ForeignKeyViolation as exc:
+            raise StoreError(
+                f"{self.where}: the run was never begun ({self._scrub(exc)})"
+            ) from None
+        except (PoolTimeout, psycopg.Error) as exc:
+            if getattr(exc, "sqlstate", None) == LEASE_LOST:
+                raise LeaseLost(self._scrub(exc)) from None
+            raise StoreError(f"{self.where}: {self._scrub(exc)}") from None
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def _fenced(self, conn: Connection, run_id: str) -> tuple[str | None, int | None]:
+        """Check, holding the lease row until the transaction ends, that this handle still owns
+        `run_id` (when it took a lease on it); the owner and generation to write under."""
+        lease = self._fences.get(run_id)
+        if lease is None:
+            return None, None
+        cursor = await conn.execute(
+            "SELECT generation FROM runner_leases WHERE run_id = %s FOR SHARE", (run_id,)
+        )
+        row = await cursor.fetchone()
+        if row is None or int(row[0]) != lease.generation:
+            raise LeaseLost(f"run {run_id}: taken over (lease generation {lease.generation})")
+        return lease.owner, lease.generation
+
+    # -- run log --------------------------------------------------------------------------------
+
+    async def begin_run(self, header: RunHeader) -> None:
+        body = _json(HEADER_ADAPTER.dump_python(header, mode="json"))
+        try:
+            _read_json(HEADER_ADAPTER, body, self.where, f"run {header.run_id} header")
+        except StoreCorrupt as exc:
+            raise StoreError(f"not stored: {exc}") from exc
+        try:
+            async with self._connection() as conn:
+                await conn.execute(
+                    "INSERT INTO runner_runs (run_id, started_at, header) VALUES (%s, %s, %s)",
+                    (header.run_id, header.started_at, body),
+                )
+        except StoreError as exc:
+            raise StoreError(f"run {header.run_id} could not be begun: {exc}") from None
+
+    async def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        run_id = record.run_id
+        turns = [i for i in inputs if isinstance(i, RecordedTurn)]
+        outputs = [i for i in inputs if not isinstance(i, RecordedTurn)]
+        fence = self._fences.get(run_id)
+        async with self._connection() as conn:
+            last = self._last_seq.get(run_id)
+            if last is None:
+                last = await self._last_stored_seq(conn, run_id)
+            if record.seq != last + 1:
+                raise StoreError(f"run {run_id}: seq {record.seq} after {last}")
+            await conn.execute(  # one round trip: the fence check and every insert
+                "SELECT runner_append(%s, %s, %s, %s, %s, %s::integer[], %s::text[], "
+                "%s::integer[], %s::text[])",
+                (
+                    run_id,
+                    record.seq,
+                    _fast_json(record, RECORD_ADAPTER),
+                    fence.owner if fence else None,
+                    fence.generation if fence else None,
+                    [t.ordinal for t in turns],
+                    [_fast_json(t, TURN_ADAPTER) for t in turns],
+                    [o.ordinal for o in outputs],
+                    [_fast_json(o, OUTPUT_ADAPTER) for o in outputs],
+                ),
+            )
+        self._last_seq[run_id] = record.seq
+        _failpoints.committed()  # the crash sweep's kill point, as for SQLite's commits
+
+    async def _last_stored_seq(self, conn: Connection, run_id: str) -> int:
+        cursor = await conn.execute(
+            "SELECT COALESCE(MAX(seq), 0), (SELECT count(*) FROM runner_runs WHERE run_id = %s) "
+            "FROM runner_transitions WHERE run_id = %s",
+            (run_id, run_id),
+        )
+        row = await cursor.fetchone()
+        assert row is not None  # an aggregate always returns its row
+        if not row[1]:
+            raise StoreError(f"run {run_id} was never begun")
+        return int(row[0])
+
+    async def end_run(self, summary: RunSummary) -> None:
+        body = _json(SUMMARY_ADAPTER.dump_python(summary, mode="json"))
+        async with self._connection() as conn, conn.transaction():
+            await self._fenced(conn, summary.run_id)
+            cursor = await conn.execute(
+                "UPDATE runner_runs SET terminal = %s, summary = %s "
+                "WHERE run_id = %s AND summary IS NULL",
+                (summary.terminal, body, summary.run_id),
+            )
+            if cursor.rowcount != 1:
+                raise StoreError(f"run {summary.run_id} is unknown or already ended")
+        self._last_seq.pop(summary.run_id, None)
+        self._fences.pop(summary.run_id, None)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    async def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async with self._connection() as conn:
+            cursor = await conn.execute(sql, params)
+            return await cursor.fetchall()
+
+    async def header(self, run_id: str) -> RunHeader | None:
+        rows = await self._rows("SELECT header FROM runner_runs WHERE run_id = %s", (run_id,))
+        if not rows:
+            return None
+        return _read_json(HEADER_ADAPTER, rows[0][0], self.where, f"run {run_id} header")
+
+    async def summary(self, run_id: str) -> RunSummary | None:
+        rows = await self._rows("SELECT summary FROM runner_runs WHERE run_id = %s", (run_id,))
+        if not rows or not rows[0][0]:
+            return None
+        return _read_json(SUMMARY_ADAPTER, rows[0][0], self.where, f"run {run_id} summary")
+
+    async def transitions(self, run_id: str) -> list[TransitionRecord]:
+        rows = await self._rows(
+            "SELECT seq, record FROM runner_transitions WHERE run_id = %s ORDER BY seq", (run_id,)
+        )
+        where = f"run {run_id} transition"
+        return [_read_json(RECORD_ADAPTER, r, self.where, f"{where} {seq}") for seq, r in rows]
+
+    async def turns(self, run_id: str) -> list[RecordedTurn]:
+        rows = await self._rows(
+            "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal", (run_id,)
+        )
+        where = f"run {run_id} model turn"
+        return [_read_json(TURN_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
+
+    async def outputs(self, run_id: str) -> list[RecordedOutput]:
+        rows = await self._rows(
+            "SELECT ordinal, output FROM runner_outputs WHERE run_id = %s ORDER BY ordinal",
+            (run_id,),
+        )
+        where = f"run {run_id} tool output"
+        return [_read_json(OUTPUT_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
+
+    async def runs(self) -> list[RunListing | UnreadableRun]:
+        rows = await self._rows(
+            "SELECT run_id, header, summary FROM runner_runs ORDER BY started_at, listed", ()
+        )
+        listings: list[RunListing | UnreadableRun] = []
+        for run_id, header, summary in rows:
+            try:  # one unreadable run is named in its place; the others are listed as usual
+                listings.append(
+                    RunListing(
+                        header=_read_json(
+                            HEADER_ADAPTER, header, self.where, f"run {run_id} header"
+                        ),
+                        summary=(
+                            _read_json(
+                                SUMMARY_ADAPTER, summary, self.where, f"run {run_id} summary"
+                            )
+                            if summary
+                            else None
+                        ),
+                    )
+                )
+            except StoreCorrupt as exc:
+                listings.append(UnreadableRun(run_id=str(run_id), problem=str(exc)))
+        return listings
+
+    async def owners(self, run_id: str) -> list[tuple[int, str | None, int | None]]:
+        """`(seq, owner, lease generation)` of each transition: who wrote it, under which lease."""
+        rows = await self._rows(
+            "SELECT seq, owner, generation FROM runner_transitions WHERE run_id = %s ORDER BY seq",
+            (run_id,),
+        )
+        return [(int(seq), owner, generation) for seq, owner, generation in rows]
+
+    # -- operations -----------------------------------------------------------------------------
+
+    async def claim(self, operation: Operation) -> Operation:
+        claimed = await self._claim(operation)
+        _failpoints.committed()
+        return claimed
+
+    async def _claim(self, operation: Operation) -> Operation:
+        values = (
+            operation.key,
+            operation.tenant,
+            operation.tool,
+            operation.run_id,
+            operation.params_hash,
+            operation.status.value,
+            operation.created_at,
+            operation.expires_at,
+            _json(operation.result) if operation.result is not None else None,
+            operation.dispatch,
+        )
+        async with self._connection() as conn, conn.transaction():
+            await self._fenced(conn, operation.run_id)
+            inserted = await conn.execute(
+                f"INSERT INTO runner_operations ({_OPERATION_COLUMNS}, claimed) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, nextval('runner_claims')) "
+                "ON CONFLICT (key) DO NOTHING RETURNING key",
+                values,
+            )
+            if await inserted.fetchone() is not None:
+                return operation
+            cursor = await conn.execute(
+                f"SELECT {_OPERATION_COLUMNS} FROM runner_operations WHERE key = %s FOR UPDATE",
+                (operation.key,),
+            )
+            row = await cursor.fetchone()
+            assert row is not None  # the conflict was with this row, and rows are never deleted
+            existing = _operation(row)
+            if existing.expires_at <= operation.created_at:  # past its horizon: replaced
+                await conn.execute(
+                    "UPDATE runner_operations SET (key, tenant, tool, run_id, params_hash, status, "
+                    "created_at, expires_at, result, dispatch, claimed) = (%s, %s, %s, %s, %s, "
+                    "%s, %s, %s, %s, %s, nextval('runner_claims')) WHERE key = %s",
+                    (*values, operation.key),
+                )
+                return operation
+            if existing.params_hash != operation.params_hash:
+                raise StoreConflict(operation.key, existing.params_hash, operation.params_hash)
+            await conn.execute(
+                "UPDATE runner_operations SET status = 'pending', dispatch = %s WHERE key = %s",
+                (operation.dispatch, operation.key),
+            )
+            return existing
+
+    async def settle(
+        self, key: str, status: OperationStatus, result: dict[str, Any] | None = None
+    ) -> None:
+        async with self._connection() as conn, conn.transaction():
+            if self._fences:
+                cursor = await conn.execute(
+                    "SELECT run_id FROM runner_operations WHERE key = %s", (key,)
+                )
+                for (run_id,) in await cursor.fetchall():
+                    await self._fenced(conn, run_id)
+            updated = await conn.execute(
+                "UPDATE runner_operations SET status = %s, result = COALESCE(%s, result) "
+                "WHERE key = %s",
+                (status.value, _json(result) if result is not None else None, key),
+            )
+            if updated.rowcount != 1:
+                raise StoreError(f"no operation under key {key}")
+        _failpoints.committed()
+
+    async def operations(self, run_id: str) -> list[Operation]:
+        rows = await self._rows(
+            f"SELECT {_OPERATION_COLUMNS} FROM runner_operations WHERE run_id = %s "
+            "ORDER BY claimed",
+            (run_id,),
+        )
+        return [_operation(row) for row in rows]
+
+    # -- leases ---------------------------------------------------------------------------------
+
+    async def acquire_lease(
+        self, run_id: str, owner: str, now: datetime, ttl: timedelta
+    ) -> Lease | None:
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO runner_leases (run_id, owner, generation, expires_at) "
+                "VALUES (%s, '', 0, %s) ON CONFLICT (run_id) DO NOTHING",
+                (run_id, RELEASED),
+            )
+            cursor = await conn.execute(
+                "SELECT owner, generation, expires_at FROM runner_leases WHERE run_id = %s "
+                "FOR UPDATE",
+                (run_id,),
+            )
+            row = await cursor.fetchone()
+            assert row is not None  # inserted just above if it was missing
+            held_by, generation, expires = str(row[0]), int(row[1]), _utc(row[2])
+            if held_by == owner and expires != RELEASED:
+                pass  # renewed: the same generation
+            elif expires <= now:
+                generation += 1
+                await conn.execute(
+                    "INSERT INTO runner_lease_grants (run_id, generation, owner, granted_at) "
+                    "VALUES (%s, %s, %s, %s)",
+                    (run_id, generation, owner, now),
+                )
+            else:
+                return None
+            lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
+            await conn.execute(
+                "UPDATE runner_leases SET owner = %s, generation = %s, expires_at = %s "
+                "WHERE run_id = %s",
+                (owner, generation, lease.expires_at, run_id),
+            )
+        self._fences[run_id] = lease
+        self._last_seq.pop(run_id, None)  # another owner may have appended since
+        return lease
+
+    async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
+        renewed = Lease(
+            run_id=lease.run_id,
+            owner=lease.owner,
+            generation=lease.generation,
+            expires_at=now + ttl,
+        )
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "UPDATE runner_leases SET expires_at = %s WHERE run_id = %s AND generation = %s",
+                (renewed.expires_at, lease.run_id, lease.generation),
+            )
+            if cursor.rowcount != 1:
+                raise LeaseLost(f"run {lease.run_id}: taken over from {lease.owner}")
+        return renewed
+
+    async def release_lease(self, lease: Lease) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "UPDATE runner_leases SET expires_at = %s WHERE run_id = %s AND generation = %s",
+                (RELEASED, lease.run_id, lease.generation),
+            )
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def _operation(row: tuple[Any, ...]) -> Operation:
+    key, tenant, tool, run_id, params_hash, status, created_at, expires_at, result, dispatch = row
+    return Operation(
+        key=key,
+        tenant=tenant,
+        tool=tool,
+        run_id=run_id,
+        params_hash=params_hash,
+        status=OperationStatus(status),
+        created_at=_utc(created_at),
+        expires_at=_utc(expires_at),
+        result=_read_json_value(result),
+        dispatch=dispatch,
+    )
+
+
+def _read_json_value(text: str | None) -> dict[str, Any] | None:
+    return json.loads(text) if text else None

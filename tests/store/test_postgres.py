@@ -1,0 +1,137 @@
+"""What only a shared PostgreSQL database can show: processes racing on one key, migrating one new
+database at once, a newer schema refused, and the URL's password kept out of every message."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from multiprocessing.synchronize import Barrier
+
+import psycopg
+import pytest
+
+from runner.errors import StoreCorrupt, StoreError
+from runner.operations import Operation, OperationStatus
+from runner.store._pg_schema import MIGRATIONS
+from runner.store.postgres import PostgresStore
+from runner.store.urls import hide_password
+from tests.pg import Cluster
+
+T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)
+RACERS = 8
+
+
+def _intent(dispatch: int) -> Operation:
+    return Operation(
+        key="optiverse:hold_room:race",
+        tenant="optiverse",
+        tool="hold_room",
+        run_id="r-race",
+        params_hash="h1",
+        status=OperationStatus.PENDING,
+        created_at=T0,
+        expires_at=T0 + timedelta(hours=1),
+        dispatch=dispatch,
+    )
+
+
+def _racer(url: str, number: int, start: Barrier) -> None:
+    """Claim the shared key once everyone is ready; perform the effect only if the claim was new
+    (the returned record is this process's own intent), as the engine dispatches only then."""
+
+    async def race() -> None:
+        store = await PostgresStore.open(url)
+        try:
+            start.wait()
+            mine = _intent(dispatch=number)
+            if await store.claim(mine) == mine:
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("INSERT INTO race_effects (racer) VALUES (%s)", (number,))
+        finally:
+            await store.close()
+
+    asyncio.run(race())
+
+
+def _opener(url: str, start: Barrier) -> None:
+    async def open_at_once() -> None:
+        start.wait()
+        store = await PostgresStore.open(url)
+        await store.close()
+
+    asyncio.run(open_at_once())
+
+
+def _in_processes(target: object, url: str, *, numbered: bool) -> None:
+    spawn = multiprocessing.get_context("spawn")
+    start = spawn.Barrier(RACERS)
+    args = [(url, n, start) if numbered else (url, start) for n in range(1, RACERS + 1)]
+    processes = [spawn.Process(target=target, args=a) for a in args]  # type: ignore[arg-type]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+    assert [p.exitcode for p in processes] == [0] * RACERS
+
+
+def test_eight_processes_claiming_one_key_make_one_effect(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE race_effects (racer integer NOT NULL)")
+    _in_processes(_racer, pg_url, numbered=True)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        effects = conn.execute("SELECT racer FROM race_effects").fetchall()
+        [(status, dispatch)] = conn.execute(
+            "SELECT status, dispatch FROM runner_operations"
+        ).fetchall()
+    assert len(effects) == 1
+    assert status == "pending" and 1 <= dispatch <= RACERS
+
+
+def test_eight_processes_opening_a_new_database_migrate_it_once(pg_url: str) -> None:
+    _in_processes(_opener, pg_url, numbered=False)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM runner_schema").fetchall() == [(len(MIGRATIONS),)]
+
+
+@pytest.mark.anyio
+async def test_a_database_from_a_newer_runner_is_refused(pg_url: str) -> None:
+    store = await PostgresStore.open(pg_url)
+    await store.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE runner_schema SET version = 99")
+    with pytest.raises(StoreCorrupt, match="schema version 99 is newer than this runner knows"):
+        await PostgresStore.open(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # refused, and left as it was
+        assert conn.execute("SELECT version FROM runner_schema").fetchall() == [(99,)]
+
+
+@pytest.mark.anyio
+async def test_the_password_in_the_url_reaches_no_message_or_log(
+    pg_cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"postgresql://runner:hunter2-secret@127.0.0.1:{pg_cluster.port}/no_such_database"
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(StoreError) as caught:
+        await PostgresStore.open(url, timeout_s=2.0)
+    message = str(caught.value)
+    assert "no_such_database" in message and "runner:***@127.0.0.1" in message
+    assert "hunter2" not in message and "hunter2" not in caplog.text
+    assert caught.value.__cause__ is None and caught.value.__context__ is not None
+    assert "hunter2" not in hide_password(url + "?password=hunter2&sslmode=disable")
+
+
+def test_import_runner_does_not_import_psycopg() -> None:
+    script = "import sys, runner, runner.store, runner.cli; print('psycopg' in sys.modules)"
+    shown = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True
+    )
+    assert shown.stdout.strip() == "False"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
