@@ -24,6 +24,7 @@ from ._state import (
     Slot,
     WriteProgress,
 )
+from .children import charge, is_child_contract
 from .classifier import classify
 from .decide import Facts, Verdict, decide, why
 from .machine import Decision, Trigger
@@ -74,6 +75,7 @@ async def call(core: Core, run: RunState) -> None:
         assert slot.task is not None and slot.contract is not None
         outcome, ended = await slot.task
         slot.task = None
+        _account_child(run, slot, outcome)
         latency = round((ended - slot.started) * 1000, 3)
         observation = _classify(core, slot, outcome, lookup=lookup)
     slot.observation = None
@@ -101,6 +103,14 @@ async def call(core: Core, run: RunState) -> None:
         provenance=slot.provenance,
     )
     _trace_call(core, run, slot, observation, latency)
+
+
+def _account_child(run: RunState, slot: Slot, outcome: object) -> None:
+    """A child-run call has ended: release what it held, and charge what its child spent."""
+    if slot.held is not None and run.held is not None:
+        run.held, slot.held = run.held.minus(slot.held), None
+    if not slot.charged and isinstance(outcome, ToolResponse) and is_child_contract(slot.contract):
+        slot.charged = charge(run.usage, outcome.payload)
 
 
 def _trace_call(

@@ -14,6 +14,7 @@ from typing import Any
 from . import budget as bounds
 from ._approval_gate import gate
 from ._state import RunState, Runtime, Slot, WriteProgress
+from .children import budget_left, is_child_contract
 from .errors import StoreConflict
 from .observations import (
     AccessDenied,
@@ -47,8 +48,9 @@ async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         return
     run.usage.attempts += 1
     contract = runtime.contracts.get(call.name)
+    may_use = run.selection or ()  # a narrowed offer: say what the model may call
     if contract is None or contract.contract.audience != "model":
-        slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
+        slot.observation = ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
         return
     if contract.contract.scope not in spec.principal.scopes:
         slot.observation = AccessDenied(
@@ -58,8 +60,9 @@ async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
             detail=f"scope {contract.contract.scope} is not granted to {spec.principal.id}",
         )
         return
-    if call.name not in run.setup.offered_names:
-        slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
+    offered = run.setup.offered_names if run.selection is None else run.selection
+    if call.name not in offered:
+        slot.observation = ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
         return
     slot.contract = contract
     if call.arguments_error is not None:  # the provider's arguments were not even JSON
@@ -217,6 +220,12 @@ def _dispatch(
 ) -> None:
     spec = run.setup.spec
     now = runtime.clock.monotonic()
+    left = None
+    if is_child_contract(runtime.contracts.get(tool)):  # carved for the child, held till it ends
+        # Calls of the batch not admitted yet will each take an attempt: never carve those.
+        waiting = sum(1 for s in run.batch.calls if s.task is None and s.observation is None)
+        left = budget_left(spec.limits, run.usage, now, run.held, waiting=waiting - 1)
+        slot.held, run.held = left, left if run.held is None else run.held.plus(left)
     invocation = ToolInvocation(
         call_id=call_id,
         tool=tool,
@@ -226,6 +235,8 @@ def _dispatch(
         credentials=spec.credentials,
         operation_key=slot.operation_key,
         timeout_s=min(contract_timeout, bounds.time_left(spec.limits, run.usage, now)),
+        run_id=run.setup.run_id,
+        budget_left=left,
     )
     run.meters.dispatches += 1
     slot.started = now

@@ -46,6 +46,17 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
 
 
+def dollars(text: str) -> float:
+    """A money budget in US dollars: finite and above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an amount of dollars, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite amount above 0, got {text}")
+    return value
+
+
 def seconds(text: str) -> float:
     """A deadline in seconds: finite, above 0, and no longer than `Limits` allows."""
     try:

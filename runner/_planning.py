@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import deque
 from datetime import timedelta
-from typing import Final
+from decimal import Decimal
+from typing import Any, Final
 
 from . import budget as bounds
 from ._call_ids import unique_calls
@@ -26,6 +27,8 @@ from .models.base import (
 )
 from .models.scripted import estimate_tokens
 from .policy import retry_after_or_backoff
+from .pricing import usd
+from .retrieval import latest_turn, manifest_tokens, select
 from .transcript import AssistantMessage, UserMessage
 
 _UNTRUSTED: Final = {
@@ -106,26 +109,80 @@ async def _ask(
     run.usage.tokens_in += reply.usage.input_tokens
     run.usage.tokens_out += reply.usage.output_tokens
     run.meters.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
+    price = run.setup.spec.price
+    if price is not None:
+        run.usage.cost_usd += price.cost_of(reply.usage)
     elided = run.transcript.full_chars - run.transcript.chars
     run.meters.prefill.append(reply.usage.input_tokens)
     run.meters.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
     return reply, core.ms_since(started), None
 
 
+def _projected_cost(run: RunState) -> Decimal:
+    """What the next request is expected to cost: at least the last request's input (the
+    transcript only grows) or the estimate of the transcript, and the last reply's output."""
+    price = run.setup.spec.price
+    if price is None:
+        return Decimal(0)
+    prefill = run.meters.prefill
+    last_in = prefill[-1] if prefill else 0
+    estimate = estimate_tokens(run.transcript.chars)
+    return price.cost(max(last_in, estimate), run.meters.model_tokens[1])
+
+
+def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
+    """A model request's tokens and cost, as its transition records them."""
+    if reply is None:
+        return {"tokens_in": None, "tokens_out": None}
+    price = run.setup.spec.price
+    return {
+        "tokens_in": reply.usage.input_tokens,
+        "tokens_out": reply.usage.output_tokens,
+        "cost_usd": usd(price.cost_of(reply.usage)) if price is not None else None,
+    }
+
+
+def _offer(run: RunState) -> tuple[ToolSpec, ...]:
+    """The tools this request offers: the whole catalogue, or retrieval's choice for the task
+    and the latest turn (then only those may be called until the next request)."""
+    spec = run.setup.spec
+    retrieval = spec.tool_retrieval
+    if retrieval is None or run.retriever is None:
+        return run.setup.offered
+    query = f"{spec.task}\n{latest_turn(run.transcript)}"
+    tools = select(retrieval, run.setup.offered, run.retriever, query)
+    run.selection = tuple(tool.name for tool in tools)
+    return tools
+
+
+def _offer_fields(run: RunState, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
+    """What a model request's transition records of its offer (runs with tool retrieval)."""
+    if run.setup.spec.tool_retrieval is None:
+        return {}
+    offered = [tool.name for tool in tools] if run.retriever is not None else None
+    return {"offered": offered, "manifest_tokens": manifest_tokens(tools)}
+
+
 async def plan(core: Core, run: RunState) -> None:
     now = core.clock.monotonic()
-    bound = run.tripped or bounds.spent(run.setup.spec.limits, run.usage, now)
+    limits = run.setup.spec.limits
+    bound = run.tripped or bounds.spent(limits, run.usage, now)
+    if bound is None and bounds.cost_spent(limits, run.usage, _projected_cost(run)):
+        bound = Bound.COST
     if bound is not None:
         await _final_request(core, run, bound)
         return
-    reply, latency, failure = await _ask(core, run, run.setup.offered, "auto", bounded=True)
+    tools = _offer(run)
+    reply, latency, failure = await _ask(core, run, tools, "auto", bounded=True)
+    offer = _offer_fields(run, tools)
     if reply is None:
         if failure == "deadline":
             run.tripped = Bound.DEADLINE  # the next iteration makes the final request
             return
-        core.end(run, Trigger.GIVE_UP, Ending(failure or "model_error"), latency_ms=latency)
+        ending = Ending(failure or "model_error")
+        core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **offer)
         return
-    tokens = {"tokens_in": reply.usage.input_tokens, "tokens_out": reply.usage.output_tokens}
+    tokens = _usage_fields(run, reply) | offer
     unusable = _unusable(reply)
     if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
         run.transcript.append(AssistantMessage(text=reply.text))
@@ -198,7 +255,8 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
 
     It is outside the model-step cap, but never outside the deadline: whichever bound was
     spent, it gets only the time left, and none when none is left (the run then abstains with
-    its evidence and no final text), so a slow final answer cannot stretch the run.
+    its evidence and no final text), so a slow final answer cannot stretch the run. Likewise
+    with a money budget: it is made only when its projected cost fits in what is left.
     """
     run.transcript.append(
         UserMessage(
@@ -207,10 +265,12 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         )
     )
     left = bounds.time_left(run.setup.spec.limits, run.usage, core.clock.monotonic())
+    affordable = bounds.cost_room(run.setup.spec.limits, run.usage, _projected_cost(run))
     reply: ModelReply | None = None
     latency: float | None = None
-    if left > 0:  # the tools stay declared; tool_choice none forbids them
-        reply, latency, _ = await _ask(core, run, run.setup.offered, "none", bounded=True)
+    tools = _offer(run)
+    if left > 0 and affordable:  # the tools stay declared; tool_choice none forbids them
+        reply, latency, _ = await _ask(core, run, tools, "none", bounded=True)
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
     core.end(
@@ -220,6 +280,6 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         result_class="budget_exhausted",
         decision=Decision.ABSTAIN,
         latency_ms=latency,
-        tokens_in=reply.usage.input_tokens if reply else None,
-        tokens_out=reply.usage.output_tokens if reply else None,
+        **_usage_fields(run, reply),
+        **(_offer_fields(run, tools) if reply is not None else {}),
     )

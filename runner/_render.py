@@ -45,6 +45,8 @@ def error_detail(observation: ToolObservation) -> dict[str, Any]:
             return {"reason": reason, "detail": detail, "retry_same_call": False}
         case ResultMalformed(errors=errors):
             return {"reason": "the tool's output failed its result schema", "errors": list(errors)}
+        case ToolUnknown(tool=tool, may_use=may_use) if may_use:
+            return {"reason": f"no tool named {tool!r} is offered now", "may_use": list(may_use)}
         case ToolUnknown(tool=tool):
             return {"reason": f"no tool named {tool!r} is available"}
         case OutcomeUnknown(reason=reason):

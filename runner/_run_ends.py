@@ -21,6 +21,7 @@ from .effects import Effects
 from .machine import attach
 from .models.base import ModelAdapter, ToolSpec
 from .models.identity import ModelIdentity
+from .pricing import usd
 from .redaction import model_secrets
 from .spec import RunResult, RunSpec
 from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
@@ -110,6 +111,8 @@ def header(
         model=model,
         continues=to_jsonable_python(dict(spec.continuation)) if spec.continuation else None,
         required_evidence=[r.model_dump(mode="json") for r in spec.required_evidence],
+        price=spec.price,
+        tool_retrieval=spec.tool_retrieval,
     )
 
 
@@ -135,6 +138,7 @@ def finish(runtime: Runtime, run: RunState) -> RunResult:
         ],
         prefill_per_step=meters.prefill,
         prefill_untruncated=sum(meters.prefill_untruncated),
+        cost_usd=usd(run.usage.cost_usd) if run.setup.spec.price is not None else None,
     )
     runtime.store.end_run(summary)
     return RunResult.of(

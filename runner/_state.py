@@ -39,10 +39,11 @@ from .models.base import ToolCall, ToolSpec
 from .observations import ToolObservation
 from .operations import OperationStatus
 from .policy import Policy
+from .retrieval import Retriever
 from .spec import RunSpec
 from .store.base import Store
 from .store.writebehind import PendingWrites
-from .tools import ToolBox, ToolResponse
+from .tools import BudgetLeft, ToolBox, ToolResponse
 from .trace import TransitionRecord
 from .transcript import Transcript
 
@@ -101,6 +102,10 @@ class Slot:
     """Where the write's argument values first appeared, when some came from a tool result."""
     proposed_key: str | None = None
     """The operation key of a write recorded as a proposal instead of being claimed."""
+    held: BudgetLeft | None = None
+    """What this child-run call holds of the run's budget while it is in flight."""
+    charged: bool = False
+    """Its child's spending has been charged (a later lookup of the same child is not)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,3 +242,10 @@ class RunState:
     """Set once, by the move into a terminal state (`Core.end`)."""
     premature_answers: int = 0
     """Final answers the completion gate has refused (`_planning._gate`: once, then abstain)."""
+    retriever: Retriever | None = None
+    """Scores the catalogue when `spec.tool_retrieval` narrows it (None: offered whole)."""
+    selection: tuple[str, ...] | None = None
+    """The tools the latest model request offered, when retrieval chose them (only these may
+    be called until the next request)."""
+    held: BudgetLeft | None = None
+    """What child-run calls in flight hold of the budget (carved for them, not yet charged)."""

@@ -7,6 +7,7 @@ dispatch. Attempts are counted when a call is admitted, before its arguments are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Final
 
@@ -18,12 +19,13 @@ clock can show (datetime ends in the year 9999)."""
 
 
 class Bound(StrEnum):
-    """The four independent bounds."""
+    """The independent bounds (cost only when the run sets `max_cost_usd`)."""
 
     ATTEMPTS = "attempts"
     MODEL_STEPS = "model_steps"
     TOKENS = "tokens"
     DEADLINE = "deadline"
+    COST = "cost"
 
 
 class Limits(BaseModel):
@@ -40,6 +42,9 @@ class Limits(BaseModel):
     """Cumulative input plus output tokens reported (or estimated) for model requests."""
     max_seconds: float = Field(default=30.0, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False)
     """Wall-clock deadline from the run's start, covering model calls, waits and tools."""
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Money spent on model requests, in US dollars at the run's price (None: unbounded). A
+    request is made only when its projected cost fits; see `cost_room`."""
 
 
 @dataclass(slots=True)
@@ -52,6 +57,8 @@ class Usage:
     model_steps: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    cost_usd: Decimal = Decimal(0)
+    """What the model requests so far cost, at the run's price (0 for an unpriced run)."""
 
     @property
     def tokens(self) -> int:
@@ -80,10 +87,31 @@ def spent(limits: Limits, usage: Usage, now: float) -> Bound | None:
     return None
 
 
+def cost_spent(limits: Limits, usage: Usage, projected: Decimal) -> bool:
+    """Whether the money left cannot pay for one more tool-proposing request.
+
+    `projected` is what the next request is expected to cost. A tool-proposing request is made
+    only when what is spent, plus it, plus as much again held back for the final tool-free
+    answer, fits in `max_cost_usd`: so the run can still answer when the money runs out.
+    """
+    if limits.max_cost_usd is None:
+        return False
+    return usage.cost_usd + 2 * projected > Decimal(str(limits.max_cost_usd))
+
+
+def cost_room(limits: Limits, usage: Usage, projected: Decimal) -> bool:
+    """Whether the money left pays for a request projected to cost `projected`."""
+    if limits.max_cost_usd is None:
+        return True
+    return usage.cost_usd + projected <= Decimal(str(limits.max_cost_usd))
+
+
 def blocks_dispatch(limits: Limits, usage: Usage, now: float) -> Bound | None:
     """The bound that forbids admitting one more tool attempt now, or None.
 
-    Model steps do not block a call the model already proposed; the other three do.
+    Model steps do not block a call the model already proposed; the other three do. Nor does
+    cost: a tool call costs no model money, and the request that proposed it was made only with
+    the final answer's share held back.
     """
     if usage.attempts >= limits.max_attempts:
         return Bound.ATTEMPTS

@@ -63,7 +63,7 @@ def classify(
         if field is not None and not payload.get(field):
             return ToolFoundNothing(call_id=call_id, tool=tool, result=payload)
         return ToolSucceeded(call_id=call_id, tool=tool, result=payload)
-    return _classify_error(tool, call_id, payload, outcome.retry_after)
+    return _classify_error(tool, call_id, payload, outcome.retry_after, is_write=is_write)
 
 
 def _classify_exception(
@@ -82,7 +82,12 @@ def _classify_exception(
 
 
 def _classify_error(
-    tool: str, call_id: str, payload: dict[str, Any], retry_after: str | None
+    tool: str,
+    call_id: str,
+    payload: dict[str, Any],
+    retry_after: str | None,
+    *,
+    is_write: bool = False,
 ) -> ToolObservation:
     code = str(payload.get("error_code"))
     hint = payload.get("retryable")
@@ -99,6 +104,8 @@ def _classify_error(
             )
         case "access_denied":
             return AccessDenied(call_id=call_id, tool=tool, source="tool", detail=message)
+        case "outcome_unknown" if is_write:  # the tool says it cannot tell what became of it
+            return OutcomeUnknown(call_id=call_id, tool=tool, reason=message or code)
         case "rate_limited":
             return ToolRateLimited(
                 call_id=call_id, tool=tool, retry_after=retry_after, retryable_hint=hint

@@ -23,7 +23,7 @@ import dataclasses
 import random
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -43,11 +43,13 @@ from .effects import Effects, LiveEffects
 from .errors import ApprovalRefused, ConfigError, OutsideRecording, ReplayDivergence, StoreError
 from .handle import RunHandle
 from .machine import Decision, Trigger, detach
-from .models.base import ModelAdapter
+from .models.base import ModelAdapter, ToolSpec
 from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
+from .pricing import ModelPrice, PriceTable, default_prices
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
+from .retrieval import DEFAULT_RETRIEVERS, Retriever, RetrieverFactory
 from .spec import DEFAULT_SYSTEM_PROMPT, DURABILITIES, Durability, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.adapters import as_async, is_async_store
@@ -93,6 +95,8 @@ class Engine:
         spans: Sequence[SpanSink] = (),
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         durability: Durability = "transition",
+        prices: PriceTable | None = None,
+        retrievers: Mapping[str, RetrieverFactory] | None = None,
     ) -> None:
         """`render_limit`: the most characters of one tool result the model is shown (the full
         output is stored). `spans`: where per-call spans go besides structlog (e.g. `OtelSpans`).
@@ -100,7 +104,10 @@ class Engine:
         `store`: a synchronous `Store` (memory, SQLite), written in place, or an `AsyncStore`
         (PostgreSQL), awaited at each phase of a run (store/writebehind.py).
         `durability`: how often a run commits on a synchronous store, unless its spec says
-        (`runner.spec.Durability`); an `AsyncStore` commits what a run wrote at each phase."""
+        (`runner.spec.Durability`); an `AsyncStore` commits what a run wrote at each phase.
+        `prices`: where a run's price is found when neither its spec nor its adapter gives one
+        (default: genai-prices when installed, see `runner.pricing`). `retrievers`: the tool
+        retrievers a spec's `tool_retrieval` may name, by name (default: `bm25`)."""
         _check_durability(durability, "Engine(durability=...)")
         if rng is not None:
             warnings.warn(
@@ -111,6 +118,10 @@ class Engine:
             )
         self.system_prompt = system_prompt
         self.durability: Durability = durability
+        self.prices = prices
+        self.retrievers = dict(retrievers) if retrievers is not None else dict(DEFAULT_RETRIEVERS)
+        self._indexes: dict[tuple[str, tuple[str, ...]], Retriever] = {}
+        """Retrievers built so far, by retriever and catalogue: one index per catalogue."""
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         pending = PendingWrites(store) if is_async_store(store) else None
         # holds only the runs in `step` durability (a sync store; PendingWrites batches its own)
@@ -141,7 +152,9 @@ class Engine:
         self, spec: RunSpec, model: ModelAdapter, *, run_id: str | None = None
     ) -> RunResult:
         """Drive one task to exactly one terminal state and return its result. `run_id`: one
-        minted beforehand (a queued run's); by default a new UUID."""
+        minted beforehand (a queued run's, or a child run's, derived from its parent's call so a
+        resumed parent finds it); by default a new UUID."""
+        spec = self._priced(spec, model)
         self._check_start(spec, asyncio.get_running_loop())
         run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
@@ -164,6 +177,7 @@ class Engine:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
+        spec = self._priced(spec, model)
         self._check_start(spec, loop)
         run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
@@ -201,6 +215,8 @@ class Engine:
         spec = with_seed(spec, stored)
         if spec.continuation is None and stored.continues is not None:
             spec = dataclasses.replace(spec, continuation=stored.continues)  # as it began
+        if stored.price is not None:  # priced as it began, whatever the table says now
+            spec = dataclasses.replace(spec, price=stored.price)
         if spec.system_prompt is None and stored.system_prompt is not None:
             spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)  # as it began
         started = self.clock.monotonic()
@@ -353,6 +369,42 @@ class Engine:
             raise ConfigError(  # grants come only from verified confirm tokens
                 "RunSpec.continuation is set by Engine.continue_approved, never by the caller"
             )
+        if spec.limits.max_cost_usd is not None and spec.price is None:
+            raise ConfigError(
+                f"max_cost_usd {spec.limits.max_cost_usd} needs a price for the model, and none "
+                "was found: give RunSpec.price or Engine(prices=...), or install the price "
+                "table (pip install 'runner[prices]')"
+            )
+
+    def _retriever(self, spec: RunSpec, offered: tuple[ToolSpec, ...]) -> Retriever | None:
+        """The retriever for a run whose catalogue is larger than its `max_offered`, built once
+        per catalogue (None: the catalogue is offered whole)."""
+        retrieval = spec.tool_retrieval
+        if retrieval is None or len(offered) <= retrieval.max_offered:
+            return None
+        key = (retrieval.retriever, tuple(tool.name for tool in offered))
+        built = self._indexes.get(key)
+        if built is None:
+            factory = self.retrievers.get(retrieval.retriever)
+            if factory is None:
+                known = ", ".join(sorted(self.retrievers)) or "none"
+                raise ConfigError(
+                    f"tool_retrieval names retriever {retrieval.retriever!r}; this engine has "
+                    f"{known}"
+                )
+            built = self._indexes[key] = factory(offered)
+        return built
+
+    def _priced(self, spec: RunSpec, model: ModelAdapter) -> RunSpec:
+        """`spec` with the run's price: its own, the adapter's declared one, or the table's."""
+        if spec.price is not None:
+            return spec
+        declared = getattr(model, "price", None)
+        price = declared if isinstance(declared, ModelPrice) else None
+        if price is None:
+            table = self.prices if self.prices is not None else default_prices()
+            price = table.price_of(identity_of(model), self.clock.now())
+        return spec if price is None else dataclasses.replace(spec, price=price)
 
     def _prompt(self, spec: RunSpec) -> str:
         return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
@@ -365,7 +417,7 @@ class Engine:
         started: float,
         known: list[TransitionRecord],
     ) -> RunState:
-        return new_run(
+        run = new_run(
             self.runtime,
             run_id=run_id,
             spec=spec,
@@ -374,6 +426,12 @@ class Engine:
             known=known,
             system_prompt=self._prompt(spec),
         )
+        try:
+            run.retriever = self._retriever(spec, run.setup.offered)
+        except BaseException:
+            detach(run.lifecycle)  # refused before anything is stored
+            raise
+        return run
 
     def _header(self, run: RunState, model: ModelIdentity | None = None) -> RunHeader:
         prompt = self._prompt(run.setup.spec)

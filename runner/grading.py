@@ -14,6 +14,7 @@ from typing import Final, Protocol
 
 from ._approval_checks import approvals_of, token_misused, unapproved_write
 from ._call_ids import unique_id
+from .children import charged_by_children
 from .contracts import ContractSet
 from .machine import Trigger
 from .replay import Recording
@@ -230,6 +231,17 @@ def attempts_within_cap(recording: Recording, contracts: ContractSet) -> Check:
     return Check("attempts_within_cap", True)
 
 
+def cost_within_cap(recording: Recording, contracts: ContractSet) -> Check:
+    """The model requests' recorded costs (its children's included) add up to no more than
+    `max_cost_usd`, when set."""
+    cap = recording.header.limits.get("max_cost_usd")
+    spent = sum(record.cost_usd or 0.0 for record in recording.transitions)
+    spent += charged_by_children(recording.outputs)[2]
+    if cap is not None and round(spent, 9) > float(cap):
+        return Check("cost_within_cap", False, f"${spent:.6f} spent, cap ${float(cap):g}")
+    return Check("cost_within_cap", True)
+
+
 def every_call_answered_in_order(recording: Recording, contracts: ContractSet) -> Check:
     name = "every_call_answered_in_order"
     proposals = [turn for turn in recording.turns if turn.tool_calls]
@@ -280,19 +292,24 @@ def summary_matches_record(recording: Recording, contracts: ContractSet) -> Chec
         if terminal is None:
             return Check(name, True)
         return Check(name, False, f"the run ended {terminal} at seq {records[-1].seq}; no summary")
+    child_in, child_out, child_cost = charged_by_children(recording.outputs)
     derived = {
         "terminal": terminal,
         "reason": reason,
         "attempts": records[-1].attempt if records else 0,
         "model_steps": sum(record.tokens_in is not None for record in records),
-        "tokens_in": sum(record.tokens_in or 0 for record in records),
-        "tokens_out": sum(record.tokens_out or 0 for record in records),
+        "tokens_in": sum(record.tokens_in or 0 for record in records) + child_in,
+        "tokens_out": sum(record.tokens_out or 0 for record in records) + child_out,
     }
     differing = [
         f"{field} {getattr(summary, field)!r}, recorded {value!r}"
         for field, value in derived.items()
         if getattr(summary, field) != value
     ]
+    if summary.cost_usd is not None:  # a summary written before cost was recorded has none
+        cost = sum(record.cost_usd or 0.0 for record in records) + child_cost
+        if round(cost, 9) != round(summary.cost_usd, 9):
+            differing.append(f"cost_usd {summary.cost_usd!r}, recorded {cost!r}")
     return Check(name, not differing, "; ".join(differing))
 
 
@@ -316,6 +333,7 @@ TRAJECTORY_CHECKS: Final[tuple[Callable[[Recording, ContractSet], Check], ...]] 
     no_second_intent_after_unknown_outcome,
     no_wait_outlasts_the_deadline,
     attempts_within_cap,
+    cost_within_cap,
     every_call_answered_in_order,
     no_call_outside_scopes,
     no_write_without_required_approval,

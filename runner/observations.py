@@ -108,10 +108,12 @@ class ResultMalformed:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolUnknown:
-    """The model called a tool that does not exist."""
+    """The model called a tool that does not exist, or one not offered at this step."""
 
     call_id: str
     tool: str
+    may_use: tuple[str, ...] = ()
+    """The tools offered at this step, when retrieval chose them (the model is told them)."""
     kind: Literal["unknown_tool"] = "unknown_tool"
 
 

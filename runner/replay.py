@@ -171,6 +171,8 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         required_evidence=tuple(
             EvidenceRequirement.model_validate(r) for r in header.required_evidence
         ),
+        price=header.price,
+        tool_retrieval=header.tool_retrieval,
     )
 
 
@@ -257,7 +259,7 @@ def stored_limits(header: RunHeader) -> Limits:
 # replayed from the recorded inputs' times, but the engine's own time between them is not an input.
 _SUMMARY_FIELDS: Final = (
     "terminal", "reason", "attempts", "model_steps", "tokens_in", "tokens_out", "waits_s",
-    "answer", "operations", "prefill_per_step", "prefill_untruncated",
+    "answer", "operations", "prefill_per_step", "prefill_untruncated", "cost_usd",
 )  # fmt: skip
 
 

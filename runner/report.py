@@ -17,7 +17,7 @@ from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord, st
 _TRANSITION_KEYS = (
     "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
     "decision", "latency_ms", "operation_key", "tokens_in", "tokens_out", "wait_s", "reason",
-    "time", "observation", "approval", "provenance",
+    "time", "observation", "approval", "provenance", "cost_usd", "offered", "manifest_tokens",
 )  # fmt: skip
 
 
@@ -75,6 +75,8 @@ class RunView:
     holds: int | None = None
     prefill_per_step: list[int] = field(default_factory=list)
     prefill_untruncated: int | None = None
+    cost_usd: float | None = None
+    """What the model requests cost in total (None: an unpriced run)."""
 
     @classmethod
     def of_result(cls, result: RunResult, holds: int | None) -> RunView:
@@ -103,6 +105,7 @@ class RunView:
             waits_s=[r.wait_s for r in transitions if r.wait_s is not None],
             transitions=transitions,
             prefill_per_step=[r.tokens_in for r in transitions if r.tokens_in is not None],
+            cost_usd=_cost_so_far(transitions),
         )
 
     @classmethod
@@ -125,7 +128,23 @@ class RunView:
             operations=summary.operations,
             prefill_per_step=summary.prefill_per_step,
             prefill_untruncated=summary.prefill_untruncated,
+            cost_usd=summary.cost_usd,
         )
+
+
+def _cost_so_far(transitions: list[TransitionRecord]) -> float | None:
+    costs = [r.cost_usd for r in transitions if r.cost_usd is not None]
+    return sum(costs) if costs else None
+
+
+def _steps_cost(view: RunView) -> list[float | None]:
+    """Each model step's cost, in order (None where a step was not priced)."""
+    return [r.cost_usd for r in view.transitions if r.tokens_in is not None]
+
+
+def _steps_manifest(view: RunView) -> list[int | None]:
+    """Each model step's tool-manifest tokens, in order (None: not recorded)."""
+    return [r.manifest_tokens for r in view.transitions if r.tokens_in is not None]
 
 
 def transition_json(record: TransitionRecord) -> dict[str, Any]:
@@ -159,7 +178,10 @@ def run_json(view: RunView, expect: dict[str, Any] | None) -> dict[str, Any]:
             "input_tokens_per_step": view.prefill_per_step,
             "cumulative_prefill": sum(view.prefill_per_step),
             "cumulative_prefill_without_truncation": view.prefill_untruncated,
+            "cost_usd_per_step": _steps_cost(view),
+            "manifest_tokens_per_step": _steps_manifest(view),
         },
+        "cost_usd": view.cost_usd,
         "expect": expect,
     }
 
@@ -193,12 +215,27 @@ def transition_line(record: TransitionRecord) -> str:
 
 
 def context_table(view: RunView) -> str:
-    """Input tokens per model step and the running prefill: how the loop's cost grows."""
-    lines = ["  step  input_tokens  cumulative_prefill"]
+    """Input tokens per model step and the running prefill: how the loop's cost grows (and each
+    step's cost in money, for a priced run)."""
+    costs, manifests = _steps_cost(view), _steps_manifest(view)
+    priced = any(cost is not None for cost in costs)
+    listed = any(tokens is not None for tokens in manifests)
+    lines = [
+        "  step  input_tokens  cumulative_prefill"
+        + ("  manifest_tokens" if listed else "")
+        + ("      cost_usd" if priced else "")
+    ]
     total = 0
     for step, tokens in enumerate(view.prefill_per_step, start=1):
         total += tokens
-        lines.append(f"  {step:>4}  {tokens:>12}  {total:>18}")
+        cost = costs[step - 1] if step <= len(costs) else None
+        manifest = manifests[step - 1] if step <= len(manifests) else None
+        shown = f"  {_dash(manifest):>15}" if listed else ""
+        money = f"  {'-' if cost is None else f'{cost:.6f}':>12}" if priced else ""
+        lines.append(f"  {step:>4}  {tokens:>12}  {total:>18}{shown}{money}")
+    if listed:
+        sent = sum(tokens or 0 for tokens in manifests)
+        lines.append(f"  tool manifests sent: {sent} tokens")
     if view.prefill_untruncated is not None and view.prefill_untruncated != total:
         lines.append(
             f"  without truncation the cumulative prefill would be {view.prefill_untruncated}"
@@ -217,6 +254,8 @@ def run_text(view: RunView, heading: str) -> str:
         f"  => {outcome}  attempts {view.attempts}  steps {view.model_steps}  "
         f"tokens {view.tokens_in + view.tokens_out}  {elapsed}  waits [{waits}]"
     )
+    if view.cost_usd is not None:
+        lines.append(f"  cost: ${view.cost_usd:.6f}")
     if view.holds is not None:
         lines.append(f"  holds: {view.holds}")
     for op in view.operations:

@@ -8,6 +8,8 @@ from typing import Any, Final, Literal
 
 from .budget import Limits
 from .evidence import EvidenceRequirement
+from .pricing import ModelPrice
+from .retrieval import ToolRetrieval
 from .states import State
 from .tools import Principal
 from .trace import OperationSummary, RunSummary, TransitionRecord
@@ -52,6 +54,11 @@ class RunSpec:
     keeps the fixture and where its simulated world lives here, to resume and grade the run)."""
     durability: Durability | None = None
     """How often the run commits (`Durability`); None: the engine's (`Engine(durability=...)`)."""
+    price: ModelPrice | None = None
+    """What the model's requests cost; None: the adapter's declared price, else the engine's
+    price table (resolved when the run starts and kept in its header)."""
+    tool_retrieval: ToolRetrieval | None = None
+    """How a large catalogue is offered a few tools at a time (None: always the whole of it)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -78,6 +85,8 @@ class RunResult:
     """Input tokens of each model request, in order (the transcript is resent every step)."""
     prefill_untruncated: int
     """The cumulative prefill had no tool result been truncated."""
+    cost_usd: float | None = None
+    """What the model requests cost in total, at the run's price (None: an unpriced run)."""
 
     @property
     def prefill(self) -> int:
@@ -115,6 +124,7 @@ class RunResult:
             operations=summary.operations,
             prefill_per_step=summary.prefill_per_step,
             prefill_untruncated=summary.prefill_untruncated,
+            cost_usd=summary.cost_usd,
         )
 
     def summary(self) -> RunSummary:
@@ -132,4 +142,5 @@ class RunResult:
             operations=self.operations,
             prefill_per_step=self.prefill_per_step,
             prefill_untruncated=self.prefill_untruncated,
+            cost_usd=self.cost_usd,
         )

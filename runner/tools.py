@@ -20,6 +20,51 @@ class Principal:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetLeft:
+    """What a run has left of each bound (a child run is carved from it, never more)."""
+
+    attempts: int
+    model_steps: int
+    tokens: int
+    seconds: float
+    cost_usd: float | None = None
+    """None: the run has no money budget."""
+
+    @classmethod
+    def of(cls, limits: Any) -> BudgetLeft:
+        """All of `limits` (a `Limits`): what a run that has spent nothing has left."""
+        return cls(
+            attempts=limits.max_attempts,
+            model_steps=limits.max_model_steps,
+            tokens=limits.max_tokens,
+            seconds=limits.max_seconds,
+            cost_usd=limits.max_cost_usd,
+        )
+
+    def minus(self, other: BudgetLeft) -> BudgetLeft:
+        cost = self.cost_usd
+        if cost is not None and other.cost_usd is not None:
+            cost = max(0.0, cost - other.cost_usd)
+        return BudgetLeft(
+            attempts=max(0, self.attempts - other.attempts),
+            model_steps=max(0, self.model_steps - other.model_steps),
+            tokens=max(0, self.tokens - other.tokens),
+            seconds=self.seconds,  # time runs for every call at once: it is not held back
+            cost_usd=cost,
+        )
+
+    def plus(self, other: BudgetLeft) -> BudgetLeft:
+        cost = None if self.cost_usd is None else self.cost_usd + (other.cost_usd or 0.0)
+        return BudgetLeft(
+            attempts=self.attempts + other.attempts,
+            model_steps=self.model_steps + other.model_steps,
+            tokens=self.tokens + other.tokens,
+            seconds=max(self.seconds, other.seconds),
+            cost_usd=cost,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInvocation:
     """One dispatch of one tool."""
 
@@ -33,6 +78,11 @@ class ToolInvocation:
     operation_key: str | None
     timeout_s: float
     """min(the contract's timeout, time left); the engine enforces it."""
+    run_id: str | None = None
+    """The run that dispatched the call."""
+    budget_left: BudgetLeft | None = None
+    """For a child-run tool (`runner.children`): what the run has left to carve the child from
+    (less what other child calls of the batch hold). None for other tools."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,12 +9,15 @@ some /1 runners filled in otherwise; see `_core.differing_fields`):
   `model`
   (`{provider, name, base_url, fallback}`: the model that drove the run, no secrets; absent or
   null in logs written before it was recorded)
+  `price` (`{input_usd_per_mtok, output_usd_per_mtok, source}` or null; absent in older logs),
+  `tool_retrieval` (`{max_offered, top_k, always, retriever}` or null; absent in older logs)
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`;
-  a `classify` transition keeps the call's typed observation (`observation`, tagged by `kind`)
+  a `classify` transition keeps the call's typed observation (`observation`, tagged by `kind`);
+  `cost_usd`, `offered` and `manifest_tokens` are absent in logs written before them
 - `model_turn`: one per model request (the reply, its usage, when it arrived)
 - `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
 - `run_finished`: `terminal`, `reason`, `attempts`, `model_steps`, `tokens_in`, `tokens_out`,
-  `elapsed_s`, `waits_s`, `answer`, `operations`
+  `elapsed_s`, `waits_s`, `answer`, `operations`, `cost_usd` (absent in older logs)
 Reading validates every line and names the first bad one (`LogFormatError`).
 """
 
@@ -48,7 +51,9 @@ from .observations import (
     ToolSucceeded,
     TypedToolObservation,
 )
+from .pricing import ModelPrice
 from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
+from .retrieval import ToolRetrieval
 from .states import State
 
 LOG_FORMAT: Final = "runner-log/2"
@@ -94,6 +99,14 @@ class TransitionRecord:
     provenance: dict[str, str] | None = None
     """A write under approval with argument values first seen in a tool result: argument ->
     `task`, `model` or `tool:<tool>:<call id>` (None otherwise)."""
+    cost_usd: float | None = None
+    """What this transition's model request cost, at the run's price (None: no request, or an
+    unpriced run; absent in logs written before cost was recorded)."""
+    offered: list[str] | None = None
+    """The tools this model request offered, when retrieval chose them from a larger catalogue
+    (None: the run's whole allowed catalogue)."""
+    manifest_tokens: int | None = None
+    """About how many tokens this request's tool manifest took (runs with `tool_retrieval`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as the log stores it; enums stay enums (they are their string values)."""
@@ -153,6 +166,11 @@ class RunHeader:
     """For the continuation of a run that waited for approval: the run it re-drives (`run_id`),
     the run whose operation keys it keeps (`key_scope`), and the decisions it continues with
     (`grants`)."""
+    price: ModelPrice | None = None
+    """What the run's model requests cost per token (None: unpriced, or stored before cost was
+    recorded): a replay prices the recorded requests with it, whatever the table says by then."""
+    tool_retrieval: ToolRetrieval | None = None
+    """How the run's catalogue was offered (None: whole, or stored before retrieval existed)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +198,9 @@ class RunSummary:
     """Input tokens of each model request: the transcript resent every step."""
     prefill_untruncated: int = 0
     """The cumulative prefill had no tool result been truncated (estimated for elided text)."""
+    cost_usd: float | None = None
+    """What the run's model requests cost in total (None: unpriced, or stored before cost was
+    recorded)."""
 
 
 def _older_header(data: Any) -> Any:
@@ -228,6 +249,9 @@ class _TransitionLine(BaseModel):
     observation: TypedToolObservation | None = None
     approval: dict[str, str] | None = None
     provenance: dict[str, str] | None = None
+    cost_usd: float | None = None
+    offered: list[str] | None = None
+    manifest_tokens: int | None = None
 
     def record(self) -> TransitionRecord:
         # Not model_dump: the observation stays the typed value it was validated into.

@@ -38,6 +38,9 @@ TRANSITION_KEYS = {
     "observation",
     "approval",
     "provenance",
+    "cost_usd",
+    "offered",
+    "manifest_tokens",
 }
 RUN_KEYS = {
     "run_id",
@@ -56,6 +59,7 @@ RUN_KEYS = {
     "holds",
     "operation_keys",
     "context",
+    "cost_usd",
 }
 
 

@@ -120,3 +120,15 @@ def test_grade_stored_runs_reads_the_store(
     assert main(["grade", "--stored", "--db", db]) == 0
     out = capsys.readouterr().out
     assert "hold_not_committed" in out and "2/2" in out and "overall: 1/1 fixtures pass^2" in out
+
+
+def test_cost_over_the_cap_and_a_summary_cost_that_disagrees_are_caught(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    recording, holds = recorded("cost_exhausted", tmp_path, contracts)
+    fixture = load_fixture(FIXTURES / "cost_exhausted.yaml", contracts)
+    assert grade(recording, contracts, fixture.expect, holds).passed
+    index = next(i for i, r in enumerate(recording.transitions) if r.cost_usd is not None)
+    first = recording.transitions[index]
+    recording.transitions[index] = dataclasses.replace(first, cost_usd=0.5)
+    assert failed_names(recording, contracts) == {"cost_within_cap", "summary_matches_record"}

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import log
-from .._arguments import EXIT_BAD_INPUT, ArgumentParser, count, seconds, seed
+from .._arguments import EXIT_BAD_INPUT, ArgumentParser, count, dollars, seconds, seed
 from .._tool_commands import add_tool_commands, ended_run_json, run_tool_command
 from ..errors import LoadError, RunnerError, StoreError
 from ..mcp import McpConfig, McpTools
@@ -171,6 +171,7 @@ def _replay_parser(
         ("max_model_steps", count),
         ("max_tokens", count),
         ("max_seconds", seconds),
+        ("max_cost_usd", dollars),
     ):
         replay.add_argument(
             f"--{bound.replace('_', '-')}",

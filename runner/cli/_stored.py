@@ -16,6 +16,7 @@ from .._tool_commands import (
     listing_json,
 )
 from ..budget import Limits
+from ..children import children_of, family_ids
 from ..contracts import ContractSet
 from ..errors import LoadError, StoreCorrupt, StoreError
 from ..grading import Check, FixtureGrade, grade
@@ -57,13 +58,26 @@ def show_command(args: argparse.Namespace) -> int:
         header = store.header(args.run_id)
         if header is None:
             raise LoadError(f"no run {args.run_id} in {args.db}")
-        view = RunView.of_stored(header, store.summary(args.run_id), store.transitions(args.run_id))
+        views = []  # the run, then every child run it started (linked by its outputs)
+        for run_id in family_ids(store, args.run_id):
+            found = store.header(run_id)
+            assert found is not None
+            view = RunView.of_stored(found, store.summary(run_id), store.transitions(run_id))
+            links = children_of(store.outputs(run_id))
+            views.append((found, view, links))
     finally:
         store.close()
-    if args.json:
-        print(json.dumps(run_json(view, None), sort_keys=True))
-    else:
-        print(run_text(view, header.name))
+    for index, (found, view, links) in enumerate(views):
+        if args.json:
+            data = run_json(view, None)
+            if links:  # only a run that started child runs has the key
+                data["children"] = [{"call_id": c, "run_id": r} for c, r in links]
+            print(json.dumps(data, sort_keys=True))
+            continue
+        heading = found.name if index == 0 else f"child {found.name}"
+        print(run_text(view, heading))
+        for call_id, child in links:
+            print(printable(f"  child run {child} (call {call_id})"))
         print(context_table(view))
     return 0
 
@@ -137,8 +151,8 @@ def _recordings(args: argparse.Namespace) -> list[Recording]:
     if args.run is not None:
         raise LoadError(f"--run picks a run from a log file, and {source} is not a file")
     store = open_store(args.db, must_exist=True, read_only=True)
-    try:
-        return [Recording.from_store(store, args.source)]
+    try:  # a run and every child run it started
+        return [Recording.from_store(store, i) for i in family_ids(store, args.source)]
     finally:
         store.close()
 
@@ -150,7 +164,13 @@ def replay_command(args: argparse.Namespace) -> int:
     for recording in _recordings(args):
         overrides = {
             name: getattr(args, name)
-            for name in ("max_attempts", "max_model_steps", "max_tokens", "max_seconds")
+            for name in (
+                "max_attempts",
+                "max_model_steps",
+                "max_tokens",
+                "max_seconds",
+                "max_cost_usd",
+            )
             if getattr(args, name) is not None
         }
         limits = None
@@ -234,7 +254,7 @@ def _grade_stored(
     unreadable (each named on stderr)."""
     unreadable = 0
     recordings: list[Recording] = []
-    run_ids = args.stored or [
+    run_ids = [linked for named in args.stored for linked in family_ids(store, named)] or [
         item.header.run_id if isinstance(item, RunListing) else item.run_id for item in store.runs()
     ]
     # A run waiting for approval shares its world with its continuation, which has

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..pricing import ModelPrice
 from ..transcript import Transcript, render_json
 from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from .identity import SCRIPTED
@@ -55,6 +56,11 @@ class ScriptedTurn(BaseModel):
         return self
 
 
+SCRIPTED_PRICE = ModelPrice(input_usd_per_mtok=3.0, output_usd_per_mtok=15.0)
+"""The scripted model's price unless it is given one: a fixture's cost never depends on a
+price table (the figures are a mid-range hosted model's)."""
+
+
 def estimate_tokens(chars: int) -> int:
     """About four characters a token: the estimate used when a turn states no usage."""
     return max(1, math.ceil(chars / 4))
@@ -70,8 +76,10 @@ class ScriptedModel:
     identity = SCRIPTED
     """Recorded in the run header: a resumed run continues with the script, and only then."""
 
-    def __init__(self, turns: Sequence[ScriptedTurn]) -> None:
+    def __init__(self, turns: Sequence[ScriptedTurn], *, price: ModelPrice | None = None) -> None:
         self._turns = tuple(turns)
+        self.price = price or SCRIPTED_PRICE
+        """What its requests cost: a configured price, so a fixture's cost is deterministic."""
         self._cursor = 0
         self._step = 0
 

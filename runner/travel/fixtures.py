@@ -32,6 +32,8 @@ from ..evidence import EvidenceRequirement
 from ..models.scripted import ScriptedTurn
 from ..observations import RESULT_CLASSES
 from ..policy import ApprovalRules
+from ..pricing import ModelPrice
+from ..retrieval import ToolRetrieval
 from ..states import TERMINAL, State
 from .rules import TaskConstraints
 
@@ -99,6 +101,8 @@ class Expect(BaseModel):
     """Active holds in the supplier database when the run ends."""
     operation_key_preserved: bool | None = None
     """The run ends handing over the key of a write whose outcome is unknown."""
+    cost_usd: float | None = None
+    """What the run's model requests cost in total (to the nano-dollar)."""
 
     @field_validator("terminal")
     @classmethod
@@ -152,6 +156,10 @@ class Fixture(BaseModel):
     tools: list[str] = Field(min_length=1)
     environment: dict[str, list[ToolOutcome]] = Field(default_factory=dict)
     model: list[ScriptedTurn] = Field(min_length=1)
+    price: ModelPrice | None = None
+    """What the scripted model's requests cost (None: `SCRIPTED_PRICE`)."""
+    retrieval: ToolRetrieval | None = None
+    """How the run's catalogue is offered (None: whole at every request)."""
     expect: Expect | None = None
     approval: ApprovalScript | None = None
     required_evidence: list[EvidenceRequirement] = Field(default_factory=list)

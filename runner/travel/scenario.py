@@ -35,6 +35,7 @@ from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
 from ..policy import Policy
+from ..retrieval import RetrieverFactory
 from ..spec import Durability, RunResult, RunSpec
 from ..states import State
 from ..store.base import Store
@@ -76,6 +77,8 @@ def spec_for(fixture: Fixture, seed: int | None, world: dict[str, Any] | None = 
         seed=seed,
         system_prompt=SYSTEM_PROMPT,
         required_evidence=tuple(fixture.required_evidence),
+        price=fixture.price,  # None: the scripted model's configured price (or a live model's)
+        tool_retrieval=fixture.retrieval,
         annotations={
             "fixture": fixture.model_dump(mode="json", exclude_unset=True),
             "world": world or {},
@@ -113,6 +116,7 @@ def run_fixture(
     policy: Policy | None = None,
     world_dir: Path | None = None,
     model: ModelAdapter | None = None,
+    retrievers: Mapping[str, RetrieverFactory] | None = None,
     mcp: McpTools | None = None,
     run_id: str | None = None,
     durability: Durability = "transition",
@@ -120,6 +124,7 @@ def run_fixture(
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
     `model` plans instead of the fixture's script (a live model); the tools stay simulated.
+    `retrievers`: the tool retrievers its `retrieval` may name (default: the engine's).
     `mcp`: MCP servers' pinned tools, called for real (the pin is recorded in the header).
     `run_id`: the id minted when the run was queued (default: a new one).
     """
@@ -140,6 +145,7 @@ def run_fixture(
         consumed={},
         drive=lambda engine, scripted: engine.run(spec, model or scripted, run_id=run_id),
         live=model is not None,
+        retrievers=retrievers,
         mcp=mcp,
         durability=durability,
     )
@@ -282,6 +288,7 @@ def _play(
     consumed: Mapping[str, int],
     drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
     live: bool = False,
+    retrievers: Mapping[str, RetrieverFactory] | None = None,
     mcp: McpTools | None = None,
     durability: Durability = "transition",
     continuation: bool = False,
@@ -303,11 +310,13 @@ def _play(
         clock=clock,
         policy=policy,
         durability=durability,
+        retrievers=retrievers,
     )
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
             try:
-                result = runner.run(drive(engine, ScriptedModel(fixture.model)))
+                scripted = ScriptedModel(fixture.model, price=fixture.price)
+                result = runner.run(drive(engine, scripted))
             finally:
                 if mcp is not None:  # its connections live on this run's loop
                     runner.run(mcp.aclose())
@@ -353,6 +362,9 @@ def check_expectations(expect: Expect, result: RunResult, holds: int | None) -> 
     compare("attempts", expect.attempts, result.attempts)
     compare("model_steps", expect.model_steps, result.model_steps)
     compare("holds", expect.holds, holds)
+    if expect.cost_usd is not None:
+        got = None if result.cost_usd is None else round(result.cost_usd, 9)
+        compare("cost_usd", round(expect.cost_usd, 9), got)
     if expect.operation_key_preserved is not None:
         compare(
             "operation_key_preserved",

@@ -1,0 +1,119 @@
+"""What a model request costs in money: a run's price (resolved once, recorded in its header) and
+the price tables it is resolved from.
+
+A run's `ModelPrice` is fixed when it starts: the spec's own, else the adapter's declared `price`
+(the scripted model has a configured one, so fixtures are deterministic), else the engine's
+`PriceTable` (by default the maintained genai-prices table, the `prices` extra). The price is kept
+in the run's header, so a replay or a resume prices every recorded request exactly as the run did,
+whatever the table says by then. Each request's cost is its provider-reported (or, where none can
+be believed, estimated) tokens times that price.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+from decimal import Decimal
+from typing import Final, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import ConfigError
+from .models.base import TokenUsage
+from .models.identity import ModelIdentity
+
+PER: Final = Decimal(1_000_000)
+PRICES_EXTRA: Final = "pip install 'runner[prices]'"
+
+
+class ModelPrice(BaseModel):
+    """US dollars per million tokens, in and out: what one model's requests cost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    output_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    source: str = "configured"
+    """Where the price came from: `configured`, or `genai-prices <version>` and its model id."""
+
+    def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
+        """The exact cost of a request with these token counts."""
+        rate_in = Decimal(str(self.input_usd_per_mtok))
+        rate_out = Decimal(str(self.output_usd_per_mtok))
+        return (input_tokens * rate_in + output_tokens * rate_out) / PER
+
+    def cost_of(self, usage: TokenUsage) -> Decimal:
+        return self.cost(usage.input_tokens, usage.output_tokens)
+
+
+def usd(amount: Decimal) -> float:
+    """A cost as the records keep it (JSON numbers)."""
+    return float(amount)
+
+
+class PriceTable(Protocol):
+    """Where an engine finds the price of a model a run is driven by."""
+
+    def price_of(self, model: ModelIdentity, at: datetime) -> ModelPrice | None:
+        """The model's price at `at` (the run's start), or None when the table does not know it."""
+        ...
+
+
+class FixedPrices:
+    """One configured price for every model (a test, or a private deployment)."""
+
+    def __init__(self, price: ModelPrice) -> None:
+        self.price = price
+
+    def price_of(self, model: ModelIdentity, at: datetime) -> ModelPrice | None:
+        return self.price
+
+
+class NoPrices:
+    """No table: runs are not priced (unless the spec or the adapter gives a price)."""
+
+    def price_of(self, model: ModelIdentity, at: datetime) -> ModelPrice | None:
+        return None
+
+
+class GenaiPrices:
+    """The maintained price table of the `genai-prices` package (the `prices` extra).
+
+    The bundled snapshot is read, never fetched: a price lookup makes no network call. The rates
+    are the model's base input and output prices at the run's start (tiers, cached-input and
+    per-request prices are not separately applied).
+    """
+
+    def __init__(self) -> None:
+        try:
+            import genai_prices  # noqa: PLC0415  # an optional extra, imported when asked for
+        except ImportError as exc:
+            raise ConfigError(
+                f"pricing from genai-prices needs the package: {PRICES_EXTRA} "
+                "(or give a configured price: RunSpec.price or Engine(prices=FixedPrices(...)))"
+            ) from exc
+        self._prices = genai_prices
+
+    def price_of(self, model: ModelIdentity, at: datetime) -> ModelPrice | None:
+        calc, usage = self._prices.calc_price, self._prices.Usage
+        try:
+            per_in = calc(usage(input_tokens=1_000_000), model.name, provider_id=model.provider,
+                          genai_request_timestamp=at)  # fmt: skip
+            per_out = calc(usage(output_tokens=1_000_000), model.name, provider_id=model.provider,
+                           genai_request_timestamp=at)  # fmt: skip
+        except LookupError:
+            return None
+        return ModelPrice(
+            input_usd_per_mtok=float(per_in.total_price),
+            output_usd_per_mtok=float(per_out.total_price),
+            source=f"genai-prices {self._prices.__version__} {per_in.model.id}",
+        )
+
+
+@functools.cache
+def default_prices() -> PriceTable:
+    """genai-prices when installed, else no table (an unpriced run then has no cost)."""
+    try:
+        return GenaiPrices()
+    except ConfigError:
+        return NoPrices()

@@ -1,0 +1,185 @@
+"""Cost in money: each model request priced at the run's price (recorded in its header), the
+run's total reported, and `max_cost_usd` bounding the run like the other limits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from runner import Engine, FakeClock, Limits, MemoryStore, ScriptedModel, SqliteStore
+from runner.api import replay_run_sync
+from runner.budget import Bound
+from runner.cli import main
+from runner.contracts import ContractSet
+from runner.errors import ConfigError
+from runner.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices
+from runner.trace import read_log
+from runner.travel.fixtures import load_fixture
+from runner.travel.scenario import run_fixture, spec_for
+
+from .conftest import FIXTURES, FLIGHT_ARGS, make_fixture
+
+TEN_THIRTY = {"input_usd_per_mtok": 10.0, "output_usd_per_mtok": 30.0}
+SEARCH = {"name": "search_flights", "args": FLIGHT_ARGS}
+EMPTY = {"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}
+
+
+def _steps(fixture_turns: int, *, usage: dict[str, int]) -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [SEARCH], "usage": usage} for _ in range(fixture_turns)
+    ]
+    return [*turns, {"final": "Nothing is confirmed.", "usage": usage}]
+
+
+def test_cost_fixture_abstains_on_cost_with_a_final_answer(contracts: ContractSet) -> None:
+    """$0.10 at $10/$30 per Mtok, 2000 in / 100 out a request ($0.023): three tool steps leave
+    room for the final answer's share and no fourth; the run never spends past its cap."""
+    fixture = load_fixture(FIXTURES / "cost_exhausted.yaml", contracts)
+    outcome = run_fixture(fixture, contracts, MemoryStore())
+    result = outcome.result
+    assert outcome.failures == []
+    assert (result.terminal.value, result.reason) == ("abstain", Bound.COST.value)
+    assert result.answer is not None and "nothing is confirmed" in result.answer
+    priced = [r.cost_usd for r in result.transitions if r.tokens_in is not None]
+    assert priced == [0.023] * 4
+    assert result.cost_usd == pytest.approx(0.092)
+    assert result.cost_usd is not None and result.cost_usd <= 0.1
+    assert result.transitions[-1].result_class == "budget_exhausted"
+
+
+def test_no_final_answer_when_the_money_left_cannot_pay_for_it(contracts: ContractSet) -> None:
+    """After one $0.023 step, the $0.017 left of $0.04 pays neither for another step (with the
+    final answer's share held back) nor for the final answer itself: the run abstains without
+    asking again, and never spends past its cap."""
+    fixture = make_fixture(
+        environment={"search_flights": [{"respond": EMPTY}] * 3},
+        model=_steps(3, usage={"input": 2000, "output": 100}),
+        budget={"max_cost_usd": 0.04},
+        price=TEN_THIRTY,
+    )
+    result = run_fixture(fixture, contracts, MemoryStore()).result
+    assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    assert result.model_steps == 1 and result.answer is None
+    assert result.cost_usd == pytest.approx(0.023)
+
+
+def test_an_unbounded_run_is_still_priced(contracts: ContractSet) -> None:
+    """The scripted model's configured price prices every fixture, with or without a cap."""
+    fixture = make_fixture(model=_steps(1, usage={"input": 1000, "output": 10}))
+    result = run_fixture(fixture, contracts, MemoryStore()).result
+    assert result.terminal.value == "complete"
+    assert result.cost_usd == pytest.approx(2 * (1000 * 3.0 + 10 * 15.0) / 1e6)  # SCRIPTED_PRICE
+
+
+def test_max_cost_without_a_price_is_refused_before_the_run_is_stored(
+    contracts: ContractSet,
+) -> None:
+    fixture = make_fixture(budget={"max_cost_usd": 1.0})
+
+    class Unpriced:
+        async def generate(self, *args: Any) -> Any:
+            raise AssertionError("never asked")
+
+    store = MemoryStore()
+    engine = Engine(contracts=contracts, toolbox=None, store=store,  # type: ignore[arg-type]
+                    clock=FakeClock(), prices=NoPrices())  # fmt: skip
+    with pytest.raises(ConfigError, match=r"max_cost_usd 1\.0 needs a price.*runner\[prices\]"):
+        engine.run_sync(spec_for(fixture, 0), Unpriced())  # type: ignore[arg-type]
+    assert store.runs() == []
+
+
+def test_the_spec_price_wins_over_the_adapter_and_the_table(contracts: ContractSet) -> None:
+    fixture = make_fixture(model=_steps(1, usage={"input": 1_000_000, "output": 0}))
+    table = FixedPrices(ModelPrice(input_usd_per_mtok=7, output_usd_per_mtok=7))
+    engine = Engine(contracts=contracts, toolbox=None, store=MemoryStore(),  # type: ignore[arg-type]
+                    clock=FakeClock(), prices=table)  # fmt: skip
+    assert engine._priced(spec_for(fixture, 0), object()).price == table.price  # type: ignore[arg-type]
+    scripted = ScriptedModel(fixture.model, price=ModelPrice(**TEN_THIRTY))
+    assert engine._priced(spec_for(fixture, 0), scripted).price == ModelPrice(**TEN_THIRTY)
+    mine = ModelPrice(input_usd_per_mtok=1, output_usd_per_mtok=2)
+    spec = spec_for(fixture.model_copy(update={"price": mine}), 0)
+    assert engine._priced(spec, scripted).price == mine
+
+
+def test_limits_refuse_a_non_positive_money_budget() -> None:
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ValidationError):
+            Limits(max_cost_usd=bad)
+    assert Limits().max_cost_usd is None
+
+
+def test_missing_price_table_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "genai_prices", None)  # import fails as if not installed
+    with pytest.raises(ConfigError, match=r"pip install 'runner\[prices\]'"):
+        GenaiPrices()
+
+
+def test_price_cost_is_exact() -> None:
+    price = ModelPrice(input_usd_per_mtok=0.15, output_usd_per_mtok=0.6)
+    assert price.cost(1_000_000, 1_000_000) == Decimal("0.75")
+    assert price.cost(1, 0) == Decimal("0.00000015")
+
+
+def test_cost_in_show_and_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], contracts: ContractSet
+) -> None:
+    db = str(tmp_path / "r.db")
+    assert main(["run", str(FIXTURES / "cost_exhausted.yaml"), "--db", db, "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["cost_usd"] == pytest.approx(0.092)
+    assert run["context"]["cost_usd_per_step"] == [0.023] * 4
+    assert [t["cost_usd"] for t in run["transitions"] if t["tokens_in"] is not None] == [0.023] * 4
+    assert main(["show", run["run_id"], "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert "cost: $0.092000" in shown and "abstain (cost)" in shown
+
+
+def test_replay_prices_with_the_recorded_price(tmp_path: Path, contracts: ContractSet) -> None:
+    """A stored run replays identically whatever price table the replaying side has."""
+    store = SqliteStore(tmp_path / "r.db")
+    fixture = load_fixture(FIXTURES / "cost_exhausted.yaml", contracts)
+    result = run_fixture(fixture, contracts, store).result
+    replayed = replay_run_sync(store, result.run_id, contracts)
+    assert replayed.identical, replayed.divergence
+    assert replayed.replayed.result is not None
+    assert replayed.replayed.result.cost_usd == result.cost_usd
+
+
+def test_a_log_without_cost_fields_still_reads(tmp_path: Path, contracts: ContractSet) -> None:
+    """Older logs have no `price`, `cost_usd` on transitions or in the summary."""
+    path = tmp_path / "runs.jsonl"
+    assert main(["run", str(FIXTURES / "read_only_success.yaml"), "--log", str(path)]) == 0
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for line in lines:  # and none of tool retrieval's
+        for key in ("price", "cost_usd", "tool_retrieval", "offered", "manifest_tokens"):
+            line.pop(key, None)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (run,) = read_log(path)
+    assert run.header.price is None and run.summary is not None
+    assert run.summary.cost_usd is None
+    assert all(r.cost_usd is None and r.offered is None for r in run.transitions)
+    assert run.header.tool_retrieval is None
+
+
+def test_a_counterfactual_replay_under_a_smaller_money_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`replay --max-cost-usd` re-drives the recorded run under another cap: priced as recorded
+    (the header's price), it stops where that cap leaves no room for another step."""
+    db = str(tmp_path / "r.db")
+    assert main(["run", str(FIXTURES / "budget_exhausted.yaml"), "--db", db, "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["replay", run_id, "--db", db, "--max-cost-usd", "0.003", "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["changes"] == ["max_cost_usd 0.003"]
+    assert (replayed["terminal"], replayed["reason"]) == ("abstain", "cost")
+    with pytest.raises(SystemExit) as refused:
+        main(["replay", run_id, "--db", db, "--max-cost-usd", "-1"])
+    assert refused.value.code == 2
+    assert "--max-cost-usd: must be a finite amount above 0" in capsys.readouterr().err
