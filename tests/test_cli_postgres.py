@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -70,6 +72,48 @@ def test_an_unreachable_database_is_one_line_without_its_password(
     out, err = capsys.readouterr()
     assert "missing_database" in err and len(err.strip().splitlines()) == 1
     assert SECRET not in out + err
+
+
+@pytest.mark.parametrize("command", ["runs", "submit", "worker"])
+@pytest.mark.parametrize("where", ["missing_database", "closed_port"])
+def test_a_database_that_cannot_be_reached_is_one_line_at_once_saying_why(
+    pg_cluster: Cluster, tmp_path: Path, command: str, where: str
+) -> None:
+    """Under the real command (real stderr, no log capture): exit 2, one line naming the cause,
+    no traceback, no pool retrying until its timeout; `submit` and `worker` too."""
+    port = pg_cluster.port if where == "missing_database" else _closed_port()
+    url = f"postgresql://runner:{SECRET}@127.0.0.1:{port}/missing_database"
+    args = {"runs": ["runs"], "submit": ["submit", str(FIXTURES)], "worker": ["worker"]}[command]
+    started = time.monotonic()
+    done = _runner([*args, "--db", url], tmp_path, {"RUNNER_WORLD": str(tmp_path / "w")})
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2 and elapsed < 8, (done.returncode, elapsed, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    cause = 'database "missing_database" does not exist' if port == pg_cluster.port else "refused"
+    assert line.startswith("error: postgresql://runner:***@127.0.0.1") and cause in line, line
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_submit_refuses_a_database_from_a_newer_runner_and_queues_nothing(
+    pg_cluster: Cluster, tmp_path: Path
+) -> None:
+    url = pg_cluster.new_database()
+    assert _runner(["runs", "--db", url], tmp_path, {}).returncode == 0  # the schema, migrated
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE runner_schema SET version = 99")
+    done = _runner(["submit", str(FIXTURES), "--db", url], tmp_path, {})
+    assert done.returncode == 2 and not done.stdout, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "schema version 99 is newer than this runner knows" in line
+    with psycopg.connect(url) as conn:
+        queued = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+    assert queued == (None,)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:  # bound, never listening: a connection is refused
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def test_every_crash_point_of_a_hold_run_on_postgres_resumes_with_one_hold(

@@ -63,6 +63,7 @@ def submit_command(args: argparse.Namespace) -> int:
     runs = [fixture_job(f, args.seed) for f in fixtures for _ in range(args.repeat)]
 
     async def queue() -> list[str]:
+        await _check_store(url)
         app = make_app(url)
         async with app.open_async():
             await ensure_queue_schema(app, url)
@@ -90,8 +91,17 @@ def worker_command(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     play = fixture_player(contracts_for(args.contracts), world_dir(args.db))
+    asyncio.run(_check_store(url))
     asyncio.run(run_worker(url, play, settings, report))
     return 0
+
+
+async def _check_store(url: str) -> None:
+    """Open the store once before the queue: a database that cannot be reached, or one from a
+    newer runner, is one clear `StoreError` (the queue's pool would retry for 30 s, then raise)."""
+    from ..store.postgres import PostgresStore  # noqa: PLC0415
+
+    await (await PostgresStore.open(url, max_size=1)).close()
 
 
 def fixture_job(fixture: Fixture, seed: int) -> dict[str, Any]:
