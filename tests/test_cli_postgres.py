@@ -3,6 +3,7 @@ URL never reaches the output, the logs or the records."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -10,12 +11,15 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from runner.cli import main
+from runner.store.base import Lease
+from runner.store.postgres import PostgresStore
 from runner.travel.supplier import SupplierDatabase
 from tests.conftest import FIXTURES
 from tests.pg import Cluster
@@ -108,6 +112,50 @@ def test_submit_refuses_a_database_from_a_newer_runner_and_queues_nothing(
     with psycopg.connect(url) as conn:
         queued = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
     assert queued == (None,)
+
+
+def test_resume_never_drives_a_run_whose_lease_a_worker_holds(
+    pg_cluster: Cluster, tmp_path: Path
+) -> None:
+    """`runner resume` takes the run's lease as a worker does: while a worker holds it, resume
+    refuses (one line, exit 2, nothing written); once it is free, resume drives the run under
+    its own lease (its rows name it)."""
+    url, env = pg_cluster.new_database(), {"RUNNER_WORLD": str(tmp_path / "world")}
+    fixture = str(FIXTURES / "budget_exhausted.yaml")
+    killed = _runner(["run", fixture, "--db", url], tmp_path, env, kill_after=4)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    with psycopg.connect(url) as conn:
+        [(run_id,)] = conn.execute("SELECT run_id FROM runner_runs").fetchall()
+        before = conn.execute("SELECT count(*) FROM runner_transitions").fetchone()
+    lease = asyncio.run(_take_lease(url, run_id, "w9/job-1"))
+    refused = _runner(["resume", run_id, "--db", url], tmp_path, env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert run_id in line and "lease" in line, line
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM runner_transitions").fetchone() == before
+    asyncio.run(_release_lease(url, lease))
+    resumed = _runner(["resume", run_id, "--db", url], tmp_path, env)
+    assert resumed.returncode == 0, resumed.stderr
+    with psycopg.connect(url) as conn:
+        owners = conn.execute(
+            "SELECT DISTINCT owner FROM runner_transitions WHERE seq > %s", before
+        ).fetchall()
+    assert len(owners) == 1 and str(owners[0][0]).startswith("resume:"), owners
+
+
+async def _take_lease(url: str, run_id: str, owner: str) -> Lease:
+    store = await PostgresStore.open(url)
+    lease = await store.acquire_lease(run_id, owner, datetime.now(UTC), timedelta(minutes=5))
+    await store.close()
+    assert lease is not None
+    return lease
+
+
+async def _release_lease(url: str, lease: Lease) -> None:
+    store = await PostgresStore.open(url)
+    await store.release_lease(lease)
+    await store.close()
 
 
 def _closed_port() -> int:
