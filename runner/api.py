@@ -18,13 +18,14 @@ from typing import Literal
 
 from .budget import Limits
 from .contracts import ContractSet
-from .errors import LoadError
+from .errors import ConfigError, LoadError
 from .grading import Expect, Trial, grade
 from .policy import Policy
 from .replay import Recording, Replay, replay
 from .states import State
-from .store.base import RunListing, Store, UnreadableRun
-from .trace import RunHeader, RunSummary
+from .store.adapters import as_async, is_async_store
+from .store.base import AsyncStore, RunListing, Store, UnreadableRun
+from .trace import RunHeader, RunSummary, TransitionRecord
 
 __all__ = [
     "Expect",
@@ -64,8 +65,9 @@ class RunStatus:
         return self.status == "ended"
 
 
-def _status(store: Store, header: RunHeader, summary: RunSummary | None) -> RunStatus:
-    records = store.transitions(header.run_id)
+def _status(
+    records: list[TransitionRecord], header: RunHeader, summary: RunSummary | None
+) -> RunStatus:
     if summary is not None:
         state, reason = State(summary.terminal), summary.reason
     else:
@@ -85,22 +87,66 @@ def _status(store: Store, header: RunHeader, summary: RunSummary | None) -> RunS
 
 def run_status(store: Store, run_id: str) -> RunStatus:
     """The status of one stored run; `LoadError` when the store has no such run."""
+    _not_awaited(store, "run_status")
     header = store.header(run_id)
     if header is None:
         raise LoadError(f"no run {run_id} in the store")
-    return _status(store, header, store.summary(run_id))
+    return _status(store.transitions(run_id), header, store.summary(run_id))
 
 
 def list_runs(store: Store) -> list[RunStatus | UnreadableRun]:
     """Every stored run, oldest first; a run whose rows cannot be read is named, not fatal."""
+    _not_awaited(store, "list_runs")
     return [
-        _status(store, item.header, item.summary) if isinstance(item, RunListing) else item
+        _status(store.transitions(item.header.run_id), item.header, item.summary)
+        if isinstance(item, RunListing)
+        else item
         for item in store.runs()
     ]
 
 
+def _not_awaited(store: object, name: str) -> None:
+    if is_async_store(store):  # its reads are coroutines: say what to call instead
+        raise ConfigError(f"{type(store).__name__} is awaited: use `await {name}_async(...)`")
+
+
+async def run_status_async(store: Store | AsyncStore, run_id: str) -> RunStatus:
+    """`run_status` awaited, for any store (PostgreSQL's is awaited); `LoadError` when the store
+    has no such run."""
+    awaited = as_async(store)
+    header = await awaited.header(run_id)
+    if header is None:
+        raise LoadError(f"no run {run_id} in the store")
+    return _status(await awaited.transitions(run_id), header, await awaited.summary(run_id))
+
+
+async def list_runs_async(store: Store | AsyncStore) -> list[RunStatus | UnreadableRun]:
+    """`list_runs` awaited, for any store (PostgreSQL's is awaited)."""
+    awaited = as_async(store)
+    return [
+        _status(await awaited.transitions(item.header.run_id), item.header, item.summary)
+        if isinstance(item, RunListing)
+        else item
+        for item in await awaited.runs()
+    ]
+
+
+async def _recording(store: Store | AsyncStore, run_id: str) -> Recording:
+    awaited = as_async(store)  # a synchronous store is read inline, in the caller's thread
+    header = await awaited.header(run_id)
+    if header is None:
+        raise LoadError(f"no run {run_id} in the store")
+    return Recording(
+        header=header,
+        transitions=await awaited.transitions(run_id),
+        turns=await awaited.turns(run_id),
+        outputs=await awaited.outputs(run_id),
+        summary=await awaited.summary(run_id),
+    )
+
+
 async def replay_run(
-    store: Store,
+    store: Store | AsyncStore,
     run_id: str,
     contracts: ContractSet,
     *,
@@ -111,7 +157,7 @@ async def replay_run(
 
     `replay.identical` tells whether the record is proven; `replay.divergence` says where not.
     """
-    recording = Recording.from_store(store, run_id)  # read here: a store keeps to its thread
+    recording = await _recording(store, run_id)  # read here: a store keeps to its thread
     return await asyncio.to_thread(replay, recording, contracts, policy=policy, limits=limits)
 
 
@@ -128,12 +174,12 @@ def replay_run_sync(
 
 
 async def grade_run(
-    store: Store, run_id: str, contracts: ContractSet, expect: Expect | None = None
+    store: Store | AsyncStore, run_id: str, contracts: ContractSet, expect: Expect | None = None
 ) -> Trial:
     """Grade a stored run from its record alone: the runner's promises (every call answered in
     order, no retry after access denied, waits within the deadline, ...), and `expect`'s
     outcome checks when given. `trial.passed`, `trial.failed` say how it went."""
-    return grade_run_sync(store, run_id, contracts, expect)
+    return grade(await _recording(store, run_id), contracts, expect, None)
 
 
 def grade_run_sync(

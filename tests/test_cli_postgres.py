@@ -3,17 +3,23 @@ URL never reaches the output, the logs or the records."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from runner.cli import main
+from runner.store.base import Lease
+from runner.store.postgres import PostgresStore
 from runner.travel.supplier import SupplierDatabase
 from tests.conftest import FIXTURES
 from tests.pg import Cluster
@@ -70,6 +76,92 @@ def test_an_unreachable_database_is_one_line_without_its_password(
     out, err = capsys.readouterr()
     assert "missing_database" in err and len(err.strip().splitlines()) == 1
     assert SECRET not in out + err
+
+
+@pytest.mark.parametrize("command", ["runs", "submit", "worker"])
+@pytest.mark.parametrize("where", ["missing_database", "closed_port"])
+def test_a_database_that_cannot_be_reached_is_one_line_at_once_saying_why(
+    pg_cluster: Cluster, tmp_path: Path, command: str, where: str
+) -> None:
+    """Under the real command (real stderr, no log capture): exit 2, one line naming the cause,
+    no traceback, no pool retrying until its timeout; `submit` and `worker` too."""
+    port = pg_cluster.port if where == "missing_database" else _closed_port()
+    url = f"postgresql://runner:{SECRET}@127.0.0.1:{port}/missing_database"
+    args = {"runs": ["runs"], "submit": ["submit", str(FIXTURES)], "worker": ["worker"]}[command]
+    started = time.monotonic()
+    done = _runner([*args, "--db", url], tmp_path, {"RUNNER_WORLD": str(tmp_path / "w")})
+    elapsed = time.monotonic() - started
+    assert done.returncode == 2 and elapsed < 8, (done.returncode, elapsed, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    cause = 'database "missing_database" does not exist' if port == pg_cluster.port else "refused"
+    assert line.startswith("error: postgresql://runner:***@127.0.0.1") and cause in line, line
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_submit_refuses_a_database_from_a_newer_runner_and_queues_nothing(
+    pg_cluster: Cluster, tmp_path: Path
+) -> None:
+    url = pg_cluster.new_database()
+    assert _runner(["runs", "--db", url], tmp_path, {}).returncode == 0  # the schema, migrated
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE runner_schema SET version = 99")
+    done = _runner(["submit", str(FIXTURES), "--db", url], tmp_path, {})
+    assert done.returncode == 2 and not done.stdout, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "schema version 99 is newer than this runner knows" in line
+    with psycopg.connect(url) as conn:
+        queued = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+    assert queued == (None,)
+
+
+def test_resume_never_drives_a_run_whose_lease_a_worker_holds(
+    pg_cluster: Cluster, tmp_path: Path
+) -> None:
+    """`runner resume` takes the run's lease as a worker does: while a worker holds it, resume
+    refuses (one line, exit 2, nothing written); once it is free, resume drives the run under
+    its own lease (its rows name it)."""
+    url, env = pg_cluster.new_database(), {"RUNNER_WORLD": str(tmp_path / "world")}
+    fixture = str(FIXTURES / "budget_exhausted.yaml")
+    killed = _runner(["run", fixture, "--db", url], tmp_path, env, kill_after=4)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    with psycopg.connect(url) as conn:
+        [(run_id,)] = conn.execute("SELECT run_id FROM runner_runs").fetchall()
+        before = conn.execute("SELECT count(*) FROM runner_transitions").fetchone()
+    lease = asyncio.run(_take_lease(url, run_id, "w9/job-1"))
+    refused = _runner(["resume", run_id, "--db", url], tmp_path, env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert run_id in line and "lease" in line, line
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM runner_transitions").fetchone() == before
+    asyncio.run(_release_lease(url, lease))
+    resumed = _runner(["resume", run_id, "--db", url], tmp_path, env)
+    assert resumed.returncode == 0, resumed.stderr
+    with psycopg.connect(url) as conn:
+        owners = conn.execute(
+            "SELECT DISTINCT owner FROM runner_transitions WHERE seq > %s", before
+        ).fetchall()
+    assert len(owners) == 1 and str(owners[0][0]).startswith("resume:"), owners
+
+
+async def _take_lease(url: str, run_id: str, owner: str) -> Lease:
+    store = await PostgresStore.open(url)
+    lease = await store.acquire_lease(run_id, owner, datetime.now(UTC), timedelta(minutes=5))
+    await store.close()
+    assert lease is not None
+    return lease
+
+
+async def _release_lease(url: str, lease: Lease) -> None:
+    store = await PostgresStore.open(url)
+    await store.release_lease(lease)
+    await store.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:  # bound, never listening: a connection is refused
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def test_every_crash_point_of_a_hold_run_on_postgres_resumes_with_one_hold(

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from runner import api
 from runner.clock import SystemClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.errors import LeaseLost
+from runner.errors import ConfigError, LeaseLost
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.states import State
 from runner.store import SqliteStore
@@ -119,3 +120,27 @@ async def test_a_run_stopped_mid_write_is_taken_over_and_reconciled_not_written_
         await first_store.end_run(await second_store.summary(handle.run_id))  # type: ignore[arg-type]
     await first_store.close()
     await second_store.close()
+
+
+async def test_a_service_reads_a_postgres_store_from_its_own_loop(
+    contracts: ContractSet, pg_url: str
+) -> None:
+    """Engine + handles on PostgreSQL, then status, listing, replay and grade through runner.api,
+    awaited in the same loop; the synchronous readers name what to await instead."""
+    store = await PostgresStore.open(pg_url)
+    hotel = SlowHotel()
+    hotel.release.set()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=SystemClock())
+    handles = [engine.start(SPEC, HoldOnce()) for _ in range(2)]
+    results = [await handle.result() for handle in handles]
+    assert [r.terminal for r in results] == [State.COMPLETE, State.COMPLETE]
+    listed = await api.list_runs_async(store)
+    assert {s.run_id for s in listed if isinstance(s, api.RunStatus)} == {h.run_id for h in handles}
+    status = await api.run_status_async(store, handles[0].run_id)
+    assert status.status == "ended" and status.state == State.COMPLETE and status.transitions
+    replayed = await api.replay_run(store, handles[1].run_id, contracts)
+    assert replayed.identical, replayed.divergence
+    assert (await api.grade_run(store, handles[1].run_id, contracts)).passed
+    with pytest.raises(ConfigError, match="await run_status_async"):
+        api.run_status(store, handles[0].run_id)  # type: ignore[arg-type]
+    await store.close()

@@ -42,7 +42,12 @@ from ._common import (
     policy_for,
     world_dir,
 )
-from ._distributed import add_distributed_parsers, submit_command, worker_command
+from ._distributed import (
+    add_distributed_parsers,
+    resume_lease,
+    submit_command,
+    worker_command,
+)
 from ._stored import (
     artifact_command,
     grade_command,
@@ -287,15 +292,16 @@ def _resume(args: argparse.Namespace) -> int:
                 printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
             )
             return 0
-        outcome = resume_fixture(
-            args.run_id,
-            contracts,
-            store,
-            model=_model(args),
-            store_dir=args.db.folder,
-            mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
-            durability=args.durability,
-        )
+        with resume_lease(store, args.db, args.run_id):
+            outcome = resume_fixture(
+                args.run_id,
+                contracts,
+                store,
+                model=_model(args),
+                store_dir=args.db.folder,
+                mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
+                durability=args.durability,
+            )
     finally:
         store.close()
     print_scenario(outcome, f"{outcome.fixture.name} (resumed)", args.json)

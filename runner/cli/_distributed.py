@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Callable
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from .._arguments import ArgumentParser, count, seconds, seed
+from ..clock import SystemClock
 from ..contracts import ContractSet
-from ..errors import ConfigError, LoadError
-from ..store.base import Store
+from ..errors import ConfigError, LeaseLost, LoadError, StoreError
+from ..store.base import Leases, Store
 from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from ..travel.scenario import resume_fixture, run_fixture
 from ._common import Database, contracts_for, world_dir
@@ -63,6 +69,7 @@ def submit_command(args: argparse.Namespace) -> int:
     runs = [fixture_job(f, args.seed) for f in fixtures for _ in range(args.repeat)]
 
     async def queue() -> list[str]:
+        await _check_store(url)
         app = make_app(url)
         async with app.open_async():
             await ensure_queue_schema(app, url)
@@ -90,8 +97,54 @@ def worker_command(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     play = fixture_player(contracts_for(args.contracts), world_dir(args.db))
+    asyncio.run(_check_store(url))
     asyncio.run(run_worker(url, play, settings, report))
     return 0
+
+
+async def _check_store(url: str) -> None:
+    """Open the store once before the queue: a database that cannot be reached, or one from a
+    newer runner, is one clear `StoreError` (the queue's pool would retry for 30 s, then raise)."""
+    from ..store.postgres import PostgresStore  # noqa: PLC0415
+
+    await (await PostgresStore.open(url, max_size=1)).close()
+
+
+RESUME_LEASE = timedelta(seconds=30)
+
+
+@contextmanager
+def resume_lease(store: Store, db: Database, run_id: str) -> Iterator[None]:
+    """`runner resume` on a PostgreSQL store drives the run under its lease, as a worker does
+    (renewed while it drives, released after), so it never drives a run a worker holds."""
+    if db.url is None or not isinstance(store, Leases):
+        yield
+        return
+    clock, owner = SystemClock(), f"resume:{socket.gethostname()}:{os.getpid()}"
+    taken = store.acquire_lease(run_id, owner, clock.now(), RESUME_LEASE)
+    if taken is None:
+        raise StoreError(
+            f"cannot resume run {run_id}: a worker holds its lease (it is being driven, or its "
+            f"worker died and the lease expires within {RESUME_LEASE.seconds} s); try again then"
+        )
+    lease, stop = taken, threading.Event()
+
+    def renew() -> None:
+        nonlocal lease
+        while not stop.wait(RESUME_LEASE.total_seconds() / 3):
+            try:
+                lease = store.renew_lease(lease, clock.now(), RESUME_LEASE)
+            except LeaseLost:  # taken over: this command's next write is refused
+                return
+
+    renewing = threading.Thread(target=renew, name="resume lease", daemon=True)
+    renewing.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        renewing.join()
+        store.release_lease(lease)
 
 
 def fixture_job(fixture: Fixture, seed: int) -> dict[str, Any]:

@@ -13,6 +13,7 @@ Needs the `postgres` extra (`pip install 'runner[postgres]'`); `import runner` n
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -46,6 +47,21 @@ Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 _OPERATION_COLUMNS = (
     "key, tenant, tool, run_id, params_hash, status, created_at, expires_at, result, dispatch"
 )
+
+
+async def reach(url: str, *, timeout_s: float = 10.0) -> None:
+    """Connect once, directly, and close: a database that cannot be reached is a `StoreError` at
+    once saying why (wrong password, no such host or database), where a pool would retry until
+    its timeout, log every failure, and then say only that it timed out."""
+    try:
+        conn = await asyncio.wait_for(psycopg.AsyncConnection.connect(url), timeout_s)
+    except (psycopg.Error, TimeoutError) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        why = "; ".join(lines) or f"no answer in {timeout_s:g} s"
+        secret = password_of(url)
+        why = why.replace(secret, "***") if secret else why
+        raise StoreError(f"{hide_password(url)}: cannot connect ({why})") from None
+    await conn.close()
 
 
 class PostgresStore:
@@ -82,6 +98,7 @@ class PostgresStore:
         )
         store = cls(pool, url)
         try:
+            await reach(url, timeout_s=timeout_s)
             await pool.open(wait=True, timeout=timeout_s)
         except (PoolTimeout, psycopg.Error) as exc:
             await pool.close()
