@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -31,6 +32,11 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
 from .config import McpConfig, ServerConfig
+
+# The SDK logs a server's bad output with a traceback; with no handler configured Python's
+# last-resort handler prints it to stderr. What went wrong reaches the caller as one error; an
+# application that configures logging still sees the SDK's records.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 _TRANSPORT_ERRORS = (
     anyio.ClosedResourceError,

@@ -129,7 +129,9 @@ class McpTools:
             except Exception as exc:
                 for opened in links.values():
                     await opened.aclose()
-                raise ConfigError(f"MCP server {name}: cannot list its tools: {exc}") from exc
+                timeout = config.servers[name].timeout_s
+                why = f"no answer in {timeout:g} s" if isinstance(exc, TimeoutError) else exc
+                raise ConfigError(f"MCP server {name}: cannot list its tools: {why}") from exc
         return cls(config, Pin.of(config, listed), clock=clock, links=links)
 
     @classmethod
