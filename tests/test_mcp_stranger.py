@@ -3,16 +3,28 @@ and tool names that collide with what the runner itself provides."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from runner.mcp import McpConfig, Pin
+import pytest
+
+from runner.budget import Limits
+from runner.clock import SystemClock
+from runner.engine import Engine
+from runner.errors import ConfigError
+from runner.mcp import McpConfig, McpTools, Pin
 from runner.mcp.pinning import pin_server
+from runner.spec import RunResult, RunSpec
+from runner.store import SqliteStore
+from runner.testing import scripted
+from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
 
 from .conftest import ROOT
+from .mcp_harness import SERVERS, Outcome, classes, read_state, replayed
 
 EXAMPLE = ROOT / "examples" / "mcp"
 
@@ -80,3 +92,90 @@ def test_a_server_tool_named_like_the_stand_in_lookup_is_refused_not_shadowed() 
     assert save.offered and save.reconcile_with == "srv__no_lookup"
     pin = Pin.of(config, {"srv": listed})
     assert sorted(c.name for c in pin.contracts()) == ["srv__no_lookup", "srv__save"]
+
+
+def test_a_server_that_exits_at_once_shows_its_last_stderr_line(tmp_path: Path) -> None:
+    """E.g. the README's `command: python` being an interpreter without the SDK."""
+    dying = {"command": sys.executable, "args": ["-c", "import no_such_mcp_sdk"]}
+    done = _cli_with_server(tmp_path, dying)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "its stderr: ModuleNotFoundError: No module named 'no_such_mcp_sdk'" in done.stderr
+
+
+def test_a_write_to_a_server_that_cannot_be_reached_is_not_unknown(tmp_path: Path) -> None:
+    """The server lists fine, then cannot start for the run (the CLI pins, closes, and each run
+    opens its own connection; a resume opens one too): the write was never sent, so it is a
+    transient failure, not `unknown` with a key for a person to chase."""
+    state = tmp_path / "state"
+    state.mkdir()
+    gate = (  # starts the booking server unless the test has taken it down
+        "import os, runpy, sys; state = os.environ['MCP_STATE']\n"
+        "if os.path.exists(os.path.join(state, 'down')): sys.exit('booking server is down')\n"
+        f"sys.argv = [{str(SERVERS)!r}, 'booking']\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    server = {"command": sys.executable, "args": ["-c", gate], "env": {"MCP_STATE": str(state)}}
+    overlays = {
+        "book_room": {"reconcile_with": "find_booking", "key_argument": "request_id"},
+        "find_booking": {"read_only": True, "runtime_only": True, "key_argument": "request_id"},
+    }
+    config = McpConfig.of(
+        {"servers": {"booking": {**server, "scope": "b.write", "tools": overlays}}},
+        base_dir=tmp_path,
+    )
+    book = {"name": "booking__book_room", "args": {"room": "r1", "nights": 1}}
+
+    async def drive() -> RunResult:
+        tools = await McpTools.connect(config, clock=SystemClock())
+        await tools.aclose()
+        (state / "down").write_text("1")
+        store = SqliteStore(tmp_path / "runs.sqlite")
+        try:
+            engine = Engine(
+                contracts=tools.contract_set(), toolbox=tools, store=store, clock=SystemClock()
+            )
+            spec = RunSpec(
+                task="Book.",
+                tenant="acme",
+                principal=Principal(id="ops", scopes=frozenset({"b.write"})),
+                tools=tools.tool_names,
+                limits=Limits(max_seconds=20, max_attempts=2),
+                seed=1,
+            )
+            turns = [{"tool_calls": [book]}, {"final": "Could not book."}]
+            return await engine.run(tools.pinned_spec(spec), scripted(*turns))
+        finally:
+            await tools.aclose()
+            store.close()
+
+    result = asyncio.run(drive())
+    assert result.terminal != "unknown", result
+    assert "unknown_outcome" not in classes(result) and "transient" in classes(result)
+    assert read_state(state, "bookings.json", {}) == {}
+    outcome = Outcome(result=result, tools=None, store_path=tmp_path / "runs.sqlite")  # type: ignore[arg-type]
+    assert replayed(outcome).identical
+
+
+def test_a_mistyped_url_is_refused_without_echoing_its_credentials() -> None:
+    url = "htps://deploy:s3cret-token@mcp.example/mcp?key=s3cret-key"
+    with pytest.raises(ConfigError) as caught:
+        McpConfig.of({"servers": {"x": {"url": url, "scope": "s"}}}, base_dir=Path("."))
+    message = str(caught.value)
+    assert "http(s)" in message and "htps" in message, message
+    assert "s3cret" not in message, message
+
+
+def test_a_local_tool_is_not_shadowed_by_a_stand_in_lookup_the_pin_does_not_use() -> None:
+    config = McpConfig.of(
+        {"servers": {"srv": {"command": "x", "scope": "s", "tools": {"get": {"read_only": True}}}}},
+        base_dir=Path("."),
+    )
+    listed = {"name": "get", "description": "Gets a thing.", "inputSchema": {"type": "object"}}
+    tools = McpTools(config, Pin.of(config, {"srv": [listed]}))
+
+    def local(invocation: ToolInvocation) -> ToolResponse:
+        return ToolResponse(payload={"status": "ok"})
+
+    toolbox = tools.before(ToolRegistry({"srv__no_lookup": local}))
+    assert toolbox.implementation("srv__no_lookup") is local
+    assert tools.implementation("srv__no_lookup") is None

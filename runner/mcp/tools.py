@@ -18,7 +18,9 @@ What a call comes to (the classifier then maps it as for any tool):
   before it failed), then the lookup;
 - no answer (process died, transport dropped): `ConnectionError`, so `transient` for a read and
   `unknown_outcome` for a write; a hang: the call's timeout, `TimeoutError`, likewise. Either way
-  the next call runs on a fresh connection (a restarted process);
+  the next call runs on a fresh connection (a restarted process). A connection that cannot be
+  opened at all means the call was never sent: `ConnectionError` for a read, and for a write a
+  retryable `service_unavailable` error (nothing to reconcile);
 - an answer that is not a `CallToolResult`: a payload that fails the result schema
   (`malformed_result`; `unknown_outcome` for a write);
 - any other failure of the SDK: the tool's exception (`permanent`), and for a write
@@ -108,6 +110,9 @@ class McpTools:
         for name, server in config.servers.items():
             self.links.setdefault(name, ServerLink(name, server, config))
         self._by_name = {tool.name: tool for tool in pin.offered}
+        self._stand_ins = {  # only those the pin uses: any other name is someone else's
+            f"{t.server}{SEPARATOR}{NO_LOOKUP}" for t in pin.offered
+        } & {t.reconcile_with for t in pin.offered}
 
     @classmethod
     async def connect(cls, config: McpConfig, *, clock: Clock | None = None) -> McpTools:
@@ -131,6 +136,8 @@ class McpTools:
                     await opened.aclose()
                 timeout = config.servers[name].timeout_s
                 why = f"no answer in {timeout:g} s" if isinstance(exc, TimeoutError) else exc
+                if link.stderr_tail:  # why a server that could not start says it did not
+                    why = f"{why}; its stderr: {link.stderr_tail}"
                 raise ConfigError(f"MCP server {name}: cannot list its tools: {why}") from exc
         return cls(config, Pin.of(config, listed), clock=clock, links=links)
 
@@ -180,8 +187,7 @@ class McpTools:
         return FirstOf((self, other))
 
     def implementation(self, tool: str) -> ToolImplementation | None:
-        server, _, rest = tool.partition(SEPARATOR)
-        if rest == NO_LOOKUP and server in self.links:
+        if tool in self._stand_ins:
             return _no_lookup
         pinned = self._by_name.get(tool)
         if pinned is None:
@@ -193,7 +199,7 @@ class McpTools:
         return call
 
     async def _call(self, pinned: PinnedTool, invocation: ToolInvocation) -> ToolResponse:
-        from ._link import McpMalformed, McpRefused  # noqa: PLC0415  # the optional SDK
+        from ._link import McpMalformed, McpRefused, McpUnreachable  # noqa: PLC0415  # the SDK
 
         arguments = dict(invocation.arguments)
         key = invocation.operation_key
@@ -213,6 +219,11 @@ class McpTools:
             return ToolResponse(payload=_error("jsonrpc_error", str(exc)))
         except McpMalformed as exc:
             return ToolResponse(payload={"status": "malformed", "detail": str(exc)})
+        except McpUnreachable as exc:  # never sent: a write may be retried with its key
+            if pinned.side_effect == "write":
+                unsent = _error("service_unavailable", f"not sent: {exc}")
+                return ToolResponse(payload={**unsent, "retryable": True})
+            raise ConnectionError(str(exc)) from exc
         except (TimeoutError, ConnectionError):
             raise
         except Exception as exc:  # the SDK failed in a way it does not document: for a write,
