@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from runner.budget import Limits
+from runner.cli import main
 from runner.clock import SystemClock
 from runner.engine import Engine
 from runner.errors import ConfigError
@@ -179,3 +180,22 @@ def test_a_local_tool_is_not_shadowed_by_a_stand_in_lookup_the_pin_does_not_use(
     toolbox = tools.before(ToolRegistry({"srv__no_lookup": local}))
     assert toolbox.implementation("srv__no_lookup") is local
     assert tools.implementation("srv__no_lookup") is None
+
+
+def test_an_overlay_that_offers_nothing_is_named_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo in an overlay must not surface only as `tools without a contract`."""
+    servers = tmp_path / "servers.yaml"
+    docs = {"command": sys.executable, "args": [str(EXAMPLE / "docs_server.py")]}
+    overlays = {
+        "search": {"read_only": True, "key_argument": "qeury"},
+        "serch": {"read_only": True},
+    }
+    servers.write_text(json.dumps({"servers": {"docs": {**docs, "scope": "d", "tools": overlays}}}))
+    fixture = str(EXAMPLE / "search_docs.yaml")
+    assert main(["run", fixture, "--mcp", str(servers), "--db", str(tmp_path / "r.sqlite")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert "warning: MCP docs__search not offered: key_argument 'qeury' is not one" in err[0]
+    assert err[1] == "warning: MCP server docs lists no tool 'serch' (its overlay is unused)"
+    assert err[2].startswith("error: fixture") and len(err) == 3, err

@@ -171,6 +171,22 @@ class McpTools:
         """Listed tools not offered, and why."""
         return self.pin.refused
 
+    def unused_overlays(self) -> list[str]:
+        """Overlays that offer nothing, and why: the operator's likely typos, in words."""
+        problems = [
+            f"{tool.name} not offered: {tool.refused}"
+            for tool in self.pin.tools
+            if tool.overlay is not None and not tool.offered
+        ]
+        for name, server in self.config.servers.items():
+            listed = {tool.tool for tool in self.pin.tools if tool.server == name}
+            problems += [
+                f"server {name} lists no tool {tool!r} (its overlay is unused)"
+                for tool in server.tools
+                if tool not in listed
+            ]
+        return problems
+
     def annotations(self) -> dict[str, Any]:
         return {ANNOTATION: self.pin.to_json()}
 
