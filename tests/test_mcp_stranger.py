@@ -199,3 +199,15 @@ def test_an_overlay_that_offers_nothing_is_named_with_its_reason(
     assert "warning: MCP docs__search not offered: key_argument 'qeury' is not one" in err[0]
     assert err[1] == "warning: MCP server docs lists no tool 'serch' (its overlay is unused)"
     assert err[2].startswith("error: fixture") and len(err) == 3, err
+
+
+def test_a_config_that_lacks_a_pinned_server_is_refused_before_anything_runs() -> None:
+    """`resume --mcp` with a config that does not configure every server the run pinned: its
+    calls would all fail as `tool_error` (a write marked failed without being sent)."""
+    listed = {"name": "get", "description": "Gets a thing.", "inputSchema": {"type": "object"}}
+    server = {"command": "x", "scope": "s", "tools": {"get": {"read_only": True}}}
+    pinned = McpConfig.of({"servers": {"a": server, "b": server}}, base_dir=Path("."))
+    pin = Pin.of(pinned, {"a": [listed], "b": [listed]})
+    resumed_with = McpConfig.of({"servers": {"a": server}}, base_dir=Path("."))
+    with pytest.raises(ConfigError, match="pinned MCP server b, which the config does not name"):
+        McpTools(resumed_with, pin)

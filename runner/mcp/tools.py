@@ -103,6 +103,10 @@ class McpTools:
     ) -> None:
         from ._link import ServerLink  # noqa: PLC0415  # the SDK, loaded only when used
 
+        missing = sorted(set(pin.servers) - set(config.servers))
+        if missing:  # its tools could only fail, a write without being sent
+            names = ", ".join(missing)
+            raise ConfigError(f"the run pinned MCP server {names}, which the config does not name")
         self.config = config
         self.pin = pin
         self.clock = clock
