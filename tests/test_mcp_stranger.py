@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from runner.budget import Limits
 from runner.cli import main
@@ -211,3 +212,13 @@ def test_a_config_that_lacks_a_pinned_server_is_refused_before_anything_runs() -
     resumed_with = McpConfig.of({"servers": {"a": server}}, base_dir=Path("."))
     with pytest.raises(ConfigError, match="pinned MCP server b, which the config does not name"):
         McpTools(resumed_with, pin)
+
+
+def test_the_readme_config_to_copy_is_the_example_that_runs() -> None:
+    """The first config in the README's MCP section is the one a reader copies with the command
+    above it: it must be `examples/mcp/servers.yaml`, not one naming a server nobody started."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Tools from MCP servers", 1)[1].split("\n## ", 1)[0]
+    first_config = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = (EXAMPLE / "servers.yaml").read_text()
+    assert yaml.safe_load(first_config) == yaml.safe_load(example)
