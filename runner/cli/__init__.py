@@ -237,6 +237,8 @@ def _run(args: argparse.Namespace) -> int:
     mcp = McpTools.connect_sync(McpConfig.load(args.mcp)) if args.mcp is not None else None
     if mcp is not None:  # pinned once: every run of this command keeps this tool list
         contracts = mcp.contract_set(contracts.values())
+        for problem in mcp.unused_overlays():
+            print(f"warning: MCP {printable(problem)}", file=sys.stderr)
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
     model = _model(args)
     store: Store = open_store(args.db, must_exist=False)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,11 @@ from pydantic import ValidationError
 
 from .config import McpConfig, ServerConfig
 
+# The SDK logs a server's bad output with a traceback; with no handler configured Python's
+# last-resort handler prints it to stderr. What went wrong reaches the caller as one error; an
+# application that configures logging still sees the SDK's records.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
+
 _TRANSPORT_ERRORS = (
     anyio.ClosedResourceError,
     anyio.BrokenResourceError,
@@ -47,6 +54,11 @@ class McpRefused(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"JSON-RPC error {code}: {message}")
         self.code = code
+
+
+class McpUnreachable(ConnectionError):
+    """No connection could be opened, so the call was never sent (`tools.py` turns it back into
+    a plain `ConnectionError`, or for a write into a retryable failure)."""
 
 
 class McpMalformed(Exception):
@@ -72,7 +84,8 @@ class ServerLink:
         self._live: _Live | None = None
         self._dropped: list[asyncio.Task[None]] = []
         """Owners of dropped connections still winding down (awaited by `aclose`)."""
-        self._errlog: TextIO | None = None
+        self.stderr_tail = ""
+        """The last line a stdio server wrote to stderr before its connection ended."""
         self.connections = 0
         """How many connections were opened (a restart opens another)."""
 
@@ -82,8 +95,6 @@ class ServerLink:
             async with streamable_http_client(self.config.url) as streams:
                 yield streams
             return
-        if self._errlog is None:  # the server's stderr is its own business, not the run's
-            self._errlog = open(os.devnull, "w")  # noqa: SIM115  # closed in aclose
         assert self.config.command is not None
         params = StdioServerParameters(
             command=self.config.command,
@@ -91,8 +102,14 @@ class ServerLink:
             env=dict(self.config.env) or None,
             cwd=Path(self.cwd),
         )
-        async with stdio_client(params, errlog=self._errlog) as streams:
-            yield streams
+        # The server's stderr is its own business, not the run's: kept per connection only so
+        # a server that cannot start can say why (`stderr_tail`; never recorded).
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+            try:
+                async with stdio_client(params, errlog=errlog) as streams:
+                    yield streams
+            finally:
+                self.stderr_tail = _last_line(errlog)
 
     async def _own(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
         """Hold the connection open until `stop`, in this one task."""
@@ -106,13 +123,13 @@ class ServerLink:
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(
-                    ConnectionError(f"cannot connect to MCP server {self.name}: {_why(exc)}")
+                    McpUnreachable(f"cannot connect to MCP server {self.name}: {_why(exc)}")
                 )
         finally:
             if self._live is not None and self._live.stop is stop:
                 self._live.broken = True
             if not ready.done():
-                ready.set_exception(ConnectionError(f"MCP server {self.name} closed"))
+                ready.set_exception(McpUnreachable(f"MCP server {self.name} closed"))
 
     async def session(self) -> ClientSession:
         """The live session on the running loop, opening a fresh one if there is none."""
@@ -195,6 +212,9 @@ class ServerLink:
             raise McpRefused(exc.code, exc.message) from exc
         except ValidationError as exc:
             raise McpMalformed(f"not a CallToolResult: {exc.error_count()} problems") from exc
+        except McpUnreachable:  # an OSError too: passed on as is (the call was never sent)
+            self._break()
+            raise
         except _TRANSPORT_ERRORS as exc:
             self._break()
             raise ConnectionError(f"MCP server {self.name}: {_why(exc)}") from exc
@@ -216,9 +236,14 @@ class ServerLink:
             owners.append(live.owner)
         if owners:  # the SDK bounds each shutdown (about 4 s for a process that will not stop)
             await asyncio.wait(owners, timeout=6)
-        if self._errlog is not None:
-            self._errlog.close()
-            self._errlog = None
+
+
+def _last_line(errlog: TextIO) -> str:
+    errlog.flush()
+    size = os.fstat(errlog.fileno()).st_size
+    text = os.pread(errlog.fileno(), 2000, max(0, size - 2000)).decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 def _retrieved(future: asyncio.Future[ClientSession]) -> None:

@@ -101,7 +101,8 @@ class ServerConfig(BaseModel):
         if self.url is not None:
             parts = urlsplit(self.url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"url must be an http(s) URL, got {self.url!r}")
+                got = f"scheme {parts.scheme!r}" if parts.scheme else "no scheme"  # not the URL:
+                raise ValueError(f"url must be http(s)://HOST/..., got {got}")  # it may hold a key
         for name, overlay in self.tools.items():
             target = overlay.reconcile_with
             if target is not None and target not in self.tools:

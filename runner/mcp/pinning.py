@@ -180,6 +180,8 @@ def _pin_one(
     }
     if not tool:
         return _refused(base, "the server listed a tool with no name")
+    if name == f"{server}{SEPARATOR}{NO_LOOKUP}":  # the runner's stand-in would answer it
+        return _refused(base, f"{name} is reserved for the runner's stand-in lookup")
     if name in names:
         return _refused(base, f"{name} is already the name of another tool of {server}")
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name):

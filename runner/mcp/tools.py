@@ -18,7 +18,9 @@ What a call comes to (the classifier then maps it as for any tool):
   before it failed), then the lookup;
 - no answer (process died, transport dropped): `ConnectionError`, so `transient` for a read and
   `unknown_outcome` for a write; a hang: the call's timeout, `TimeoutError`, likewise. Either way
-  the next call runs on a fresh connection (a restarted process);
+  the next call runs on a fresh connection (a restarted process). A connection that cannot be
+  opened at all means the call was never sent: `ConnectionError` for a read, and for a write a
+  retryable `service_unavailable` error (nothing to reconcile);
 - an answer that is not a `CallToolResult`: a payload that fails the result schema
   (`malformed_result`; `unknown_outcome` for a write);
 - any other failure of the SDK: the tool's exception (`permanent`), and for a write
@@ -101,6 +103,10 @@ class McpTools:
     ) -> None:
         from ._link import ServerLink  # noqa: PLC0415  # the SDK, loaded only when used
 
+        missing = sorted(set(pin.servers) - set(config.servers))
+        if missing:  # its tools could only fail, a write without being sent
+            names = ", ".join(missing)
+            raise ConfigError(f"the run pinned MCP server {names}, which the config does not name")
         self.config = config
         self.pin = pin
         self.clock = clock
@@ -108,6 +114,9 @@ class McpTools:
         for name, server in config.servers.items():
             self.links.setdefault(name, ServerLink(name, server, config))
         self._by_name = {tool.name: tool for tool in pin.offered}
+        self._stand_ins = {  # only those the pin uses: any other name is someone else's
+            f"{t.server}{SEPARATOR}{NO_LOOKUP}" for t in pin.offered
+        } & {t.reconcile_with for t in pin.offered}
 
     @classmethod
     async def connect(cls, config: McpConfig, *, clock: Clock | None = None) -> McpTools:
@@ -129,7 +138,11 @@ class McpTools:
             except Exception as exc:
                 for opened in links.values():
                     await opened.aclose()
-                raise ConfigError(f"MCP server {name}: cannot list its tools: {exc}") from exc
+                timeout = config.servers[name].timeout_s
+                why = f"no answer in {timeout:g} s" if isinstance(exc, TimeoutError) else exc
+                if link.stderr_tail:  # why a server that could not start says it did not
+                    why = f"{why}; its stderr: {link.stderr_tail}"
+                raise ConfigError(f"MCP server {name}: cannot list its tools: {why}") from exc
         return cls(config, Pin.of(config, listed), clock=clock, links=links)
 
     @classmethod
@@ -162,6 +175,22 @@ class McpTools:
         """Listed tools not offered, and why."""
         return self.pin.refused
 
+    def unused_overlays(self) -> list[str]:
+        """Overlays that offer nothing, and why: the operator's likely typos, in words."""
+        problems = [
+            f"{tool.name} not offered: {tool.refused}"
+            for tool in self.pin.tools
+            if tool.overlay is not None and not tool.offered
+        ]
+        for name, server in self.config.servers.items():
+            listed = {tool.tool for tool in self.pin.tools if tool.server == name}
+            problems += [
+                f"server {name} lists no tool {tool!r} (its overlay is unused)"
+                for tool in server.tools
+                if tool not in listed
+            ]
+        return problems
+
     def annotations(self) -> dict[str, Any]:
         return {ANNOTATION: self.pin.to_json()}
 
@@ -178,8 +207,7 @@ class McpTools:
         return FirstOf((self, other))
 
     def implementation(self, tool: str) -> ToolImplementation | None:
-        server, _, rest = tool.partition(SEPARATOR)
-        if rest == NO_LOOKUP and server in self.links:
+        if tool in self._stand_ins:
             return _no_lookup
         pinned = self._by_name.get(tool)
         if pinned is None:
@@ -191,7 +219,7 @@ class McpTools:
         return call
 
     async def _call(self, pinned: PinnedTool, invocation: ToolInvocation) -> ToolResponse:
-        from ._link import McpMalformed, McpRefused  # noqa: PLC0415  # the optional SDK
+        from ._link import McpMalformed, McpRefused, McpUnreachable  # noqa: PLC0415  # the SDK
 
         arguments = dict(invocation.arguments)
         key = invocation.operation_key
@@ -211,6 +239,11 @@ class McpTools:
             return ToolResponse(payload=_error("jsonrpc_error", str(exc)))
         except McpMalformed as exc:
             return ToolResponse(payload={"status": "malformed", "detail": str(exc)})
+        except McpUnreachable as exc:  # never sent: a write may be retried with its key
+            if pinned.side_effect == "write":
+                unsent = _error("service_unavailable", f"not sent: {exc}")
+                return ToolResponse(payload={**unsent, "retryable": True})
+            raise ConnectionError(str(exc)) from exc
         except (TimeoutError, ConnectionError):
             raise
         except Exception as exc:  # the SDK failed in a way it does not document: for a write,
