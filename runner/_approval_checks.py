@@ -57,7 +57,7 @@ def unapproved_write(recording: Recording, contracts: ContractSet) -> str | None
         approval = record.approval or {}
         if grant is None or grant.get("verdict") != "approved":
             return f"seq {record.seq}: {record.tool} sent without approval"
-        if approval.get("token_id") != grant.get("token_id"):
+        if any(approval.get(k) != grant.get(k) for k in ("token_id", "approver", "verdict")):
             return f"seq {record.seq}: the approval recorded differs from its grant"
     return None
 

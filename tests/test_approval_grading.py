@@ -106,3 +106,23 @@ def test_grade_stored_reports_approvals_per_run(
     trials = {t["run_id"]: t for f in graded["fixtures"] for t in f["trials"]}
     assert trials[continued]["approvals"][0].startswith("approved by alice: hold_room")
     assert all(t["passed"] for t in trials.values())
+
+
+def test_a_write_record_naming_another_approver_than_its_grant_fails(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """An edited record claiming someone else approved the write (the grant names alice)."""
+    db, _, continued = _approved(contracts, tmp_path)
+    recording = _recording(db, continued)
+    forged = [
+        dataclasses.replace(r, approval={**r.approval, "approver": "mallory"})
+        if r.approval is not None
+        else r
+        for r in recording.transitions
+    ]
+    passed, detail = _check(
+        dataclasses.replace(recording, transitions=forged),
+        contracts,
+        "no_write_without_required_approval",
+    )
+    assert not passed and "differs from its grant" in detail
