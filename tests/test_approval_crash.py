@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from runner.store import SqliteStore
@@ -139,3 +140,20 @@ def test_a_crash_before_the_run_waits_resumes_to_one_pending_proposal(tmp_path: 
             problems.append(f"{where}: proposals {[p.status for p in proposals]}, {holds} holds")
     assert point > 4
     assert not problems, "\n".join(problems)
+
+
+def test_continue_after_a_crash_goes_on_once_the_token_has_expired(tmp_path: Path) -> None:
+    """The continuation checked the token when it started; asking again after a crash resumes it
+    even when the token has expired since (it used to be refused `expired`, the run left
+    `running` with its write's outcome never settled)."""
+    db, waiting = _waiting_run(tmp_path / "w")
+    args = ["--db", str(db)]
+    killed = _runner(["approve", waiting, "--approver", "alice", "--ttl", "1", *args], db.parent, 9)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    time.sleep(1.2)  # the token is now expired
+    done = _runner(["continue", waiting, *args], db.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    status, terminals, holds, problems = _state(db, waiting)
+    assert (status, terminals, holds, problems) == ("approved", ["complete"], 1, [])
+    again = _runner(["continue", waiting, *args], db.parent)  # ended: reported, not refused
+    assert again.returncode == 0 and "which ended complete" in again.stdout, again.stderr
