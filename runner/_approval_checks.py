@@ -57,7 +57,7 @@ def unapproved_write(recording: Recording, contracts: ContractSet) -> str | None
         approval = record.approval or {}
         if grant is None or grant.get("verdict") != "approved":
             return f"seq {record.seq}: {record.tool} sent without approval"
-        if approval.get("token_id") != grant.get("token_id"):
+        if any(approval.get(k) != grant.get(k) for k in ("token_id", "approver", "verdict")):
             return f"seq {record.seq}: the approval recorded differs from its grant"
     return None
 
@@ -111,3 +111,24 @@ def approvals_of(recording: Recording) -> list[str]:
         who = f" by {approval['approver']}" if approval.get("approver") else ""
         lines.append(f"{approval.get('verdict')}{who}: {record.tool} {record.operation_key}")
     return lines
+
+
+def grant_not_in_ledger(recording: Recording, store: object) -> str | None:
+    """Where a grant the run's header claims is not the decision the store's approval ledger
+    recorded (verdict, approver, token): a record edited to claim an approval agrees with
+    itself, not with the ledger. None when every grant matches, or the store keeps no ledger."""
+    from .store.approvals import ApprovalLedger  # noqa: PLC0415  (grading needs no store)
+
+    if not isinstance(store, ApprovalLedger):
+        return None
+    continues = recording.header.continues or {}
+    for grant in continues.get("grants", ()):
+        run_id, key = str(grant.get("run_id")), str(grant.get("operation_key"))
+        decided = {p.operation_key: p.decision for p in store.proposals(run_id)}.get(key)
+        recorded = (
+            (decided.verdict, decided.approver, decided.token_id) if decided is not None else None
+        )
+        claimed = (grant.get("verdict"), grant.get("approver"), grant.get("token_id"))
+        if recorded != claimed:
+            return f"the grant of {key} is not the decision in the approval ledger"
+    return None

@@ -22,7 +22,7 @@ from ._approval_gate import digest_for
 from ._state import Runtime
 from .approvals import ledger_of
 from .confirm import ApprovalSecret, read_token, verify_token
-from .errors import ApprovalRefused
+from .errors import ApprovalRefused, TokenExpired
 from .spec import RunSpec
 from .states import State
 from .store.approvals import Proposal
@@ -94,6 +94,7 @@ def plan_continuation(
     offered = read_token(secret, token) if token is not None else None
     grants = [dict(g) for g in earlier.get("grants", ())]
     used: list[str] = []
+    expired: list[TokenExpired] = []
     for proposal in proposals:
         decision = proposal.decision
         assert decision is not None
@@ -116,15 +117,21 @@ def plan_continuation(
                 raise ApprovalRefused(
                     "forged", f"the approval of {proposal.operation_key} has no token"
                 )
-            grant["token_id"] = _verified(
-                runtime, spec, proposal, token=given, secret=secret, now=now
-            )
+            try:
+                grant["token_id"] = _verified(
+                    runtime, spec, proposal, token=given, secret=secret, now=now
+                )
+            except TokenExpired as exc:  # fine if it was checked when the continuation began
+                expired.append(exc)
+                grant["token_id"] = read_token(secret, given).token_id
             used.append(grant["token_id"])
         elif decision.note:
             grant["note"] = decision.note
         grants.append(grant)
     identity = ",".join(f"{g['operation_key']}={g.get('token_id', g['verdict'])}" for g in grants)
     continuation_id = str(uuid.uuid5(_NAMESPACE, f"{run_id}|{identity}"))
+    if expired and runtime.store.header(continuation_id) is None:
+        raise expired[0]
     continuation = {
         "run_id": run_id,
         "key_scope": str(earlier.get("key_scope") or run_id),

@@ -125,7 +125,7 @@ class ReplayEffects:
         return served + (self.live.drain() if self.live is not None else [])
 
     def _served(self, item: RecordedTurn | RecordedOutput) -> None:
-        if self.record_as is not None:
+        if self.record_as is not None and item.run_id != self.record_as:  # not its own already
             self._served_inputs.append(dataclasses.replace(item, run_id=self.record_as))
 
     async def _serve_at(self, started_at: float, ended_at: float) -> None:

@@ -108,6 +108,12 @@ def approve(
     note: str | None = None,
 ) -> Approval:
     """Approve a pending proposal: record the decision and issue its confirm token."""
+    try:  # a token that expires at once (or overflows the calendar) would burn the approval
+        expires_at = now + ttl if ttl > timedelta(0) else None
+    except OverflowError:
+        expires_at = None
+    if expires_at is None:
+        raise ConfigError(f"an approval's ttl is a duration above 0 that ends by 9999, got {ttl}")
     proposal = find_proposal(store, run_id, operation)
     claims = TokenClaims(
         token_id=str(uuid.uuid4()),
@@ -117,7 +123,7 @@ def approve(
         tenant=proposal.tenant,
         approver=_approver(approver),
         policy_digest=proposal.policy_digest,
-        expires_at=now + ttl,
+        expires_at=expires_at,
     )
     token = issue_token(secret, claims)
     decided = ledger_of(store).decide(

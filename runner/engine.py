@@ -225,8 +225,15 @@ class Engine:
         answered = {output.ordinal for output in outputs}
         operations = await store.operations(run_id)
         in_flight = {op.dispatch for op in operations if op.dispatch not in answered}
+        turns, record_as = await store.turns(run_id), None
+        if stored.continues is not None:  # then what it had not yet re-driven of the waiting run
+            waited = str(stored.continues.get("run_id"))
+            turns, outputs = _then(
+                turns, await store.turns(waited), outputs, await store.outputs(waited)
+            )
+            record_as = run_id
         effects = ReplayEffects(
-            await store.turns(run_id), outputs, self.clock, started, live=live, in_flight=in_flight
+            turns, outputs, self.clock, started, live=live, in_flight=in_flight, record_as=record_as
         )
         known = await store.transitions(run_id)
         run = self._new_run(run_id, spec, effects, started, known=known)
@@ -516,3 +523,18 @@ def _may_need_approval(runtime: Runtime, spec: RunSpec) -> bool:
         if contract.contract.requires_approval or name in rules.tools or rules.untrusted_arguments:
             return True
     return False
+
+
+def _then(
+    turns: list[RecordedTurn],
+    waiting_turns: list[RecordedTurn],
+    outputs: list[RecordedOutput],
+    waiting_outputs: list[RecordedOutput],
+) -> tuple[list[RecordedTurn], list[RecordedOutput]]:
+    """A continuation's own recorded inputs, then the waiting run's it had not re-recorded yet
+    (a continuation re-records them under the same ordinals)."""
+    mine_t, mine_o = {t.ordinal for t in turns}, {o.ordinal for o in outputs}
+    return (
+        turns + [t for t in waiting_turns if t.ordinal not in mine_t],
+        outputs + [o for o in waiting_outputs if o.ordinal not in mine_o],
+    )

@@ -22,9 +22,12 @@ _TRANSITION_KEYS = (
 
 
 # What a terminal would act on instead of showing: C0 and C1 controls (ESC, NUL, CR, LF, TAB...),
-# DEL, Unicode line and paragraph separators, and bidirectional overrides that reorder a line.
+# DEL, Unicode line and paragraph separators, bidirectional overrides that reorder a line, and
+# invisible format characters (zero-width spaces and joiners, BOM, soft hyphen) that would make
+# a look-alike tool name print exactly like the real one.
+_INVISIBLE: Final = "\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff"
 _CONTROL: Final = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+    f"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069{_INVISIBLE}]"
 )
 
 
@@ -46,7 +49,9 @@ def printable(value: object) -> str:
 
 
 # C0 controls in json.dumps output are its own line breaks and indentation: strings escape them.
-_RAW_IN_JSON: Final = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_RAW_IN_JSON: Final = re.compile(
+    f"[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069{_INVISIBLE}]"
+)
 
 
 def printable_json(text: str) -> str:

@@ -9,8 +9,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from runner.approvals import approve
+from runner.confirm import ApprovalSecret
 from runner.store import SqliteStore
 from runner.travel.approval_play import holds_of
 
@@ -139,3 +145,58 @@ def test_a_crash_before_the_run_waits_resumes_to_one_pending_proposal(tmp_path: 
             problems.append(f"{where}: proposals {[p.status for p in proposals]}, {holds} holds")
     assert point > 4
     assert not problems, "\n".join(problems)
+
+
+def test_continue_after_a_crash_goes_on_once_the_token_has_expired(tmp_path: Path) -> None:
+    """The continuation checked the token when it started; asking again after a crash resumes it
+    even when the token has expired since (it used to be refused `expired`, the run left
+    `running` with its write's outcome never settled)."""
+    db, waiting = _waiting_run(tmp_path / "w")
+    args = ["--db", str(db)]
+    killed = _runner(["approve", waiting, "--approver", "alice", "--ttl", "1", *args], db.parent, 9)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    time.sleep(1.2)  # the token is now expired
+    done = _runner(["continue", waiting, *args], db.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    status, terminals, holds, problems = _state(db, waiting)
+    assert (status, terminals, holds, problems) == ("approved", ["complete"], 1, [])
+    again = _runner(["continue", waiting, *args], db.parent)  # ended: reported, not refused
+    assert again.returncode == 0 and "which ended complete" in again.stdout, again.stderr
+
+
+@pytest.mark.parametrize("kill_after", [2, 3])
+def test_a_continuation_killed_before_it_re_drove_anything_re_drives_the_waiting_run(
+    tmp_path: Path, kill_after: int
+) -> None:
+    """Killed once its header (and maybe one transition) is stored, the continuation used to be
+    resumed from its own, still empty, recording: it called the search again live (here the
+    script was spent: a tool error) and its write lost the provenance of its arguments."""
+    db, waiting = _waiting_run(tmp_path / "w")
+    store = SqliteStore(db)
+    try:
+        approve(
+            store,
+            waiting,
+            approver="alice",
+            secret=ApprovalSecret(SECRET),
+            now=datetime.now(UTC),
+        )
+    finally:
+        store.close()
+    args = ["continue", waiting, "--db", str(db)]
+    killed = _runner(args, db.parent, kill_after)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    done = _runner(args, db.parent)
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = SqliteStore(db)
+    try:
+        (continued,) = [r.header.run_id for r in store.runs()[1:]]  # type: ignore[union-attr]
+        records = store.transitions(continued)
+        assert [r.result_class for r in records if r.trigger == "classify"] == ["ok", "ok"]
+        (hold,) = [r for r in records if r.tool == "hold_room"]
+        assert hold.provenance and hold.provenance["hotel_id"] == "tool:search_hotels:call_1_0"
+        assert holds_of(store, waiting) == 1
+    finally:
+        store.close()
+    replayed = _runner(["replay", continued, "--db", str(db)], db.parent)  # its record is whole
+    assert replayed.returncode == 0 and "identical" in replayed.stdout, replayed.stdout

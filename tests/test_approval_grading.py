@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,54 @@ def test_grade_stored_reports_approvals_per_run(
     trials = {t["run_id"]: t for f in graded["fixtures"] for t in f["trials"]}
     assert trials[continued]["approvals"][0].startswith("approved by alice: hold_room")
     assert all(t["passed"] for t in trials.values())
+
+
+def test_a_write_record_naming_another_approver_than_its_grant_fails(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """An edited record claiming someone else approved the write (the grant names alice)."""
+    db, _, continued = _approved(contracts, tmp_path)
+    recording = _recording(db, continued)
+    forged = [
+        dataclasses.replace(r, approval={**r.approval, "approver": "mallory"})
+        if r.approval is not None
+        else r
+        for r in recording.transitions
+    ]
+    passed, detail = _check(
+        dataclasses.replace(recording, transitions=forged),
+        contracts,
+        "no_write_without_required_approval",
+    )
+    assert not passed and "differs from its grant" in detail
+
+
+def test_grade_stored_fails_a_grant_the_approval_ledger_never_issued(
+    contracts: ContractSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stored continuation edited to name another approver and token, in its header's grant
+    and its write's record alike, agrees with itself; the store's approval ledger does not."""
+    db, _, continued = _approved(contracts, tmp_path)
+    forged_token = "ffffffff-0000-0000-0000-000000000000"
+    conn = sqlite3.connect(db)
+    with conn:
+        (text,) = conn.execute("SELECT header FROM runs WHERE run_id = ?", (continued,)).fetchone()
+        header = json.loads(text)
+        header["continues"]["grants"][0].update(approver="mallory", token_id=forged_token)
+        conn.execute("UPDATE runs SET header = ? WHERE run_id = ?", (json.dumps(header), continued))
+        for seq, text in conn.execute(
+            "SELECT seq, record FROM transitions WHERE run_id = ?", (continued,)
+        ).fetchall():
+            record = json.loads(text)
+            if record.get("approval"):
+                record["approval"].update(approver="mallory", token_id=forged_token)
+                conn.execute(
+                    "UPDATE transitions SET record = ? WHERE run_id = ? AND seq = ?",
+                    (json.dumps(record), continued, seq),
+                )
+    conn.close()
+    assert main(["grade", "--stored", continued, "--db", str(db), "--json"]) == 1
+    graded = json.loads(capsys.readouterr().out)
+    (trial,) = [t for f in graded["fixtures"] for t in f["trials"] if t["run_id"] == continued]
+    failed = {c["name"]: c["detail"] for c in trial["checks"] if not c["passed"]}
+    assert "not the decision in the approval ledger" in failed["no_write_without_required_approval"]

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from runner.approvals import approve
 from runner.cli import main
+from runner.confirm import ApprovalSecret
+from runner.errors import ConfigError
 from runner.store import SqliteStore
 
 from .conftest import FIXTURES
@@ -78,3 +82,48 @@ def test_without_the_secret_nothing_is_decided(
     assert "approver id" in capsys.readouterr().err
     assert main(["approve", "no-such-run", "--approver", "a", "--db", str(db)]) == 2
     assert "no pending proposal" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ttl", ["0", "-5", "nan", "inf", "1e300", "1e12"])
+def test_a_ttl_out_of_range_is_one_error_line_and_decides_nothing(
+    ttl: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--ttl 0` used to burn the approval (a token that expired at once, the proposal no longer
+    pending); nan, inf or a huge value were a traceback."""
+    monkeypatch.setenv("RUNNER_APPROVAL_SECRET", SECRET)
+    db = tmp_path / "runs.sqlite"
+    run_id = _waiting(db, capsys)
+    with pytest.raises(SystemExit) as exited:
+        main(["approve", run_id, "--approver", "alice", "--ttl", ttl, "--db", str(db)])
+    assert exited.value.code == 2
+    assert "--ttl" in capsys.readouterr().err
+    store = SqliteStore(db)
+    try:
+        assert [p.status for p in store.proposals(run_id)] == ["pending"]
+    finally:
+        store.close()
+
+
+def test_the_library_refuses_a_ttl_not_above_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    run_id = _waiting(db, capsys)
+    store = SqliteStore(db)
+    try:
+        for ttl in (timedelta(0), timedelta(seconds=-1), timedelta.max):
+            with pytest.raises(ConfigError, match="ttl"):
+                approve(
+                    store,
+                    run_id,
+                    approver="alice",
+                    secret=ApprovalSecret(SECRET),
+                    now=datetime(2027, 3, 1, tzinfo=UTC),
+                    ttl=ttl,
+                )
+        assert [p.status for p in store.proposals(run_id)] == ["pending"]
+    finally:
+        store.close()

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from runner.cli import main
-from runner.report import printable
+from runner.report import printable, printable_json
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK
 
@@ -97,3 +97,12 @@ def test_artifact_escapes_what_json_leaves_raw(
     assert not any(char in out for char in "\x9b\x7f\u202e\u2028\x85"), repr(out)
     assert "東京" in out  # other text stays as written
     assert json.loads(out)["options"][0]["flight_id"] == hostile  # still the same JSON
+
+
+def test_invisible_characters_in_a_tool_name_show_escaped() -> None:
+    """A confusable tool name (`hold<ZWSP>_room`, a BOM, a word joiner, a soft hyphen) must not
+    print exactly like the real tool in a trace: the reader would see `hold_room` refused."""
+    for invisible in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u180e"):
+        shown = printable(f"hold{invisible}_room")
+        assert shown != "hold_room" and invisible not in shown, repr(shown)
+    assert printable_json('"hold\u200b_room"') == '"hold\\u200b_room"'

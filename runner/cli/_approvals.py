@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .._arguments import seconds
 from ..approvals import approve, deny, pending_approvals
 from ..confirm import ApprovalSecret
 from ..errors import ApprovalRefused
@@ -42,7 +43,7 @@ def add_approval_commands(
         sub.add_argument("--note", default=None, help="why (recorded)")
         if verb == "approve":
             sub.add_argument(
-                "--ttl", type=float, default=1800.0, help="confirm token lifetime, seconds"
+                "--ttl", type=seconds, default=1800.0, help="confirm token lifetime, seconds"
             )
         sub.add_argument("--json", action="store_true", help="print the continuation as JSON")
         with_db(sub)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .._approval_checks import tokens_used_by_several_runs
+from .._approval_checks import grant_not_in_ledger, tokens_used_by_several_runs
 from .._arguments import EXIT_BAD_INPUT
 from .._tool_commands import (
     listing_json,
@@ -279,6 +279,9 @@ def _grade_stored(
             continue
         pinned = with_recorded(contracts, recording.header.annotations)
         trial = grade(recording, pinned, expect, holds)
+        forged = grant_not_in_ledger(recording, store)
+        if forged is not None:
+            trial.checks.append(Check("no_write_without_required_approval", False, forged))
         name = recording.header.name
         grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
         recordings.append(recording)
