@@ -2,7 +2,8 @@
 
 `check_start` refuses a run that could not go well (a fake clock on a foreign loop, a tool with
 no contract, a write that may need approval on a store with no ledger, a cost bound with no
-price); `as_it_began` gives a stored run's spec back the seed and system prompt it began with.
+price); `as_it_began` and `as_resumed` give a stored run's spec back what it began with (its
+seed, system prompt and, resumed, its continuation and price).
 """
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
     spec = with_seed(spec, stored)
     if spec.system_prompt is None and stored is not None and stored.system_prompt is not None:
         spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)
+    return spec
+
+
+def as_resumed(spec: RunSpec, stored: RunHeader) -> RunSpec:
+    """The spec a stored run resumes with: as it began (`as_it_began`), a continuation of the
+    run it continued, priced as it began whatever the table says now."""
+    spec = as_it_began(spec, stored)
+    if spec.continuation is None and stored.continues is not None:
+        spec = dataclasses.replace(spec, continuation=stored.continues)
+    if stored.price is not None:
+        spec = dataclasses.replace(spec, price=stored.price)
     return spec
 
 

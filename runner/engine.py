@@ -20,7 +20,6 @@ state. The one decision on each observation is `decide.decide`.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import uuid
 import warnings
@@ -32,7 +31,7 @@ from ._continuation import begin_continuation
 from ._core import Core, brief
 from ._driving import drive
 from ._replay_effects import ReplayEffects
-from ._run_checks import as_it_began, check_durability, check_start
+from ._run_checks import as_resumed, check_durability, check_start
 from ._run_ends import header, new_run, run_secrets
 from ._run_resources import Indexes, priced, retriever_for
 from ._state import RunState, Runtime
@@ -191,11 +190,7 @@ class Engine:
             raise StoreError(f"no run {run_id} in the store")
         if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
-        spec = as_it_began(spec, stored)
-        if spec.continuation is None and stored.continues is not None:
-            spec = dataclasses.replace(spec, continuation=stored.continues)  # as it began
-        if stored.price is not None:  # priced as it began, whatever the table says now
-            spec = dataclasses.replace(spec, price=stored.price)
+        spec = as_resumed(spec, stored)
         started = self.clock.monotonic()
         live = LiveEffects(run_id, model, self.clock, started, Redactor(run_secrets(spec, model)))
         outputs = await store.outputs(run_id)

@@ -4,6 +4,7 @@ its transaction ends, that the generation is still the one this handle was grant
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -81,12 +82,7 @@ class PostgresLeases:
         return lease
 
     async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
-        renewed = Lease(
-            run_id=lease.run_id,
-            owner=lease.owner,
-            generation=lease.generation,
-            expires_at=now + ttl,
-        )
+        renewed = dataclasses.replace(lease, expires_at=now + ttl)
         async with self._connection() as conn:
             cursor = await conn.execute(
                 "UPDATE runner_leases SET expires_at = %s WHERE run_id = %s AND generation = %s",

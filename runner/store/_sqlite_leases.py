@@ -4,6 +4,7 @@ generation is still the one it was granted."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -56,12 +57,7 @@ class SqliteLeases:
         return lease
 
     def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
-        renewed = Lease(
-            run_id=lease.run_id,
-            owner=lease.owner,
-            generation=lease.generation,
-            expires_at=now + ttl,
-        )
+        renewed = dataclasses.replace(lease, expires_at=now + ttl)
         with transaction(self._conn, self.path) as conn:
             updated = conn.execute(
                 "UPDATE leases SET expires_at = ? WHERE run_id = ? AND generation = ?",

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import TypeAdapter
 
 from .. import _failpoints
 from ..errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
@@ -38,6 +39,8 @@ from ._pg_schema import LEASE_LOST, migrate
 from ._rows import OPERATION_COLUMNS, _fast_json, _json, _read_json, listing, operation_of
 from .base import Lease, RunListing, UnreadableRun
 from .urls import hide_password, password_of
+
+T = TypeVar("T")
 
 
 class PostgresStore(PostgresLeases):
@@ -203,26 +206,22 @@ class PostgresStore(PostgresLeases):
         return _read_json(SUMMARY_ADAPTER, rows[0][0], self.where, f"run {run_id} summary")
 
     async def transitions(self, run_id: str) -> list[TransitionRecord]:
-        rows = await self._rows(
-            "SELECT seq, record FROM runner_transitions WHERE run_id = %s ORDER BY seq", (run_id,)
-        )
-        where = f"run {run_id} transition"
-        return [_read_json(RECORD_ADAPTER, r, self.where, f"{where} {seq}") for seq, r in rows]
+        sql = "SELECT seq, record FROM runner_transitions WHERE run_id = %s ORDER BY seq"
+        return await self._logged(RECORD_ADAPTER, sql, run_id, "transition")
 
     async def turns(self, run_id: str) -> list[RecordedTurn]:
-        rows = await self._rows(
-            "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal", (run_id,)
-        )
-        where = f"run {run_id} model turn"
-        return [_read_json(TURN_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
+        sql = "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal"
+        return await self._logged(TURN_ADAPTER, sql, run_id, "model turn")
 
     async def outputs(self, run_id: str) -> list[RecordedOutput]:
-        rows = await self._rows(
-            "SELECT ordinal, output FROM runner_outputs WHERE run_id = %s ORDER BY ordinal",
-            (run_id,),
-        )
-        where = f"run {run_id} tool output"
-        return [_read_json(OUTPUT_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
+        sql = "SELECT ordinal, output FROM runner_outputs WHERE run_id = %s ORDER BY ordinal"
+        return await self._logged(OUTPUT_ADAPTER, sql, run_id, "tool output")
+
+    async def _logged(self, adapter: TypeAdapter[T], sql: str, run_id: str, what: str) -> list[T]:
+        """A run's numbered rows (`sql` selects number, body), each decoded or named corrupt."""
+        where = f"run {run_id} {what}"
+        rows = await self._rows(sql, (run_id,))
+        return [_read_json(adapter, r, self.where, f"{where} {n}") for n, r in rows]
 
     async def runs(self) -> list[RunListing | UnreadableRun]:
         rows = await self._rows(

@@ -227,25 +227,22 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         return _read_json(SUMMARY_ADAPTER, rows[0][0], self.path, f"run {run_id} summary")
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
-        rows = self._read(
-            "SELECT seq, record FROM transitions WHERE run_id = ? ORDER BY seq", (run_id,)
-        )
-        where = f"run {run_id} transition"
-        return [_read_json(RECORD_ADAPTER, row, self.path, f"{where} {seq}") for seq, row in rows]
+        sql = "SELECT seq, record FROM transitions WHERE run_id = ? ORDER BY seq"
+        return self._logged(RECORD_ADAPTER, sql, run_id, "transition")
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
-        rows = self._read(
-            "SELECT ordinal, turn FROM turns WHERE run_id = ? ORDER BY ordinal", (run_id,)
-        )
-        where = f"run {run_id} model turn"
-        return [_read_json(TURN_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
+        sql = "SELECT ordinal, turn FROM turns WHERE run_id = ? ORDER BY ordinal"
+        return self._logged(TURN_ADAPTER, sql, run_id, "model turn")
 
     def outputs(self, run_id: str) -> list[RecordedOutput]:
-        rows = self._read(
-            "SELECT ordinal, output FROM outputs WHERE run_id = ? ORDER BY ordinal", (run_id,)
-        )
-        where = f"run {run_id} tool output"
-        return [_read_json(OUTPUT_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
+        sql = "SELECT ordinal, output FROM outputs WHERE run_id = ? ORDER BY ordinal"
+        return self._logged(OUTPUT_ADAPTER, sql, run_id, "tool output")
+
+    def _logged(self, adapter: TypeAdapter[T], sql: str, run_id: str, what: str) -> list[T]:
+        """A run's numbered rows (`sql` selects number, body), each decoded or named corrupt."""
+        where = f"run {run_id} {what}"
+        rows = self._read(sql, (run_id,))
+        return [_read_json(adapter, row, self.path, f"{where} {n}") for n, row in rows]
 
     def runs(self) -> list[RunListing | UnreadableRun]:
         rows = self._read("SELECT run_id, header, summary FROM runs ORDER BY started_at, rowid", ())
