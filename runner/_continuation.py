@@ -13,16 +13,19 @@ again after a crash finds the same continuation instead of starting a second one
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from ._approval_gate import digest_for
+from ._run_checks import as_it_began
 from ._state import Runtime
 from .approvals import ledger_of
 from .confirm import ApprovalSecret, read_token, verify_token
 from .errors import ApprovalRefused, TokenExpired
+from .recording import RecordedOutput, RecordedTurn
 from .spec import RunSpec
 from .states import State
 from .store.approvals import Proposal
@@ -140,6 +143,37 @@ def plan_continuation(
     return continuation_id, continuation, used
 
 
+def begin_continuation(
+    runtime: Runtime,
+    run_id: str,
+    spec: RunSpec,
+    *,
+    secret: ApprovalSecret,
+    now: datetime,
+    token: str | None = None,
+) -> tuple[str, RunSpec | None]:
+    """The continuation's run id and the spec it starts with, once the uses of its tokens are
+    recorded; None for the spec when that continuation was made already (asked again after a
+    crash: resume it). Raises `ApprovalRefused` when the checks fail or it has already ended."""
+    store = runtime.store
+    stored = store.header(run_id)
+    new_id, continuation, used = plan_continuation(
+        runtime, run_id, spec, secret=secret, now=now, token=token
+    )
+    if store.header(new_id) is not None:  # asked again after a crash: the same continuation
+        ended = store.summary(new_id)
+        if ended is not None:
+            raise ApprovalRefused(
+                "continued",
+                f"run {run_id} was continued as {new_id}, which ended {ended.terminal}",
+            )
+        return new_id, None
+    ledger = ledger_of(store)
+    for token_id in used:
+        ledger.use_token(token_id, new_id, now)
+    return new_id, dataclasses.replace(as_it_began(spec, stored), continuation=continuation)
+
+
 def _presented_for(key: str, proposal: Proposal, proposals: list[Proposal]) -> bool:
     """Whether the caller's token is to be checked against `proposal`: the one its claims name,
     or, when they name none of the run's approved proposals, the first approved one (where the
@@ -148,3 +182,18 @@ def _presented_for(key: str, proposal: Proposal, proposals: list[Proposal]) -> b
     if any(p.operation_key == key for p in approved):
         return proposal.operation_key == key
     return bool(approved) and proposal is approved[0]
+
+
+def inputs_then(
+    turns: list[RecordedTurn],
+    waiting_turns: list[RecordedTurn],
+    outputs: list[RecordedOutput],
+    waiting_outputs: list[RecordedOutput],
+) -> tuple[list[RecordedTurn], list[RecordedOutput]]:
+    """A continuation's own recorded inputs, then the waiting run's it had not re-recorded yet
+    (a continuation re-records them under the same ordinals)."""
+    mine_t, mine_o = {t.ordinal for t in turns}, {o.ordinal for o in outputs}
+    return (
+        turns + [t for t in waiting_turns if t.ordinal not in mine_t],
+        outputs + [o for o in waiting_outputs if o.ordinal not in mine_o],
+    )

@@ -9,17 +9,17 @@ is spent, outstanding calls are answered with `budget_exhausted`, the model gets
 request, and the run ends `abstain` with the bound as its reason. A write whose outcome is unknown
 is looked up by its operation key before anything else; if that cannot settle it, `unknown`.
 
-This module holds the public `Engine` (run, resume, replay) and a run's loop (`_drive`); building a
-run's state and header, and its summary at the end, is `_run_ends.py`. The states' work lives in
-plain functions, `_planning.plan` and `_acting.call`/`observe`, each given the engine's `Core`
-(`_core.py`: its settings and the one way to make a move) and the run's state. The one decision
-on each observation is `decide.decide`.
+This module holds the public `Engine` (run, start, resume, continue_approved, replay); a run's loop
+is `_driving.py`, the checks before a run is stored `_run_checks.py`, its price and tool retriever
+`_run_resources.py`, building a run's state and header, and its summary at the end, `_run_ends.py`.
+The states' work lives in plain functions, `_planning.plan` and `_acting.call`/`observe`, each
+given the engine's `Core` (`_core.py`: its settings and the one way to make a move) and the run's
+state. The one decision on each observation is `decide.decide`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import uuid
 import warnings
@@ -27,31 +27,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ._acting import call, observe
-from ._cancel import CANCELLED, take_cancellation
-from ._continuation import plan_continuation
+from ._continuation import begin_continuation, inputs_then
 from ._core import Core, brief
-from ._planning import plan
+from ._driving import drive
 from ._replay_effects import ReplayEffects
-from ._run_ends import finish, header, new_run, run_secrets, with_seed
-from ._state import Ending, RunState, Runtime
-from .approvals import ledger_of
-from .clock import Clock, FakeClock
+from ._run_checks import as_resumed, check_durability, check_start
+from ._run_ends import header, new_run, run_secrets
+from ._run_resources import Indexes, priced, retriever_for
+from ._state import RunState, Runtime
+from .clock import Clock
 from .confirm import ApprovalSecret
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects
-from .errors import ApprovalRefused, ConfigError, OutsideRecording, ReplayDivergence, StoreError
+from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
 from .handle import RunHandle
-from .machine import Decision, Trigger, detach
-from .models.base import ModelAdapter, ToolSpec
+from .machine import detach
+from .models.base import ModelAdapter
 from .models.identity import ModelIdentity, identity_of
 from .policy import Policy
-from .pricing import ModelPrice, PriceTable, default_prices
+from .pricing import PriceTable
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
-from .retrieval import DEFAULT_RETRIEVERS, Retriever, RetrieverFactory
-from .spec import DEFAULT_SYSTEM_PROMPT, DURABILITIES, Durability, RunResult, RunSpec
-from .states import TERMINAL, State
+from .retrieval import DEFAULT_RETRIEVERS, RetrieverFactory
+from .spec import DEFAULT_SYSTEM_PROMPT, Durability, RunResult, RunSpec
 from .store.adapters import as_async, is_async_store
 from .store.base import AsyncStore, Store
 from .store.step_commits import StepCommits
@@ -108,7 +106,7 @@ class Engine:
         `prices`: where a run's price is found when neither its spec nor its adapter gives one
         (default: genai-prices when installed, see `runner.pricing`). `retrievers`: the tool
         retrievers a spec's `tool_retrieval` may name, by name (default: `bm25`)."""
-        _check_durability(durability, "Engine(durability=...)")
+        check_durability(durability, "Engine(durability=...)")
         if rng is not None:
             warnings.warn(
                 "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
@@ -120,7 +118,7 @@ class Engine:
         self.durability: Durability = durability
         self.prices = prices
         self.retrievers = dict(retrievers) if retrievers is not None else dict(DEFAULT_RETRIEVERS)
-        self._indexes: dict[tuple[str, tuple[str, ...]], Retriever] = {}
+        self._indexes: Indexes = {}
         """Retrievers built so far, by retriever and catalogue: one index per catalogue."""
         self._policy_json = (policy or Policy()).model_dump(mode="json")
         pending = PendingWrites(store) if is_async_store(store) else None
@@ -154,15 +152,7 @@ class Engine:
         """Drive one task to exactly one terminal state and return its result. `run_id`: one
         minted beforehand (a queued run's, or a child run's, derived from its parent's call so a
         resumed parent finds it); by default a new UUID."""
-        spec = self._priced(spec, model)
-        self._check_start(spec, asyncio.get_running_loop())
-        run_id = run_id or str(uuid.uuid4())
-        started = self.clock.monotonic()
-        redactor = Redactor(run_secrets(spec, model))
-        effects = LiveEffects(run_id, model, self.clock, started, redactor)
-        run = self._new_run(run_id, spec, effects, started, known=[])
-        self.runtime.store.begin_run(self._header(run, identity_of(model)))
-        self._hold(run)
+        run, _ = self._begin_live(spec, model, run_id, asyncio.get_running_loop())
         return await self._drive(run)
 
     def start(self, spec: RunSpec, model: ModelAdapter, *, run_id: str | None = None) -> RunHandle:
@@ -177,20 +167,8 @@ class Engine:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
-        spec = self._priced(spec, model)
-        self._check_start(spec, loop)
-        run_id = run_id or str(uuid.uuid4())
-        started = self.clock.monotonic()
-        effects = LiveEffects(
-            run_id, model, self.clock, started, Redactor(run_secrets(spec, model))
-        )
-        run = self._new_run(run_id, spec, effects, started, known=[])
-        try:
-            self.runtime.store.begin_run(self._header(run, identity_of(model)))
-        except BaseException:
-            detach(run.lifecycle)
-            raise
-        self._hold(run)
+        run, effects = self._begin_live(spec, model, run_id, loop)
+        run_id = run.setup.run_id
         task = loop.create_task(self._drive(run), name=f"runner run {run_id}")
         effects.run_task = run.setup.cancel.task = task
         effects.cancellation = run.setup.cancel
@@ -205,20 +183,14 @@ class Engine:
         prompt recorded when the run began, unless `spec` gives one.
         """
         if spec.durability is not None:
-            _check_durability(spec.durability, "RunSpec.durability")
+            check_durability(spec.durability, "RunSpec.durability")
         store = self._reader
         stored = await store.header(run_id)
         if stored is None:
             raise StoreError(f"no run {run_id} in the store")
         if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
-        spec = with_seed(spec, stored)
-        if spec.continuation is None and stored.continues is not None:
-            spec = dataclasses.replace(spec, continuation=stored.continues)  # as it began
-        if stored.price is not None:  # priced as it began, whatever the table says now
-            spec = dataclasses.replace(spec, price=stored.price)
-        if spec.system_prompt is None and stored.system_prompt is not None:
-            spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)  # as it began
+        spec = as_resumed(spec, stored)
         started = self.clock.monotonic()
         live = LiveEffects(run_id, model, self.clock, started, Redactor(run_secrets(spec, model)))
         outputs = await store.outputs(run_id)
@@ -228,7 +200,7 @@ class Engine:
         turns, record_as = await store.turns(run_id), None
         if stored.continues is not None:  # then what it had not yet re-driven of the waiting run
             waited = str(stored.continues.get("run_id"))
-            turns, outputs = _then(
+            turns, outputs = inputs_then(
                 turns, await store.turns(waited), outputs, await store.outputs(waited)
             )
             record_as = run_id
@@ -264,28 +236,16 @@ class Engine:
         proposed with; a denied one ends the run `abstain`. Asked again for the same decisions, it
         resumes (or reports) the continuation already made.
         """
-        store = self.runtime.store
-        stored = store.header(run_id)
-        new_id, continuation, used = plan_continuation(
+        new_id, continuing = begin_continuation(
             self.runtime, run_id, spec, secret=secret, now=now, token=token
         )
-        if store.header(new_id) is not None:  # asked again after a crash: the same continuation
-            ended = store.summary(new_id)
-            if ended is not None:
-                raise ApprovalRefused(
-                    "continued",
-                    f"run {run_id} was continued as {new_id}, which ended {ended.terminal}",
-                )
+        if continuing is None:  # made already (asked again after a crash): go on with it
             return await self.resume(new_id, spec, model)
-        ledger = ledger_of(store)
-        for token_id in used:
-            ledger.use_token(token_id, new_id, now)
-        spec = dataclasses.replace(with_seed(spec, stored), continuation=continuation)
-        if spec.system_prompt is None and stored is not None and stored.system_prompt is not None:
-            spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)
-        self._check_start(spec, asyncio.get_running_loop(), continuing=True)
+        check_start(self.runtime, continuing, asyncio.get_running_loop(), continuing=True)
         started = self.clock.monotonic()
-        live = LiveEffects(new_id, model, self.clock, started, Redactor(run_secrets(spec, model)))
+        redactor = Redactor(run_secrets(continuing, model))
+        live = LiveEffects(new_id, model, self.clock, started, redactor)
+        store = self.runtime.store
         effects = ReplayEffects(
             store.turns(run_id),
             store.outputs(run_id),
@@ -294,14 +254,7 @@ class Engine:
             live=live,
             record_as=new_id,
         )
-        run = self._new_run(new_id, spec, effects, started, known=[])
-        try:
-            store.begin_run(self._header(run, identity_of(model)))
-        except BaseException:
-            detach(run.lifecycle)
-            raise
-        self._hold(run)
-        return await self._drive(run)
+        return await self._drive(self._begin(new_id, continuing, effects, started, model))
 
     async def replay(
         self,
@@ -357,61 +310,38 @@ class Engine:
         if self._commits is not None and (run.setup.spec.durability or self.durability) == "step":
             self._commits.hold(run.setup.run_id)
 
-    def _check_start(
-        self, spec: RunSpec, loop: asyncio.AbstractEventLoop, *, continuing: bool = False
-    ) -> None:
-        """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
-        at its first wait and stay `running`), and a tool the spec names without a contract
-        (it would be dropped from the offer in silence: a typo)."""
-        if spec.durability is not None:
-            _check_durability(spec.durability, "RunSpec.durability")
-        if isinstance(self.clock, FakeClock):
-            self.clock.check_loop(loop, "a run on a FakeClock")
-        unknown = [name for name in spec.tools if name not in self.runtime.contracts]
-        if unknown:
-            raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
-        if _may_need_approval(self.runtime, spec):
-            ledger_of(self.runtime.store)  # a proposal must have somewhere to be kept
-        if spec.continuation is not None and not continuing:
-            raise ConfigError(  # grants come only from verified confirm tokens
-                "RunSpec.continuation is set by Engine.continue_approved, never by the caller"
-            )
-        if spec.limits.max_cost_usd is not None and spec.price is None:
-            raise ConfigError(
-                f"max_cost_usd {spec.limits.max_cost_usd} needs a price for the model, and none "
-                "was found: give RunSpec.price or Engine(prices=...), or install the price "
-                "table (pip install 'runner[prices]')"
-            )
+    def _begin_live(
+        self,
+        spec: RunSpec,
+        model: ModelAdapter,
+        run_id: str | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> tuple[RunState, LiveEffects]:
+        """A new live run (`run`, `start`): priced, checked, stored and held; not yet driven."""
+        spec = self._priced(spec, model)
+        check_start(self.runtime, spec, loop)
+        run_id = run_id or str(uuid.uuid4())
+        started = self.clock.monotonic()
+        redactor = Redactor(run_secrets(spec, model))
+        effects = LiveEffects(run_id, model, self.clock, started, redactor)
+        return self._begin(run_id, spec, effects, started, model), effects
 
-    def _retriever(self, spec: RunSpec, offered: tuple[ToolSpec, ...]) -> Retriever | None:
-        """The retriever for a run whose catalogue is larger than its `max_offered`, built once
-        per catalogue (None: the catalogue is offered whole)."""
-        retrieval = spec.tool_retrieval
-        if retrieval is None or len(offered) <= retrieval.max_offered:
-            return None
-        key = (retrieval.retriever, tuple(tool.name for tool in offered))
-        built = self._indexes.get(key)
-        if built is None:
-            factory = self.retrievers.get(retrieval.retriever)
-            if factory is None:
-                known = ", ".join(sorted(self.retrievers)) or "none"
-                raise ConfigError(
-                    f"tool_retrieval names retriever {retrieval.retriever!r}; this engine has "
-                    f"{known}"
-                )
-            built = self._indexes[key] = factory(offered)
-        return built
+    def _begin(
+        self, run_id: str, spec: RunSpec, effects: Effects, started: float, model: ModelAdapter
+    ) -> RunState:
+        """A run's state, its header stored (nothing is left attached if that fails), held."""
+        run = self._new_run(run_id, spec, effects, started, known=[])
+        try:
+            self.runtime.store.begin_run(self._header(run, identity_of(model)))
+        except BaseException:
+            detach(run.lifecycle)
+            raise
+        self._hold(run)
+        return run
 
     def _priced(self, spec: RunSpec, model: ModelAdapter) -> RunSpec:
         """`spec` with the run's price: its own, the adapter's declared one, or the table's."""
-        if spec.price is not None:
-            return spec
-        declared = getattr(model, "price", None)
-        price = declared if isinstance(declared, ModelPrice) else None
-        if price is None:
-            table = self.prices if self.prices is not None else default_prices()
-            price = table.price_of(identity_of(model), self.clock.now())
-        return spec if price is None else dataclasses.replace(spec, price=price)
+        return priced(spec, model, self.prices, self.clock)
 
     def _prompt(self, spec: RunSpec) -> str:
         return spec.system_prompt if spec.system_prompt is not None else self.system_prompt
@@ -434,7 +364,8 @@ class Engine:
             system_prompt=self._prompt(spec),
         )
         try:
-            run.retriever = self._retriever(spec, run.setup.offered)
+            offered = run.setup.offered
+            run.retriever = retriever_for(spec, offered, self.retrievers, self._indexes)
         except BaseException:
             detach(run.lifecycle)  # refused before anything is stored
             raise
@@ -445,53 +376,7 @@ class Engine:
         return header(run, policy=self._policy_json, system_prompt=prompt, model=model)
 
     async def _drive(self, run: RunState) -> RunResult:
-        pending = self.runtime.pending
-        try:
-            while run.lifecycle.current not in TERMINAL:
-                if pending is not None:  # what the last phase recorded, before the next acts
-                    await pending.flush(run.setup.run_id)
-                state = run.lifecycle.current
-                try:
-                    if state is State.PLAN:
-                        if run.setup.cancel.requested:  # the batch is done: end before asking again
-                            self._end_cancelled(run)
-                        else:
-                            await plan(self._core, run)
-                    elif state is State.CALL:
-                        await call(self._core, run)
-                    else:
-                        await observe(self._core, run)
-                except asyncio.CancelledError as exc:
-                    # Only a model request (in `plan`) is ever abandoned for the handle's cancel.
-                    if state is not State.PLAN or not take_cancellation(run.setup.cancel, exc):
-                        raise  # the loop or caller cancelled: the run stays unfinished, resumable
-                    self._end_cancelled(run)
-                except OutsideRecording:
-                    if not _cancelled_next(run):
-                        raise
-                    self._end_cancelled(run)  # re-driving a cancelled run: its inputs end here
-        finally:
-            for slot in run.batch.calls:
-                if isinstance(slot.task, asyncio.Future):
-                    slot.task.cancel()
-                elif slot.task is not None:
-                    slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
-            detach(run.lifecycle)
-            if self._commits is not None:
-                self._commits.release(run.setup.run_id)  # whatever it did is committed, even cut
-        result = finish(self.runtime, run)
-        if pending is not None:
-            await pending.flush(run.setup.run_id)
-            pending.forget(run.setup.run_id)
-        return result
-
-    def _end_cancelled(self, run: RunState) -> None:
-        self._core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)
-
-
-def _check_durability(durability: object, where: str) -> None:
-    if durability not in DURABILITIES:
-        raise ConfigError(f"{where} is {durability!r}: one of {', '.join(DURABILITIES)}")
+        return await drive(self._core, self._commits, run)
 
 
 def outside_a_loop(call: str, instead: str) -> None:
@@ -502,39 +387,3 @@ def outside_a_loop(call: str, instead: str) -> None:
     except RuntimeError:
         return
     raise ConfigError(f"{call} cannot run inside a running event loop: {instead}")
-
-
-def _cancelled_next(run: RunState) -> bool:
-    """Whether the stored run being re-driven was cancelled at this point (its next record)."""
-    seq = len(run.records)
-    if run.lifecycle.current is not State.PLAN or seq >= len(run.setup.known):
-        return False
-    following = run.setup.known[seq]
-    return following.trigger == Trigger.GIVE_UP.value and following.reason == CANCELLED
-
-
-def _may_need_approval(runtime: Runtime, spec: RunSpec) -> bool:
-    """Whether a write this run may call could need approval (contract or policy)."""
-    rules = runtime.policy.approval
-    for name in spec.tools:
-        contract = runtime.contracts.get(name)
-        if contract is None or contract.contract.side_effect != "write":
-            continue
-        if contract.contract.requires_approval or name in rules.tools or rules.untrusted_arguments:
-            return True
-    return False
-
-
-def _then(
-    turns: list[RecordedTurn],
-    waiting_turns: list[RecordedTurn],
-    outputs: list[RecordedOutput],
-    waiting_outputs: list[RecordedOutput],
-) -> tuple[list[RecordedTurn], list[RecordedOutput]]:
-    """A continuation's own recorded inputs, then the waiting run's it had not re-recorded yet
-    (a continuation re-records them under the same ordinals)."""
-    mine_t, mine_o = {t.ordinal for t in turns}, {o.ordinal for o in outputs}
-    return (
-        turns + [t for t in waiting_turns if t.ordinal not in mine_t],
-        outputs + [o for o in waiting_outputs if o.ordinal not in mine_o],
-    )

@@ -178,9 +178,7 @@ def replay_command(args: argparse.Namespace) -> int:
             try:
                 limits = Limits.model_validate({**recording.header.limits, **overrides})
             except ValidationError as exc:
-                problem = exc.errors()[0]
-                where = ".".join(str(part) for part in problem["loc"])
-                raise LoadError(f"limits for the replay: {where}: {problem['msg']}") from exc
+                raise LoadError(f"limits for the replay: {_first_problem(exc)}") from exc
         # Runs stored before headers recorded the prompt were all told the travel world's.
         outcome = replay(
             recording,
@@ -239,12 +237,17 @@ def _stored_expect(recording: Recording) -> Expect | None:
             return fixture.approval.expect if fixture.approval else None  # after the decision
         return fixture.expect if fixture else None
     except ValidationError as exc:
-        problem = exc.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"])
         raise StoreCorrupt(
             f"run {recording.header.run_id}: its stored fixture does not load: "
-            f"{where}: {problem['msg']}"
+            f"{_first_problem(exc)}"
         ) from exc
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """The first thing pydantic refused, as `where: what`."""
+    problem = exc.errors()[0]
+    where = ".".join(str(part) for part in problem["loc"])
+    return f"{where}: {problem['msg']}"
 
 
 def _grade_stored(
@@ -254,14 +257,15 @@ def _grade_stored(
     unreadable (each named on stderr)."""
     unreadable = 0
     recordings: list[Recording] = []
+    listed = store.runs()
     run_ids = [linked for named in args.stored for linked in family_ids(store, named)] or [
-        item.header.run_id if isinstance(item, RunListing) else item.run_id for item in store.runs()
+        item.header.run_id if isinstance(item, RunListing) else item.run_id for item in listed
     ]
     # A run waiting for approval shares its world with its continuation, which has
     # changed it since: its own holds can no longer be counted from that world.
     continued = {
         str(item.header.continues.get("run_id"))
-        for item in store.runs()
+        for item in listed
         if isinstance(item, RunListing) and item.header.continues
     }
     for run_id in run_ids:

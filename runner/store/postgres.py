@@ -14,15 +14,14 @@ Needs the `postgres` extra (`pip install 'runner[postgres]'`); `import runner` n
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import TypeAdapter
 
 from .. import _failpoints
 from ..errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
@@ -36,17 +35,13 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
+from ._pg_leases import Connection, PostgresLeases, _utc
 from ._pg_schema import LEASE_LOST, migrate
+from ._rows import OPERATION_COLUMNS, _fast_json, _json, _read_json, listing, operation_of
 from .base import Lease, RunListing, UnreadableRun
-from .memory import RELEASED
-from .sqlite import _fast_json, _json, _read_json
 from .urls import hide_password, password_of
 
-Connection = psycopg.AsyncConnection[tuple[Any, ...]]
-
-_OPERATION_COLUMNS = (
-    "key, tenant, tool, run_id, params_hash, status, created_at, expires_at, result, dispatch"
-)
+T = TypeVar("T")
 
 
 async def reach(url: str, *, timeout_s: float = 10.0) -> None:
@@ -64,7 +59,7 @@ async def reach(url: str, *, timeout_s: float = 10.0) -> None:
     await conn.close()
 
 
-class PostgresStore:
+class PostgresStore(PostgresLeases):
     """`AsyncStore` on a PostgreSQL database; open it with `await PostgresStore.open(url)`."""
 
     def __init__(self, pool: AsyncConnectionPool[Connection], url: str) -> None:
@@ -73,7 +68,6 @@ class PostgresStore:
         """The database, as every message names it: never with its password."""
         self._secret = password_of(url)
         self._fences: dict[str, Lease] = {}
-        """The lease this handle holds per run: its writes for the run check its generation."""
         self._last_seq: dict[str, int] = {}
         """The last seq this handle appended per run (read once per run, then kept): a lease
         taken over fences a stale one, and a duplicate seq is refused by the primary key."""
@@ -136,20 +130,6 @@ class PostgresStore:
 
     async def close(self) -> None:
         await self._pool.close()
-
-    async def _fenced(self, conn: Connection, run_id: str) -> tuple[str | None, int | None]:
-        """Check, holding the lease row until the transaction ends, that this handle still owns
-        `run_id` (when it took a lease on it); the owner and generation to write under."""
-        lease = self._fences.get(run_id)
-        if lease is None:
-            return None, None
-        cursor = await conn.execute(
-            "SELECT generation FROM runner_leases WHERE run_id = %s FOR SHARE", (run_id,)
-        )
-        row = await cursor.fetchone()
-        if row is None or int(row[0]) != lease.generation:
-            raise LeaseLost(f"run {run_id}: taken over (lease generation {lease.generation})")
-        return lease.owner, lease.generation
 
     # -- run log --------------------------------------------------------------------------------
 
@@ -243,51 +223,29 @@ class PostgresStore:
         return _read_json(SUMMARY_ADAPTER, rows[0][0], self.where, f"run {run_id} summary")
 
     async def transitions(self, run_id: str) -> list[TransitionRecord]:
-        rows = await self._rows(
-            "SELECT seq, record FROM runner_transitions WHERE run_id = %s ORDER BY seq", (run_id,)
-        )
-        where = f"run {run_id} transition"
-        return [_read_json(RECORD_ADAPTER, r, self.where, f"{where} {seq}") for seq, r in rows]
+        sql = "SELECT seq, record FROM runner_transitions WHERE run_id = %s ORDER BY seq"
+        return await self._logged(RECORD_ADAPTER, sql, run_id, "transition")
 
     async def turns(self, run_id: str) -> list[RecordedTurn]:
-        rows = await self._rows(
-            "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal", (run_id,)
-        )
-        where = f"run {run_id} model turn"
-        return [_read_json(TURN_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
+        sql = "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal"
+        return await self._logged(TURN_ADAPTER, sql, run_id, "model turn")
 
     async def outputs(self, run_id: str) -> list[RecordedOutput]:
-        rows = await self._rows(
-            "SELECT ordinal, output FROM runner_outputs WHERE run_id = %s ORDER BY ordinal",
-            (run_id,),
-        )
-        where = f"run {run_id} tool output"
-        return [_read_json(OUTPUT_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
+        sql = "SELECT ordinal, output FROM runner_outputs WHERE run_id = %s ORDER BY ordinal"
+        return await self._logged(OUTPUT_ADAPTER, sql, run_id, "tool output")
+
+    async def _logged(self, adapter: TypeAdapter[T], sql: str, run_id: str, what: str) -> list[T]:
+        """A run's numbered rows (`sql` selects number, body), each decoded or named corrupt."""
+        where = f"run {run_id} {what}"
+        rows = await self._rows(sql, (run_id,))
+        return [_read_json(adapter, r, self.where, f"{where} {n}") for n, r in rows]
 
     async def runs(self) -> list[RunListing | UnreadableRun]:
         rows = await self._rows(
             "SELECT run_id, header, summary FROM runner_runs ORDER BY started_at, listed", ()
         )
-        listings: list[RunListing | UnreadableRun] = []
-        for run_id, header, summary in rows:
-            try:  # one unreadable run is named in its place; the others are listed as usual
-                listings.append(
-                    RunListing(
-                        header=_read_json(
-                            HEADER_ADAPTER, header, self.where, f"run {run_id} header"
-                        ),
-                        summary=(
-                            _read_json(
-                                SUMMARY_ADAPTER, summary, self.where, f"run {run_id} summary"
-                            )
-                            if summary
-                            else None
-                        ),
-                    )
-                )
-            except StoreCorrupt as exc:
-                listings.append(UnreadableRun(run_id=str(run_id), problem=str(exc)))
-        return listings
+        # one unreadable run is named in its place; the others are listed as usual
+        return [listing(run_id, header, summary, self.where) for run_id, header, summary in rows]
 
     async def owners(self, run_id: str) -> list[tuple[int, str | None, int | None]]:
         """`(seq, owner, lease generation)` of each transition: who wrote it, under which lease."""
@@ -320,7 +278,7 @@ class PostgresStore:
         async with self._connection() as conn, conn.transaction():
             await self._fenced(conn, operation.run_id)
             inserted = await conn.execute(
-                f"INSERT INTO runner_operations ({_OPERATION_COLUMNS}, claimed) "
+                f"INSERT INTO runner_operations ({OPERATION_COLUMNS}, claimed) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, nextval('runner_claims')) "
                 "ON CONFLICT (key) DO NOTHING RETURNING key",
                 values,
@@ -328,12 +286,12 @@ class PostgresStore:
             if await inserted.fetchone() is not None:
                 return operation
             cursor = await conn.execute(
-                f"SELECT {_OPERATION_COLUMNS} FROM runner_operations WHERE key = %s FOR UPDATE",
+                f"SELECT {OPERATION_COLUMNS} FROM runner_operations WHERE key = %s FOR UPDATE",
                 (operation.key,),
             )
             row = await cursor.fetchone()
             assert row is not None  # the conflict was with this row, and rows are never deleted
-            existing = _operation(row)
+            existing = operation_of(row, _utc)
             if existing.expires_at <= operation.created_at:  # past its horizon: replaced
                 await conn.execute(
                     "UPDATE runner_operations SET (key, tenant, tool, run_id, params_hash, status, "
@@ -371,95 +329,9 @@ class PostgresStore:
 
     async def operations(self, run_id: str) -> list[Operation]:
         rows = await self._rows(
-            f"SELECT {_OPERATION_COLUMNS} FROM runner_operations WHERE run_id = %s "
-            "ORDER BY claimed",
+            f"SELECT {OPERATION_COLUMNS} FROM runner_operations WHERE run_id = %s ORDER BY claimed",
             (run_id,),
         )
-        return [_operation(row) for row in rows]
+        return [operation_of(row, _utc) for row in rows]
 
     # -- leases ---------------------------------------------------------------------------------
-
-    async def acquire_lease(
-        self, run_id: str, owner: str, now: datetime, ttl: timedelta
-    ) -> Lease | None:
-        async with self._connection() as conn, conn.transaction():
-            await conn.execute(
-                "INSERT INTO runner_leases (run_id, owner, generation, expires_at) "
-                "VALUES (%s, '', 0, %s) ON CONFLICT (run_id) DO NOTHING",
-                (run_id, RELEASED),
-            )
-            cursor = await conn.execute(
-                "SELECT owner, generation, expires_at FROM runner_leases WHERE run_id = %s "
-                "FOR UPDATE",
-                (run_id,),
-            )
-            row = await cursor.fetchone()
-            assert row is not None  # inserted just above if it was missing
-            held_by, generation, expires = str(row[0]), int(row[1]), _utc(row[2])
-            if held_by == owner and expires != RELEASED:
-                pass  # renewed: the same generation
-            elif expires <= now:
-                generation += 1
-                await conn.execute(
-                    "INSERT INTO runner_lease_grants (run_id, generation, owner, granted_at) "
-                    "VALUES (%s, %s, %s, %s)",
-                    (run_id, generation, owner, now),
-                )
-            else:
-                return None
-            lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
-            await conn.execute(
-                "UPDATE runner_leases SET owner = %s, generation = %s, expires_at = %s "
-                "WHERE run_id = %s",
-                (owner, generation, lease.expires_at, run_id),
-            )
-        self._fences[run_id] = lease
-        self._last_seq.pop(run_id, None)  # another owner may have appended since
-        return lease
-
-    async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
-        renewed = Lease(
-            run_id=lease.run_id,
-            owner=lease.owner,
-            generation=lease.generation,
-            expires_at=now + ttl,
-        )
-        async with self._connection() as conn:
-            cursor = await conn.execute(
-                "UPDATE runner_leases SET expires_at = %s WHERE run_id = %s AND generation = %s",
-                (renewed.expires_at, lease.run_id, lease.generation),
-            )
-            if cursor.rowcount != 1:
-                raise LeaseLost(f"run {lease.run_id}: taken over from {lease.owner}")
-        return renewed
-
-    async def release_lease(self, lease: Lease) -> None:
-        async with self._connection() as conn:
-            await conn.execute(
-                "UPDATE runner_leases SET expires_at = %s WHERE run_id = %s AND generation = %s",
-                (RELEASED, lease.run_id, lease.generation),
-            )
-
-
-def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
-
-
-def _operation(row: tuple[Any, ...]) -> Operation:
-    key, tenant, tool, run_id, params_hash, status, created_at, expires_at, result, dispatch = row
-    return Operation(
-        key=key,
-        tenant=tenant,
-        tool=tool,
-        run_id=run_id,
-        params_hash=params_hash,
-        status=OperationStatus(status),
-        created_at=_utc(created_at),
-        expires_at=_utc(expires_at),
-        result=_read_json_value(result),
-        dispatch=dispatch,
-    )
-
-
-def _read_json_value(text: str | None) -> dict[str, Any] | None:
-    return json.loads(text) if text else None

@@ -6,18 +6,16 @@ transcript by re-driving it), and the operation records behind exactly-once writ
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-import orjson
 from pydantic import TypeAdapter
 
-from .._jsonsafe import clean_text, safe_str
-from ..errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
+from .._jsonsafe import safe_str
+from ..errors import StoreConflict, StoreCorrupt, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import (
     OUTPUT_ADAPTER,
@@ -34,10 +32,11 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
+from ._rows import _fast_json, _json, _read_json, listing, operation_of
 from ._sqlite_base import Synchronous, open_database, transaction, translate
+from ._sqlite_leases import SqliteLeases
 from .approvals import APPROVALS_MIGRATION, SqliteApprovals
-from .base import Lease, RunListing, UnreadableRun
-from .memory import RELEASED
+from .base import RunListing, UnreadableRun
 
 T = TypeVar("T")
 
@@ -98,37 +97,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 )
 
 
-def _json(value: Any) -> str:
-    """Canonical JSON that reads back: lone surrogates (no UTF-8 text holds them) become U+FFFD,
-    and NaN or infinity (no JSON reader need accept them) is refused with `StoreError`."""
-    try:
-        text = json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise StoreError(f"not stored: the value is not JSON ({safe_str(exc)})") from exc
-    return clean_text(text)
-
-
-def _fast_json(value: Any, adapter: Any) -> str:
-    """A dataclass as JSON: orjson on the hot path, pydantic for what orjson refuses."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, an integer past 64 bits...
-        return _json(adapter.dump_python(value, mode="json"))
-
-
-def _read_json(adapter: TypeAdapter[T], text: Any, path: Path | str, row: str) -> T:
-    """One stored row decoded, or `StoreCorrupt` naming the row (never a bare parse error)."""
-    try:
-        return adapter.validate_json(text)
-    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
-        first = safe_str(exc).splitlines()
-        problem = first[-1].strip() if first else type(exc).__name__
-        raise StoreCorrupt(f"{path}: {row} cannot be read back ({problem})") from exc
-
-
-class SqliteStore(SqliteApprovals):
+class SqliteStore(SqliteApprovals, SqliteLeases):
     """`Store` on one SQLite file. Not shared between threads; one per process is the norm.
 
     `read_only=True` opens an existing store for reading only (`runner runs`, `show`, `replay`,
@@ -143,8 +112,6 @@ class SqliteStore(SqliteApprovals):
         self._last_seq: dict[str, int] = {}
         """The last seq appended per run by this connection: no query per transition."""
         self._fences: dict[str, int] = {}
-        """The lease generation this handle was granted, per run: its writes for the run check
-        it in their transaction (runs driven without a lease cost nothing)."""
         self._conn = open_database(
             path,
             kind="runner store",
@@ -260,46 +227,27 @@ class SqliteStore(SqliteApprovals):
         return _read_json(SUMMARY_ADAPTER, rows[0][0], self.path, f"run {run_id} summary")
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
-        rows = self._read(
-            "SELECT seq, record FROM transitions WHERE run_id = ? ORDER BY seq", (run_id,)
-        )
-        where = f"run {run_id} transition"
-        return [_read_json(RECORD_ADAPTER, row, self.path, f"{where} {seq}") for seq, row in rows]
+        sql = "SELECT seq, record FROM transitions WHERE run_id = ? ORDER BY seq"
+        return self._logged(RECORD_ADAPTER, sql, run_id, "transition")
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
-        rows = self._read(
-            "SELECT ordinal, turn FROM turns WHERE run_id = ? ORDER BY ordinal", (run_id,)
-        )
-        where = f"run {run_id} model turn"
-        return [_read_json(TURN_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
+        sql = "SELECT ordinal, turn FROM turns WHERE run_id = ? ORDER BY ordinal"
+        return self._logged(TURN_ADAPTER, sql, run_id, "model turn")
 
     def outputs(self, run_id: str) -> list[RecordedOutput]:
-        rows = self._read(
-            "SELECT ordinal, output FROM outputs WHERE run_id = ? ORDER BY ordinal", (run_id,)
-        )
-        where = f"run {run_id} tool output"
-        return [_read_json(OUTPUT_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
+        sql = "SELECT ordinal, output FROM outputs WHERE run_id = ? ORDER BY ordinal"
+        return self._logged(OUTPUT_ADAPTER, sql, run_id, "tool output")
+
+    def _logged(self, adapter: TypeAdapter[T], sql: str, run_id: str, what: str) -> list[T]:
+        """A run's numbered rows (`sql` selects number, body), each decoded or named corrupt."""
+        where = f"run {run_id} {what}"
+        rows = self._read(sql, (run_id,))
+        return [_read_json(adapter, row, self.path, f"{where} {n}") for n, row in rows]
 
     def runs(self) -> list[RunListing | UnreadableRun]:
         rows = self._read("SELECT run_id, header, summary FROM runs ORDER BY started_at, rowid", ())
-        listings: list[RunListing | UnreadableRun] = []
-        for run_id, header, summary in rows:
-            try:  # one unreadable run is named in its place; the others are listed as usual
-                listings.append(
-                    RunListing(
-                        header=_read_json(
-                            HEADER_ADAPTER, header, self.path, f"run {run_id} header"
-                        ),
-                        summary=(
-                            _read_json(SUMMARY_ADAPTER, summary, self.path, f"run {run_id} summary")
-                            if summary
-                            else None
-                        ),
-                    )
-                )
-            except StoreCorrupt as exc:
-                listings.append(UnreadableRun(run_id=str(run_id), problem=str(exc)))
-        return listings
+        # one unreadable run is named in its place; the others are listed as usual
+        return [listing(run_id, header, summary, self.path) for run_id, header, summary in rows]
 
     # -- operations -----------------------------------------------------------------------------
 
@@ -312,7 +260,7 @@ class SqliteStore(SqliteApprovals):
                 (operation.key,),
             ).fetchone()
             if row is not None:
-                existing = _operation(row)
+                existing = operation_of(row, datetime.fromisoformat)
                 if existing.expires_at > operation.created_at:
                     if existing.params_hash != operation.params_hash:
                         raise StoreConflict(
@@ -365,76 +313,4 @@ class SqliteStore(SqliteApprovals):
             "result, dispatch FROM operations WHERE run_id = ? ORDER BY claimed",
             (run_id,),
         )
-        return [_operation(row) for row in rows]
-
-    # -- leases ---------------------------------------------------------------------------------
-
-    def _fenced(self, conn: sqlite3.Connection, run_id: str) -> None:
-        granted = self._fences.get(run_id)
-        if granted is None:
-            return
-        row = conn.execute("SELECT generation FROM leases WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None or int(row[0]) != granted:
-            raise LeaseLost(f"run {run_id}: taken over (lease generation {granted} is stale)")
-
-    def acquire_lease(self, run_id: str, owner: str, now: datetime, ttl: timedelta) -> Lease | None:
-        with transaction(self._conn, self.path) as conn:
-            row = conn.execute(
-                "SELECT owner, generation, expires_at FROM leases WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row is None:
-                generation = 1
-            else:
-                held_by, generation, expires = row[0], int(row[1]), datetime.fromisoformat(row[2])
-                if held_by == owner and expires != RELEASED:
-                    pass  # renewed: the same generation
-                elif expires <= now:
-                    generation += 1
-                else:
-                    return None
-            lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
-            conn.execute(
-                "INSERT OR REPLACE INTO leases (run_id, owner, generation, expires_at) "
-                "VALUES (?, ?, ?, ?)",
-                (run_id, owner, generation, lease.expires_at.isoformat()),
-            )
-        self._fences[run_id] = generation
-        return lease
-
-    def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
-        renewed = Lease(
-            run_id=lease.run_id,
-            owner=lease.owner,
-            generation=lease.generation,
-            expires_at=now + ttl,
-        )
-        with transaction(self._conn, self.path) as conn:
-            updated = conn.execute(
-                "UPDATE leases SET expires_at = ? WHERE run_id = ? AND generation = ?",
-                (renewed.expires_at.isoformat(), lease.run_id, lease.generation),
-            ).rowcount
-            if updated != 1:
-                raise LeaseLost(f"run {lease.run_id}: taken over from {lease.owner}")
-        return renewed
-
-    def release_lease(self, lease: Lease) -> None:
-        self._write(
-            "UPDATE leases SET expires_at = ? WHERE run_id = ? AND generation = ?",
-            (RELEASED.isoformat(), lease.run_id, lease.generation),
-        )
-
-
-def _operation(row: tuple[Any, ...]) -> Operation:
-    key, tenant, tool, run_id, params_hash, status, created_at, expires_at, result, dispatch = row
-    return Operation(
-        key=key,
-        tenant=tenant,
-        tool=tool,
-        run_id=run_id,
-        params_hash=params_hash,
-        status=OperationStatus(status),
-        created_at=datetime.fromisoformat(created_at),
-        expires_at=datetime.fromisoformat(expires_at),
-        result=json.loads(result) if result else None,
-        dispatch=dispatch,
-    )
+        return [operation_of(row, datetime.fromisoformat) for row in rows]

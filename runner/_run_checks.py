@@ -1,0 +1,84 @@
+"""What a run is checked against, and the spec it starts with, before anything of it is stored.
+
+`check_start` refuses a run that could not go well (a fake clock on a foreign loop, a tool with
+no contract, a write that may need approval on a store with no ledger, a cost bound with no
+price); `as_it_began` and `as_resumed` give a stored run's spec back what it began with (its
+seed, system prompt and, resumed, its continuation and price).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from ._run_ends import with_seed
+from ._state import Runtime
+from .approvals import ledger_of
+from .clock import FakeClock
+from .errors import ConfigError
+from .spec import DURABILITIES, RunSpec
+from .trace import RunHeader
+
+
+def check_start(
+    runtime: Runtime, spec: RunSpec, loop: asyncio.AbstractEventLoop, *, continuing: bool = False
+) -> None:
+    """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
+    at its first wait and stay `running`), and a tool the spec names without a contract
+    (it would be dropped from the offer in silence: a typo)."""
+    if spec.durability is not None:
+        check_durability(spec.durability, "RunSpec.durability")
+    if isinstance(runtime.clock, FakeClock):
+        runtime.clock.check_loop(loop, "a run on a FakeClock")
+    unknown = [name for name in spec.tools if name not in runtime.contracts]
+    if unknown:
+        raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+    if _may_need_approval(runtime, spec):
+        ledger_of(runtime.store)  # a proposal must have somewhere to be kept
+    if spec.continuation is not None and not continuing:
+        raise ConfigError(  # grants come only from verified confirm tokens
+            "RunSpec.continuation is set by Engine.continue_approved, never by the caller"
+        )
+    if spec.limits.max_cost_usd is not None and spec.price is None:
+        raise ConfigError(
+            f"max_cost_usd {spec.limits.max_cost_usd} needs a price for the model, and none "
+            "was found: give RunSpec.price or Engine(prices=...), or install the price "
+            "table (pip install 'runner[prices]')"
+        )
+
+
+def check_durability(durability: object, where: str) -> None:
+    if durability not in DURABILITIES:
+        raise ConfigError(f"{where} is {durability!r}: one of {', '.join(DURABILITIES)}")
+
+
+def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
+    """The spec a stored run goes on with: its recorded seed, and its recorded system prompt
+    unless `spec` gives one."""
+    spec = with_seed(spec, stored)
+    if spec.system_prompt is None and stored is not None and stored.system_prompt is not None:
+        spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)
+    return spec
+
+
+def as_resumed(spec: RunSpec, stored: RunHeader) -> RunSpec:
+    """The spec a stored run resumes with: as it began (`as_it_began`), a continuation of the
+    run it continued, priced as it began whatever the table says now."""
+    spec = as_it_began(spec, stored)
+    if spec.continuation is None and stored.continues is not None:
+        spec = dataclasses.replace(spec, continuation=stored.continues)
+    if stored.price is not None:
+        spec = dataclasses.replace(spec, price=stored.price)
+    return spec
+
+
+def _may_need_approval(runtime: Runtime, spec: RunSpec) -> bool:
+    """Whether a write this run may call could need approval (contract or policy)."""
+    rules = runtime.policy.approval
+    for name in spec.tools:
+        contract = runtime.contracts.get(name)
+        if contract is None or contract.contract.side_effect != "write":
+            continue
+        if contract.contract.requires_approval or name in rules.tools or rules.untrusted_arguments:
+            return True
+    return False
