@@ -29,7 +29,7 @@ PRICES_EXTRA: Final = "pip install 'runner[prices]'"
 class ModelPrice(BaseModel):
     """US dollars per million tokens, in and out: what one model's requests cost."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     input_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
     output_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
