@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class EvidenceRequirement(BaseModel):
     """One piece of evidence a complete answer needs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = Field(min_length=1)
     """How the model (and the record) is told it is missing, e.g. `a validated flight option`."""

@@ -89,7 +89,7 @@ class Backoff(BaseModel):
 class ApprovalRules(BaseModel):
     """Which writes need a person's approval besides those whose contract declares it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     tools: tuple[str, ...] = ()
     """Writes that always need approval under this policy."""

@@ -31,7 +31,7 @@ SCORE_DIGITS: Final = 6
 class ToolRetrieval(BaseModel):
     """How a run with a large catalogue is offered its tools (kept in the run's header)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     max_offered: int = Field(default=16, ge=1)
     """A catalogue of at most this many tools is offered whole; a larger one is retrieved from."""

@@ -56,7 +56,8 @@ class ScriptedTurn(BaseModel):
         return self
 
 
-SCRIPTED_PRICE = ModelPrice(input_usd_per_mtok=3.0, output_usd_per_mtok=15.0)
+# Constructed, not validated: constant valid figures, and no validator built at import.
+SCRIPTED_PRICE = ModelPrice.model_construct(input_usd_per_mtok=3.0, output_usd_per_mtok=15.0)
 """The scripted model's price unless it is given one: a fixture's cost never depends on a
 price table (the figures are a mid-range hosted model's)."""
 

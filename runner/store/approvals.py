@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter, with_config
 
 from ..errors import ApprovalRefused, StoreCorrupt, TokenReused
 from ._sqlite_base import transaction, translate
@@ -24,6 +24,7 @@ from ._sqlite_base import transaction, translate
 ProposalStatus = Literal["pending", "approved", "denied"]
 
 
+@with_config(ConfigDict(defer_build=True))  # no validator built at import
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalDecision:
     """What a person outside the model decided about one proposal."""
@@ -39,6 +40,7 @@ class ApprovalDecision:
     expires_at: datetime | None = None
 
 
+@with_config(ConfigDict(defer_build=True))
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Proposal:
     """A write that needs approval, recorded instead of committed."""
