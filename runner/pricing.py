@@ -38,12 +38,18 @@ class ModelPrice(BaseModel):
 
     def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
         """The exact cost of a request with these token counts."""
-        rate_in = Decimal(str(self.input_usd_per_mtok))
-        rate_out = Decimal(str(self.output_usd_per_mtok))
+        rate_in, rate_out = _rate(self.input_usd_per_mtok), _rate(self.output_usd_per_mtok)
         return (input_tokens * rate_in + output_tokens * rate_out) / PER
 
     def cost_of(self, usage: TokenUsage) -> Decimal:
         return self.cost(usage.input_tokens, usage.output_tokens)
+
+
+@functools.lru_cache(maxsize=256)
+def _rate(per_mtok: float) -> Decimal:
+    """A rate as the exact decimal its shortest repr says (a run prices three requests a step
+    at one price: made once, not three times a step)."""
+    return Decimal(str(per_mtok))
 
 
 def usd(amount: Decimal) -> float:
