@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from runner.budget import Bound
 from runner.cli import main
 from runner.contracts import ContractSet
 from runner.errors import ConfigError
+from runner.models.identity import ModelIdentity
 from runner.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices
 from runner.trace import read_log
 from runner.travel.fixtures import load_fixture
@@ -118,6 +120,27 @@ def test_missing_price_table_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "genai_prices", None)  # import fails as if not installed
     with pytest.raises(ConfigError, match=r"pip install 'runner\[prices\]'"):
         GenaiPrices()
+
+
+@pytest.mark.parametrize(
+    ("provider", "name", "rates"),
+    [
+        ("anthropic", "claude-sonnet-4-5", (3.0, 15.0)),  # $6 input past 200k tokens
+        ("google", "gemini-2.5-pro", (1.25, 10.0)),  # $2.50 / $15 past 200k tokens
+        ("openai", "gpt-4o-mini", (0.15, 0.6)),  # not tiered
+    ],
+)
+def test_the_table_price_is_the_base_rate_of_a_tiered_model(
+    provider: str, name: str, rates: tuple[float, float]
+) -> None:
+    """A tiered model is priced at its base rates, as a request under the first tier pays: the
+    table used to be asked the price of a million tokens, which crosses a 200k tier (Claude
+    Sonnet 4.5 came out at $6 per million input tokens instead of $3)."""
+    at = datetime(2026, 6, 1, tzinfo=UTC)
+    price = GenaiPrices().price_of(ModelIdentity(provider=provider, name=name), at)
+    assert price is not None
+    assert (price.input_usd_per_mtok, price.output_usd_per_mtok) == rates
+    assert price.source.startswith("genai-prices ")
 
 
 def test_price_cost_is_exact() -> None:
