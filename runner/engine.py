@@ -49,7 +49,7 @@ from .policy import Policy
 from .pricing import ModelPrice, PriceTable, default_prices
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
-from .retrieval import DEFAULT_RETRIEVERS, Retriever, RetrieverFactory
+from .retrieval import DEFAULT_RETRIEVERS, Retriever, RetrieverFactory, check_retrieval
 from .spec import DEFAULT_SYSTEM_PROMPT, DURABILITIES, Durability, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.adapters import as_async, is_async_store
@@ -363,6 +363,8 @@ class Engine:
         unknown = [name for name in spec.tools if name not in self.runtime.contracts]
         if unknown:
             raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+        if spec.tool_retrieval is not None:
+            check_retrieval(spec.tool_retrieval, self.runtime.contracts, self.retrievers)
         if _may_need_approval(self.runtime, spec):
             ledger_of(self.runtime.store)  # a proposal must have somewhere to be kept
         if spec.continuation is not None and not continuing:

@@ -15,7 +15,7 @@ catalogue's order, so a replay (or a resume on another host) offers exactly what
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -112,6 +112,24 @@ class Bm25Retriever:
 
 
 DEFAULT_RETRIEVERS: Final[Mapping[str, RetrieverFactory]] = {"bm25": Bm25Retriever}
+
+
+def check_retrieval(
+    retrieval: ToolRetrieval, contracts: Container[str], retrievers: Mapping[str, object]
+) -> None:
+    """Refuse before a run is stored what would fail later or be dropped in silence: a
+    retriever the engine lacks (needed once the catalogue outgrows `max_offered`, or on the
+    engine that resumes the run) and an `always` tool with no contract (a typo)."""
+    if retrieval.retriever not in retrievers:
+        known = ", ".join(sorted(retrievers)) or "none"
+        raise ConfigError(
+            f"tool_retrieval names retriever {retrieval.retriever!r}; this engine has {known}"
+        )
+    unknown = [name for name in retrieval.always if name not in contracts]
+    if unknown:
+        raise ConfigError(
+            f"tool_retrieval.always names tools with no contract: {', '.join(unknown)}"
+        )
 
 
 def select(

@@ -217,6 +217,37 @@ def test_an_unknown_retriever_is_refused_before_the_run_is_stored(
     assert store.runs() == []
 
 
+def test_an_unknown_retriever_is_refused_even_while_the_catalogue_is_offered_whole(
+    catalogue: ContractSet,
+) -> None:
+    """A misnamed retriever used to pass while the catalogue was small, and fail only once it
+    grew past `max_offered` (or on an engine that resumes the run)."""
+    fixture = load_fixture(CATALOGUE / "catalogue_japan_trip.yaml", catalogue)
+    small = fixture.model_copy(
+        update={
+            "tools": ["search_flights", "search_hotels", "check_rail"],
+            "retrieval": ToolRetrieval(retriever="nope"),
+        }
+    )
+    store = MemoryStore()
+    with pytest.raises(ConfigError, match="retriever 'nope'; this engine has bm25"):
+        run_fixture(small, catalogue, store)
+    assert store.runs() == []
+
+
+def test_an_always_offered_tool_without_a_contract_is_refused_before_the_run_is_stored(
+    catalogue: ContractSet,
+) -> None:
+    """A typo in the `always` set used to drop the tool from every offer in silence."""
+    fixture = load_fixture(CATALOGUE / "catalogue_japan_trip.yaml", catalogue)
+    assert fixture.retrieval is not None
+    typo = fixture.retrieval.model_copy(update={"always": ("search_flights", "serch_hotels")})
+    store = MemoryStore()
+    with pytest.raises(ConfigError, match="always names tools with no contract: serch_hotels"):
+        run_fixture(fixture.model_copy(update={"retrieval": typo}), catalogue, store)
+    assert store.runs() == []
+
+
 def test_missing_bm25s_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "bm25s", None)
     tool = ToolSpec(name="a_tool", description="does a thing", parameters={})
