@@ -24,6 +24,7 @@ from .models.identity import ModelIdentity
 
 PER: Final = Decimal(1_000_000)
 PRICES_EXTRA: Final = "pip install 'runner[prices]'"
+MAX_USD_PER_MTOK: Final = 1_000_000
 
 
 class ModelPrice(BaseModel):
@@ -31,8 +32,10 @@ class ModelPrice(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    input_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
-    output_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    # At most a dollar a token: a larger rate is a mistake, and one near the float limit would
+    # make a request's cost overflow to infinity (no JSON number: the run could not be stored).
+    input_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)
+    output_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)
     source: str = "configured"
     """Where the price came from: `configured`, or `genai-prices <version>` and its model id."""
 

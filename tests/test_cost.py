@@ -109,6 +109,21 @@ def test_the_spec_price_wins_over_the_adapter_and_the_table(contracts: ContractS
     assert engine._priced(spec, scripted).price == mine
 
 
+def test_a_price_is_finite_non_negative_and_at_most_a_dollar_a_token() -> None:
+    """A price so large that a request's cost overflowed a float (1e308 per million tokens)
+    was accepted, and the run stopped mid-way, `running` for good: its transition's cost was
+    no JSON number, so it could not be stored."""
+    for bad in (-1, float("nan"), float("inf"), 1e308, 1_000_001):
+        with pytest.raises(ValidationError):
+            ModelPrice(input_usd_per_mtok=bad, output_usd_per_mtok=1)
+        with pytest.raises(ValidationError):
+            ModelPrice(input_usd_per_mtok=1, output_usd_per_mtok=bad)
+    free = ModelPrice(input_usd_per_mtok=0, output_usd_per_mtok=0)
+    assert free.cost(10**9, 10**9) == 0
+    dear = ModelPrice(input_usd_per_mtok=1_000_000, output_usd_per_mtok=1_000_000)
+    assert dear.cost(10**9, 10**9) == Decimal(2 * 10**9)
+
+
 def test_limits_refuse_a_non_positive_money_budget() -> None:
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValidationError):
