@@ -21,6 +21,7 @@ from runner.contracts import ContractSet
 from runner.errors import ConfigError
 from runner.models.identity import ModelIdentity
 from runner.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices
+from runner.testing import FunctionModel
 from runner.trace import read_log
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture, spec_for
@@ -187,6 +188,25 @@ def test_replay_prices_with_the_recorded_price(tmp_path: Path, contracts: Contra
     assert replayed.identical, replayed.divergence
     assert replayed.replayed.result is not None
     assert replayed.replayed.result.cost_usd == result.cost_usd
+
+
+def test_a_money_budget_is_refused_for_replaying_an_unpriced_run(
+    tmp_path: Path, contracts: ContractSet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unpriced run has no cost to bound: a live run with `max_cost_usd` and no price is
+    refused, and so is a counterfactual replay with one (it used to report the run as it was,
+    as though the cap had been checked)."""
+    db = tmp_path / "r.db"
+    store = SqliteStore(db)
+    unpriced = FunctionModel(lambda transcript, tools: "Nothing is confirmed.")
+    run = run_fixture(make_fixture(), contracts, store, model=unpriced).result
+    assert run.cost_usd is None and store.header(run.run_id).price is None  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="was not priced"):
+        replay_run_sync(store, run.run_id, contracts, limits=Limits(max_cost_usd=1))
+    assert replay_run_sync(store, run.run_id, contracts, limits=Limits(max_attempts=2)).replayed
+    store.close()
+    assert main(["replay", run.run_id, "--db", str(db), "--max-cost-usd", "1"]) == 2
+    assert "was not priced" in capsys.readouterr().err
 
 
 def test_a_log_without_cost_fields_still_reads(tmp_path: Path, contracts: ContractSet) -> None:
