@@ -14,6 +14,7 @@ catalogue's order, so a replay (or a resume on another host) offers exactly what
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any, Final, Protocol
@@ -150,10 +151,16 @@ def select(
         )
     ranked = sorted(
         (index for index in range(len(names)) if names[index] not in always),
-        key=lambda index: (-round(scores[index], SCORE_DIGITS), index),
+        key=lambda index: (-_rank_score(scores[index]), index),
     )
     chosen = always | {names[index] for index in ranked[: retrieval.top_k]}
     return tuple(tool for tool in catalogue if tool.name in chosen)
+
+
+def _rank_score(score: float) -> float:
+    """A score as ranked: rounded (float noise never reorders a tie), NaN last (NaN compares
+    false with everything, and one would scramble the order of the rest)."""
+    return -math.inf if math.isnan(score) else round(score, SCORE_DIGITS)
 
 
 def latest_turn(transcript: Transcript) -> str:

@@ -280,6 +280,30 @@ def test_selection_keeps_always_ranks_by_score_and_breaks_ties_by_catalogue_orde
     assert [t.name for t in chosen] == ["tool_a", "tool_b", "tool_d"]  # catalogue order
 
 
+def test_a_nan_score_ranks_last_and_leaves_the_others_in_order() -> None:
+    """One NaN from a plugged-in retriever (a cosine of a zero vector) used to scramble the
+    whole ranking: 0.1 won over 0.9 when a NaN sat between them."""
+    tools = [_spec(name, "a tool") for name in ("tool_a", "tool_b", "tool_c", "tool_d")]
+
+    class Scored:
+        def __init__(self, scores: list[float]) -> None:
+            self.given = scores
+
+        def scores(self, query: str) -> Sequence[float]:
+            return self.given
+
+    retrieval = ToolRetrieval(max_offered=1, top_k=1)
+    nan = float("nan")
+    for scores, best in (
+        ([0.1, nan, 0.9, nan], "tool_c"),
+        ([nan, 0.9, nan, 0.1], "tool_b"),
+        ([nan, nan, nan, 0.0], "tool_d"),
+    ):
+        assert [t.name for t in select(retrieval, tools, Scored(scores), "q")] == [best]
+    two = ToolRetrieval(max_offered=1, top_k=2)
+    assert [t.name for t in select(two, tools, Scored([nan] * 4), "q")] == ["tool_a", "tool_b"]
+
+
 def test_bm25_reads_names_descriptions_and_argument_names() -> None:
     tools = [
         _spec("search_flights", "Scheduled airline options.", "origin", "destination"),
