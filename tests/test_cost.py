@@ -209,6 +209,25 @@ def test_a_money_budget_is_refused_for_replaying_an_unpriced_run(
     assert "was not priced" in capsys.readouterr().err
 
 
+def test_a_final_answer_longer_than_the_reply_before_it_can_pass_the_cap(
+    contracts: ContractSet,
+) -> None:
+    """What the README says of the cap: the projection takes the previous reply's output, so a
+    final answer of 500 tokens after a 10-token tool call passes a $0.025 cap ($0.0363)."""
+    fixture = make_fixture(
+        model=[
+            {"tool_calls": [SEARCH], "usage": {"input": 1000, "output": 10}},
+            {"final": "Nothing is confirmed.", "usage": {"input": 1100, "output": 500}},
+        ],
+        budget={"max_cost_usd": 0.025},
+        price=TEN_THIRTY,
+    )
+    result = run_fixture(fixture, contracts, MemoryStore()).result
+    assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    assert result.answer == "Nothing is confirmed."
+    assert result.cost_usd == pytest.approx(0.0103 + 0.026)
+
+
 def test_a_log_without_cost_fields_still_reads(tmp_path: Path, contracts: ContractSet) -> None:
     """Older logs have no `price`, `cost_usd` on transitions or in the summary."""
     path = tmp_path / "runs.jsonl"
