@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Mapping
 
 from ._run_ends import with_seed
 from ._state import Runtime
 from .approvals import ledger_of
 from .clock import FakeClock
 from .errors import ConfigError
+from .retrieval import RetrieverFactory, check_retrieval
 from .spec import DURABILITIES, RunSpec
 from .trace import RunHeader
 
 
 def check_start(
-    runtime: Runtime, spec: RunSpec, loop: asyncio.AbstractEventLoop, *, continuing: bool = False
+    runtime: Runtime,
+    spec: RunSpec,
+    loop: asyncio.AbstractEventLoop,
+    retrievers: Mapping[str, RetrieverFactory],
+    *,
+    continuing: bool = False,
 ) -> None:
     """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
     at its first wait and stay `running`), and a tool the spec names without a contract
@@ -33,6 +40,8 @@ def check_start(
     unknown = [name for name in spec.tools if name not in runtime.contracts]
     if unknown:
         raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+    if spec.tool_retrieval is not None:  # refused now, not once the catalogue outgrows the offer
+        check_retrieval(spec.tool_retrieval, runtime.contracts, retrievers)
     if _may_need_approval(runtime, spec):
         ledger_of(runtime.store)  # a proposal must have somewhere to be kept
     if spec.continuation is not None and not continuing:

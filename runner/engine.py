@@ -241,7 +241,9 @@ class Engine:
         )
         if continuing is None:  # made already (asked again after a crash): go on with it
             return await self.resume(new_id, spec, model)
-        check_start(self.runtime, continuing, asyncio.get_running_loop(), continuing=True)
+        check_start(
+            self.runtime, continuing, asyncio.get_running_loop(), self.retrievers, continuing=True
+        )
         started = self.clock.monotonic()
         redactor = Redactor(run_secrets(continuing, model))
         live = LiveEffects(new_id, model, self.clock, started, redactor)
@@ -319,7 +321,7 @@ class Engine:
     ) -> tuple[RunState, LiveEffects]:
         """A new live run (`run`, `start`): priced, checked, stored and held; not yet driven."""
         spec = self._priced(spec, model)
-        check_start(self.runtime, spec, loop)
+        check_start(self.runtime, spec, loop, self.retrievers)
         run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
         redactor = Redactor(run_secrets(spec, model))

@@ -24,6 +24,7 @@ from .models.identity import ModelIdentity
 
 PER: Final = Decimal(1_000_000)
 PRICES_EXTRA: Final = "pip install 'runner[prices]'"
+MAX_USD_PER_MTOK: Final = 1_000_000
 
 
 class ModelPrice(BaseModel):
@@ -31,8 +32,10 @@ class ModelPrice(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    input_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
-    output_usd_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    # At most a dollar a token: a larger rate is a mistake, and one near the float limit would
+    # make a request's cost overflow to infinity (no JSON number: the run could not be stored).
+    input_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)
+    output_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)
     source: str = "configured"
     """Where the price came from: `configured`, or `genai-prices <version>` and its model id."""
 
@@ -101,19 +104,26 @@ class GenaiPrices:
         self._prices = genai_prices
 
     def price_of(self, model: ModelIdentity, at: datetime) -> ModelPrice | None:
-        calc, usage = self._prices.calc_price, self._prices.Usage
-        try:
-            per_in = calc(usage(input_tokens=1_000_000), model.name, provider_id=model.provider,
-                          genai_request_timestamp=at)  # fmt: skip
-            per_out = calc(usage(output_tokens=1_000_000), model.name, provider_id=model.provider,
-                           genai_request_timestamp=at)  # fmt: skip
+        try:  # one token: the table resolves the model and its prices at `at`, under any tier
+            found = self._prices.calc_price(
+                self._prices.Usage(input_tokens=1), model.name, provider_id=model.provider,
+                genai_request_timestamp=at,
+            )  # fmt: skip
         except LookupError:
             return None
+        rates = found.model_price
         return ModelPrice(
-            input_usd_per_mtok=float(per_in.total_price),
-            output_usd_per_mtok=float(per_out.total_price),
-            source=f"genai-prices {self._prices.__version__} {per_in.model.id}",
+            input_usd_per_mtok=_base_rate(getattr(rates, "input_mtok", None)),
+            output_usd_per_mtok=_base_rate(getattr(rates, "output_mtok", None)),
+            source=f"genai-prices {self._prices.__version__} {found.model.id}",
         )
+
+
+def _base_rate(rate: object) -> float:
+    """A per-million rate as the table gives it: a number, or tiered (its base, the price below
+    the first tier: a million tokens would cross a 200k tier), or none (0)."""
+    base = getattr(rate, "base", rate)
+    return float(base) if isinstance(base, Decimal | int | float) else 0.0
 
 
 @functools.cache

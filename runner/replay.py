@@ -21,7 +21,7 @@ from .budget import Limits
 from .clock import FakeClock
 from .contracts import ContractSet
 from .engine import Engine, ReplayedRun, outside_a_loop
-from .errors import LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
+from .errors import ConfigError, LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
 from .evidence import EvidenceRequirement
 from .machine import Trigger
 from .policy import Policy
@@ -195,6 +195,11 @@ def replay(
     recorded_limits = stored_limits(header)
     use_policy = policy or recorded_policy
     use_limits = limits or recorded_limits
+    if use_limits.max_cost_usd is not None and header.price is None:
+        raise ConfigError(  # as a live run is refused: there is no cost to bound
+            f"run {header.run_id} was not priced: max_cost_usd {use_limits.max_cost_usd} has "
+            "nothing to bound (a money budget needs the run's recorded price)"
+        )
     changes = [
         f"{name} {getattr(use_limits, name)}"
         for name in Limits.model_fields

@@ -14,8 +14,9 @@ catalogue's order, so a replay (or a resume on another host) offers exactly what
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -114,6 +115,24 @@ class Bm25Retriever:
 DEFAULT_RETRIEVERS: Final[Mapping[str, RetrieverFactory]] = {"bm25": Bm25Retriever}
 
 
+def check_retrieval(
+    retrieval: ToolRetrieval, contracts: Container[str], retrievers: Mapping[str, object]
+) -> None:
+    """Refuse before a run is stored what would fail later or be dropped in silence: a
+    retriever the engine lacks (needed once the catalogue outgrows `max_offered`, or on the
+    engine that resumes the run) and an `always` tool with no contract (a typo)."""
+    if retrieval.retriever not in retrievers:
+        known = ", ".join(sorted(retrievers)) or "none"
+        raise ConfigError(
+            f"tool_retrieval names retriever {retrieval.retriever!r}; this engine has {known}"
+        )
+    unknown = [name for name in retrieval.always if name not in contracts]
+    if unknown:
+        raise ConfigError(
+            f"tool_retrieval.always names tools with no contract: {', '.join(unknown)}"
+        )
+
+
 def select(
     retrieval: ToolRetrieval,
     catalogue: Sequence[ToolSpec],
@@ -132,10 +151,16 @@ def select(
         )
     ranked = sorted(
         (index for index in range(len(names)) if names[index] not in always),
-        key=lambda index: (-round(scores[index], SCORE_DIGITS), index),
+        key=lambda index: (-_rank_score(scores[index]), index),
     )
     chosen = always | {names[index] for index in ranked[: retrieval.top_k]}
     return tuple(tool for tool in catalogue if tool.name in chosen)
+
+
+def _rank_score(score: float) -> float:
+    """A score as ranked: rounded (float noise never reorders a tie), NaN last (NaN compares
+    false with everything, and one would scramble the order of the rest)."""
+    return -math.inf if math.isnan(score) else round(score, SCORE_DIGITS)
 
 
 def latest_turn(transcript: Transcript) -> str:

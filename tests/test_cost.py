@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from runner.budget import Bound
 from runner.cli import main
 from runner.contracts import ContractSet
 from runner.errors import ConfigError
+from runner.models.identity import ModelIdentity
 from runner.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices
+from runner.testing import FunctionModel
 from runner.trace import read_log
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture, spec_for
@@ -107,6 +110,21 @@ def test_the_spec_price_wins_over_the_adapter_and_the_table(contracts: ContractS
     assert engine._priced(spec, scripted).price == mine
 
 
+def test_a_price_is_finite_non_negative_and_at_most_a_dollar_a_token() -> None:
+    """A price so large that a request's cost overflowed a float (1e308 per million tokens)
+    was accepted, and the run stopped mid-way, `running` for good: its transition's cost was
+    no JSON number, so it could not be stored."""
+    for bad in (-1, float("nan"), float("inf"), 1e308, 1_000_001):
+        with pytest.raises(ValidationError):
+            ModelPrice(input_usd_per_mtok=bad, output_usd_per_mtok=1)
+        with pytest.raises(ValidationError):
+            ModelPrice(input_usd_per_mtok=1, output_usd_per_mtok=bad)
+    free = ModelPrice(input_usd_per_mtok=0, output_usd_per_mtok=0)
+    assert free.cost(10**9, 10**9) == 0
+    dear = ModelPrice(input_usd_per_mtok=1_000_000, output_usd_per_mtok=1_000_000)
+    assert dear.cost(10**9, 10**9) == Decimal(2 * 10**9)
+
+
 def test_limits_refuse_a_non_positive_money_budget() -> None:
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValidationError):
@@ -118,6 +136,27 @@ def test_missing_price_table_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "genai_prices", None)  # import fails as if not installed
     with pytest.raises(ConfigError, match=r"pip install 'runner\[prices\]'"):
         GenaiPrices()
+
+
+@pytest.mark.parametrize(
+    ("provider", "name", "rates"),
+    [
+        ("anthropic", "claude-sonnet-4-5", (3.0, 15.0)),  # $6 input past 200k tokens
+        ("google", "gemini-2.5-pro", (1.25, 10.0)),  # $2.50 / $15 past 200k tokens
+        ("openai", "gpt-4o-mini", (0.15, 0.6)),  # not tiered
+    ],
+)
+def test_the_table_price_is_the_base_rate_of_a_tiered_model(
+    provider: str, name: str, rates: tuple[float, float]
+) -> None:
+    """A tiered model is priced at its base rates, as a request under the first tier pays: the
+    table used to be asked the price of a million tokens, which crosses a 200k tier (Claude
+    Sonnet 4.5 came out at $6 per million input tokens instead of $3)."""
+    at = datetime(2026, 6, 1, tzinfo=UTC)
+    price = GenaiPrices().price_of(ModelIdentity(provider=provider, name=name), at)
+    assert price is not None
+    assert (price.input_usd_per_mtok, price.output_usd_per_mtok) == rates
+    assert price.source.startswith("genai-prices ")
 
 
 def test_price_cost_is_exact() -> None:
@@ -149,6 +188,44 @@ def test_replay_prices_with_the_recorded_price(tmp_path: Path, contracts: Contra
     assert replayed.identical, replayed.divergence
     assert replayed.replayed.result is not None
     assert replayed.replayed.result.cost_usd == result.cost_usd
+
+
+def test_a_money_budget_is_refused_for_replaying_an_unpriced_run(
+    tmp_path: Path, contracts: ContractSet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unpriced run has no cost to bound: a live run with `max_cost_usd` and no price is
+    refused, and so is a counterfactual replay with one (it used to report the run as it was,
+    as though the cap had been checked)."""
+    db = tmp_path / "r.db"
+    store = SqliteStore(db)
+    unpriced = FunctionModel(lambda transcript, tools: "Nothing is confirmed.")
+    run = run_fixture(make_fixture(), contracts, store, model=unpriced).result
+    assert run.cost_usd is None and store.header(run.run_id).price is None  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="was not priced"):
+        replay_run_sync(store, run.run_id, contracts, limits=Limits(max_cost_usd=1))
+    assert replay_run_sync(store, run.run_id, contracts, limits=Limits(max_attempts=2)).replayed
+    store.close()
+    assert main(["replay", run.run_id, "--db", str(db), "--max-cost-usd", "1"]) == 2
+    assert "was not priced" in capsys.readouterr().err
+
+
+def test_a_final_answer_longer_than_the_reply_before_it_can_pass_the_cap(
+    contracts: ContractSet,
+) -> None:
+    """What the README says of the cap: the projection takes the previous reply's output, so a
+    final answer of 500 tokens after a 10-token tool call passes a $0.025 cap ($0.0363)."""
+    fixture = make_fixture(
+        model=[
+            {"tool_calls": [SEARCH], "usage": {"input": 1000, "output": 10}},
+            {"final": "Nothing is confirmed.", "usage": {"input": 1100, "output": 500}},
+        ],
+        budget={"max_cost_usd": 0.025},
+        price=TEN_THIRTY,
+    )
+    result = run_fixture(fixture, contracts, MemoryStore()).result
+    assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    assert result.answer == "Nothing is confirmed."
+    assert result.cost_usd == pytest.approx(0.0103 + 0.026)
 
 
 def test_a_log_without_cost_fields_still_reads(tmp_path: Path, contracts: ContractSet) -> None:

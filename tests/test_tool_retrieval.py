@@ -217,6 +217,37 @@ def test_an_unknown_retriever_is_refused_before_the_run_is_stored(
     assert store.runs() == []
 
 
+def test_an_unknown_retriever_is_refused_even_while_the_catalogue_is_offered_whole(
+    catalogue: ContractSet,
+) -> None:
+    """A misnamed retriever used to pass while the catalogue was small, and fail only once it
+    grew past `max_offered` (or on an engine that resumes the run)."""
+    fixture = load_fixture(CATALOGUE / "catalogue_japan_trip.yaml", catalogue)
+    small = fixture.model_copy(
+        update={
+            "tools": ["search_flights", "search_hotels", "check_rail"],
+            "retrieval": ToolRetrieval(retriever="nope"),
+        }
+    )
+    store = MemoryStore()
+    with pytest.raises(ConfigError, match="retriever 'nope'; this engine has bm25"):
+        run_fixture(small, catalogue, store)
+    assert store.runs() == []
+
+
+def test_an_always_offered_tool_without_a_contract_is_refused_before_the_run_is_stored(
+    catalogue: ContractSet,
+) -> None:
+    """A typo in the `always` set used to drop the tool from every offer in silence."""
+    fixture = load_fixture(CATALOGUE / "catalogue_japan_trip.yaml", catalogue)
+    assert fixture.retrieval is not None
+    typo = fixture.retrieval.model_copy(update={"always": ("search_flights", "serch_hotels")})
+    store = MemoryStore()
+    with pytest.raises(ConfigError, match="always names tools with no contract: serch_hotels"):
+        run_fixture(fixture.model_copy(update={"retrieval": typo}), catalogue, store)
+    assert store.runs() == []
+
+
 def test_missing_bm25s_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "bm25s", None)
     tool = ToolSpec(name="a_tool", description="does a thing", parameters={})
@@ -247,6 +278,30 @@ def test_selection_keeps_always_ranks_by_score_and_breaks_ties_by_catalogue_orde
     retrieval = ToolRetrieval(max_offered=1, top_k=2, always=("tool_d", "not_a_tool"))
     chosen = select(retrieval, tools, Fixed(), "anything")
     assert [t.name for t in chosen] == ["tool_a", "tool_b", "tool_d"]  # catalogue order
+
+
+def test_a_nan_score_ranks_last_and_leaves_the_others_in_order() -> None:
+    """One NaN from a plugged-in retriever (a cosine of a zero vector) used to scramble the
+    whole ranking: 0.1 won over 0.9 when a NaN sat between them."""
+    tools = [_spec(name, "a tool") for name in ("tool_a", "tool_b", "tool_c", "tool_d")]
+
+    class Scored:
+        def __init__(self, scores: list[float]) -> None:
+            self.given = scores
+
+        def scores(self, query: str) -> Sequence[float]:
+            return self.given
+
+    retrieval = ToolRetrieval(max_offered=1, top_k=1)
+    nan = float("nan")
+    for scores, best in (
+        ([0.1, nan, 0.9, nan], "tool_c"),
+        ([nan, 0.9, nan, 0.1], "tool_b"),
+        ([nan, nan, nan, 0.0], "tool_d"),
+    ):
+        assert [t.name for t in select(retrieval, tools, Scored(scores), "q")] == [best]
+    two = ToolRetrieval(max_offered=1, top_k=2)
+    assert [t.name for t in select(two, tools, Scored([nan] * 4), "q")] == ["tool_a", "tool_b"]
 
 
 def test_bm25_reads_names_descriptions_and_argument_names() -> None:

@@ -19,7 +19,11 @@ from ..conftest import make_fixture
 from ..llm_recordings import call, ok, reply
 from ..llm_server import RecordedLLMServer
 
-LIVE = [("openai", "gpt-4o-mini"), ("anthropic", "claude-3-5-haiku-latest")]
+LIVE = [
+    ("openai", "gpt-4o-mini"),
+    ("anthropic", "claude-3-5-haiku-latest"),
+    ("anthropic", "claude-sonnet-4-5"),  # tiered past 200k tokens: priced at its base rates
+]
 
 
 @pytest.mark.parametrize(("protocol", "model"), LIVE)
