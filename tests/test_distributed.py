@@ -105,7 +105,22 @@ def test_four_workers_two_hundred_runs_one_killed_one_restarted(
     asyncio.run(_check_records(pg_url, run_ids))
 
 
+MID_WRITE = ("attempts", "waits_s", "transitions")
+"""What a run taken over in the middle of a write may have more of than its fixture declares."""
+
+
+def _granted(url: str) -> dict[str, int]:
+    """How many owners each run's lease was granted to (more than one: taken over, or a job
+    fetched again after its run ended)."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT run_id, count(*) FROM runner_lease_grants GROUP BY run_id"
+        ).fetchall()
+    return {str(run_id): int(count) for run_id, count in rows}
+
+
 async def _check_records(url: str, run_ids: list[str]) -> None:
+    granted = _granted(url)
     store = await PostgresStore.open(url)
     try:
         listed = await store.runs()
@@ -128,13 +143,29 @@ async def _check_records(url: str, run_ids: list[str]) -> None:
                 "waits_s": [round(w, 3) for w in summary.waits_s],
                 "transitions": ["plan", *(r.to_state for r in records)],
             }
+            taken_over = granted.get(run_id, 0) > 1
             for name, value in got.items():
                 wanted = getattr(expect, name)
                 if isinstance(wanted, list):
                     wanted = [getattr(w, "value", w) for w in wanted]
                     wanted = [round(w, 3) if isinstance(w, float) else w for w in wanted]
-                if wanted is not None:
-                    assert value == getattr(wanted, "value", wanted), (fixture.name, name, run_id)
+                if wanted is None:
+                    continue
+                wanted = getattr(wanted, "value", wanted)
+                if taken_over and name in MID_WRITE:
+                    # Killed between a write's intent and its outcome, the run is resumed by
+                    # reconciling that write (a lookup by key) before it goes on, and the
+                    # scripted supplier plays its script to the writes it really received:
+                    # more attempts, waits and transitions, as one process killed there gets
+                    # (test_crash_sweep.py::test_a_write_killed_in_flight_adds_attempts).
+                    more = value if name == "attempts" else len(value)
+                    assert more >= (wanted if name == "attempts" else len(wanted)), (
+                        fixture.name,
+                        name,
+                        run_id,
+                    )
+                    continue
+                assert value == wanted, (fixture.name, name, run_id)
             assert holds[1] <= 1, f"{fixture.name}: one intent made {holds[1]} holds"
             owners = await store.owners(run_id)
             generations = [g for _, _, g in owners]
@@ -159,3 +190,45 @@ def _holds(path: str | None) -> tuple[int | None, int]:
         return supplier.active_holds(), max(Counter(rows).values(), default=0)
     finally:
         supplier.close()
+
+
+def test_a_run_killed_with_its_first_hold_in_flight_is_taken_over_and_checked(
+    pg_url: str, tmp_path: Path, contracts: Any
+) -> None:
+    """The full-suite failure made deterministic: the victim dies (at its worker's 10th
+    commit) with `hold_not_committed`'s first hold recorded but not yet at the supplier; another
+    worker takes the run over, reconciles the hold (not found), and the supplier fails the first
+    write it really receives: 5 attempts where the fixture declares 3 for an uninterrupted run,
+    one hold, complete. The records check accepts that, and only for a run taken over."""
+    fixture = load_fixture(FIXTURES / "hold_not_committed.yaml", contracts)
+
+    async def go() -> list[str]:
+        app = make_app(pg_url)
+        async with app.open_async():
+            await ensure_queue_schema(app, pg_url)
+            return await submit(app, [fixture_job(fixture, 0)])
+
+    run_ids = asyncio.run(go())
+    env = {**os.environ, "RUNNER_WORLD": str(tmp_path / "world")}
+    env.pop("RUNNER_KILL_AFTER_COMMITS", None)
+    victim = _worker(pg_url, "victim", tmp_path, {**env, "RUNNER_KILL_AFTER_COMMITS": "10"})
+    assert victim.wait(timeout=300) == -signal.SIGKILL
+    heir = _worker(pg_url, "heir", tmp_path, env)
+    try:
+        _wait_for(pg_url, 1, timeout_s=300)
+    finally:
+        heir.send_signal(signal.SIGTERM)
+        heir.wait(timeout=300)
+    assert _granted(pg_url) == {run_ids[0]: 2}
+
+    async def attempts() -> int:
+        store = await PostgresStore.open(pg_url)
+        try:
+            summary = await store.summary(run_ids[0])
+            assert summary is not None and summary.terminal == "complete"
+            return summary.attempts
+        finally:
+            await store.close()
+
+    assert asyncio.run(attempts()) == 5
+    asyncio.run(_check_records(pg_url, run_ids))

@@ -122,3 +122,38 @@ def test_a_run_handed_back_at_shutdown_is_free_at_once_and_its_straggler_fenced(
         taken.set()
         store.close()
         other.close()
+
+
+def test_a_job_requeued_while_its_worker_still_drives_it_is_not_driven_twice(
+    pg_url: str,
+) -> None:
+    """Under load a live worker's queue heartbeat can lapse: the stalled-job sweep re-queues its
+    job (same job id) while the run is still driven, and the same worker may fetch it again. The
+    second drive must wait for the first, not inherit its lease (same owner, same generation:
+    the fence could not tell the two apart) and drive the run at the same time."""
+    store = BlockingStore(lambda: PostgresStore.open(pg_url))
+    driving = 0
+    overlapped: list[int] = []
+    lines: list[str] = []
+
+    def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> str:
+        nonlocal driving
+        driving += 1
+        overlapped.append(driving)
+        time.sleep(LEASE_S / 2)
+        driving -= 1
+        return f"{run_id} played"
+
+    settings = WorkerSettings(lease_s=LEASE_S, name="w")
+    driver = RunDriver(store, play=play, settings=settings, report=lines.append)
+
+    async def twice() -> None:
+        first = driver.drive(_Context(), "r1", {}, 0)  # type: ignore[arg-type]
+        again = driver.drive(_Context(), "r1", {}, 0)  # type: ignore[arg-type]
+        await asyncio.gather(first, again)
+
+    try:
+        asyncio.run(twice())
+    finally:
+        store.close()
+    assert overlapped == [1, 1] and lines == ["r1 played", "r1 played"]

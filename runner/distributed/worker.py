@@ -6,6 +6,13 @@ starts the run, or resumes it through the runner's resume path when an earlier w
 ended. The lease is renewed while the run is driven; every store write for the run checks it, so
 a worker that lost its run (paused past its expiry) can no longer write to it.
 
+A worker drives a run at most once at a time, and each drive takes the lease under its own owner
+name: under load a live worker's queue heartbeat can lapse, the sweep below re-queues its job
+(same job id) while it still drives the run, and the same worker may fetch it again. Its second
+drive waits for the first, as for any live owner; it never inherits the first's lease (same
+owner, same generation), which the fence could not tell from its own, nor shares the store
+handle's fence for that run with it.
+
 A worker that dies leaves its job `doing`; every worker sweeps the queue for jobs whose worker's
 heartbeat stopped (procrastinate's `get_stalled_jobs`) and re-queues them (`retry_job`): that is
 the queue's own stalled-job handling, and the re-queued job resumes the run. On SIGTERM the worker
@@ -24,6 +31,8 @@ import asyncio
 import logging
 import os
 import socket
+import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -83,30 +92,58 @@ class RunDriver:
         self.report = report
         self.clock = clock or SystemClock()
         self.ttl = timedelta(seconds=settings.lease_s)
+        self._driving: set[str] = set()
+        """Runs this worker drives now: the store handle keeps one fence per run, so one drive."""
 
     async def drive(
         self, context: JobContext, run_id: str, document: dict[str, Any], seed: int
     ) -> None:
-        owner = f"{self.settings.name}/job-{context.job.id}"
+        owner = f"{self.settings.name}/job-{context.job.id}/{uuid.uuid4().hex[:8]}"
         lease = await self._take(run_id, owner)
+        # The run stays marked until its thread ends: a job cancelled at shutdown leaves its
+        # thread going (fenced once another worker takes the run), and this handle's fence.
+        guard, started, abandoned = threading.Lock(), [False], [False]
+
+        def play() -> str | None:
+            with guard:
+                if abandoned[0]:
+                    return None
+                started[0] = True
+            try:
+                return self.play(self.store, run_id, document, seed)
+            finally:
+                self._driving.discard(run_id)
+
         renewing = asyncio.create_task(self._renew(lease), name=f"lease {run_id}")
         try:
-            line = await asyncio.to_thread(self.play, self.store, run_id, document, seed)
+            line = await asyncio.to_thread(play)
         finally:
             renewing.cancel()
+            with guard:
+                if not started[0]:  # cancelled before its thread began: it never will
+                    abandoned[0] = True
+                    self._driving.discard(run_id)
             await asyncio.to_thread(self.store.release_lease, lease)
         if line is not None:
             self.report(line)
 
     async def _take(self, run_id: str, owner: str) -> Lease:
-        """The run's lease, once its previous owner's has expired (a bounded wait)."""
+        """The run's lease, once its previous owner's has expired or this worker's own drive of
+        it ended (a bounded wait); the run is then marked driven here."""
         waited, step = 0.0, self.settings.lease_s / 4
         while True:
-            lease = await asyncio.to_thread(
-                self.store.acquire_lease, run_id, owner, self.clock.now(), self.ttl
-            )
-            if lease is not None:
-                return lease
+            if run_id not in self._driving:
+                self._driving.add(run_id)  # on this loop: no other drive sees it free now
+                try:
+                    lease = await asyncio.to_thread(
+                        self.store.acquire_lease, run_id, owner, self.clock.now(), self.ttl
+                    )
+                except BaseException:
+                    self._driving.discard(run_id)
+                    raise
+                if lease is not None:
+                    return lease
+                self._driving.discard(run_id)
             if waited > 3 * self.settings.lease_s:  # the job fails and is retried later
                 raise StoreError(f"run {run_id}: another worker holds its lease")
             await asyncio.sleep(step)
