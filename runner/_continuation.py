@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,13 +27,16 @@ from .errors import ApprovalRefused
 from .spec import RunSpec
 from .states import State
 from .store.approvals import Proposal
+from .trace import RunHeader, RunSummary
 
 _NAMESPACE = uuid.UUID("5b0c3c1e-7a51-4c1f-9d0a-2f6c7f7e0a12")
 
 
-def _waiting(runtime: Runtime, run_id: str) -> Mapping[str, Any] | None:
-    store = runtime.store
-    header, summary = store.header(run_id), store.summary(run_id)
+def check_waiting(
+    run_id: str, header: RunHeader | None, summary: RunSummary | None
+) -> Mapping[str, Any] | None:
+    """The waiting run's own `continues` (None: it is no continuation); `ApprovalRefused` when
+    there is no such run or it is not waiting for approval."""
     if header is None:
         raise ApprovalRefused("no_proposal", f"no run {run_id} in the store")
     if (
@@ -43,6 +47,16 @@ def _waiting(runtime: Runtime, run_id: str) -> Mapping[str, Any] | None:
         state = f"{summary.terminal} ({summary.reason})" if summary else "still running"
         raise ApprovalRefused("not_waiting", f"run {run_id} is not waiting for approval: {state}")
     return header.continues
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingRun:
+    """What the store holds of the waiting run, read by the caller (an awaited store is read
+    with await before the checks, which stay synchronous)."""
+
+    header: RunHeader | None
+    summary: RunSummary | None
+    proposals: list[Proposal]
 
 
 def _verified(
@@ -78,14 +92,21 @@ def plan_continuation(
     secret: ApprovalSecret,
     now: datetime,
     token: str | None = None,
+    waiting: WaitingRun | None = None,
 ) -> tuple[str, dict[str, Any], list[str]]:
     """The continuation's run id, its `RunSpec.continuation`, and the token ids it uses.
 
     `token`: a confirm token the caller holds (else each approval's token from the ledger).
+    `waiting`: the waiting run as read from an awaited store (else read here from the store).
     Raises `ApprovalRefused` (or its subclasses) and stores nothing when any check fails.
     """
-    earlier = _waiting(runtime, run_id) or {}
-    proposals = ledger_of(runtime.store).proposals(run_id)
+    if waiting is None:
+        store = runtime.store
+        earlier = check_waiting(run_id, store.header(run_id), store.summary(run_id)) or {}
+        proposals = ledger_of(store).proposals(run_id)
+    else:
+        earlier = check_waiting(run_id, waiting.header, waiting.summary) or {}
+        proposals = waiting.proposals
     if not proposals:
         raise ApprovalRefused("no_proposal", f"run {run_id} has no proposals")
     pending = [p.operation_key for p in proposals if p.status == "pending"]

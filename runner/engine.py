@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 
 from ._acting import call, observe
 from ._cancel import CANCELLED, take_cancellation
-from ._continuation import plan_continuation
+from ._continuation import WaitingRun, check_waiting, plan_continuation
 from ._core import Core, brief
 from ._planning import plan
 from ._replay_effects import ReplayEffects
@@ -53,6 +53,7 @@ from .retrieval import DEFAULT_RETRIEVERS, Retriever, RetrieverFactory
 from .spec import DEFAULT_SYSTEM_PROMPT, DURABILITIES, Durability, RunResult, RunSpec
 from .states import TERMINAL, State
 from .store.adapters import as_async, is_async_store
+from .store.approvals import AsyncApprovalLedger
 from .store.base import AsyncStore, Store
 from .store.step_commits import StepCommits
 from .store.writebehind import PendingWrites
@@ -257,22 +258,26 @@ class Engine:
         proposed with; a denied one ends the run `abstain`. Asked again for the same decisions, it
         resumes (or reports) the continuation already made.
         """
-        store = self.runtime.store
-        stored = store.header(run_id)
+        store, reader = self.runtime.store, self._reader
+        waiting = await self._waiting_run(run_id)
+        stored = waiting.header
         new_id, continuation, used = plan_continuation(
-            self.runtime, run_id, spec, secret=secret, now=now, token=token
+            self.runtime, run_id, spec, secret=secret, now=now, token=token, waiting=waiting
         )
-        if store.header(new_id) is not None:  # asked again after a crash: the same continuation
-            ended = store.summary(new_id)
+        if await reader.header(new_id) is not None:  # asked again after a crash: the same one
+            ended = await reader.summary(new_id)
             if ended is not None:
                 raise ApprovalRefused(
                     "continued",
                     f"run {run_id} was continued as {new_id}, which ended {ended.terminal}",
                 )
             return await self.resume(new_id, spec, model)
-        ledger = ledger_of(store)
+        awaited = self._awaited_ledger()
         for token_id in used:
-            ledger.use_token(token_id, new_id, now)
+            if awaited is not None:
+                await awaited.use_token(token_id, new_id, now)
+            else:
+                ledger_of(store).use_token(token_id, new_id, now)
         spec = dataclasses.replace(with_seed(spec, stored), continuation=continuation)
         if spec.system_prompt is None and stored is not None and stored.system_prompt is not None:
             spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)
@@ -280,8 +285,8 @@ class Engine:
         started = self.clock.monotonic()
         live = LiveEffects(new_id, model, self.clock, started, Redactor(run_secrets(spec, model)))
         effects = ReplayEffects(
-            store.turns(run_id),
-            store.outputs(run_id),
+            await reader.turns(run_id),
+            await reader.outputs(run_id),
             self.clock,
             started,
             live=live,
@@ -295,6 +300,28 @@ class Engine:
             raise
         self._hold(run)
         return await self._drive(run)
+
+    def _awaited_ledger(self) -> AsyncApprovalLedger | None:
+        """The awaited store's ledger (None: the store is synchronous, its ledger `ledger_of`)."""
+        pending = self.runtime.pending
+        if pending is None:
+            return None
+        if not isinstance(pending.store, AsyncApprovalLedger):
+            raise ConfigError(f"{type(pending.store).__name__} keeps no approvals")
+        return pending.store
+
+    async def _waiting_run(self, run_id: str) -> WaitingRun:
+        """The run waiting for approval, read with await (its checks follow, synchronous)."""
+        header = await self._reader.header(run_id)
+        summary = await self._reader.summary(run_id)
+        check_waiting(run_id, header, summary)  # refused before the ledger is asked
+        awaited = self._awaited_ledger()
+        proposals = (
+            await awaited.proposals(run_id)
+            if awaited is not None
+            else ledger_of(self.runtime.store).proposals(run_id)
+        )
+        return WaitingRun(header, summary, proposals)
 
     async def replay(
         self,

@@ -35,6 +35,7 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
+from ._pg_approvals import PostgresApprovals
 from ._pg_schema import LEASE_LOST, migrate
 from .base import Lease, RunListing, UnreadableRun
 from .memory import RELEASED
@@ -48,7 +49,7 @@ _OPERATION_COLUMNS = (
 )
 
 
-class PostgresStore:
+class PostgresStore(PostgresApprovals):
     """`AsyncStore` on a PostgreSQL database; open it with `await PostgresStore.open(url)`."""
 
     def __init__(self, pool: AsyncConnectionPool[Connection], url: str) -> None:
