@@ -21,7 +21,6 @@ from typing import Any
 
 from ._approval_gate import digest_for
 from ._state import Runtime
-from .approvals import ledger_of
 from .confirm import ApprovalSecret, read_token, verify_token
 from .errors import ApprovalRefused
 from .spec import RunSpec
@@ -91,22 +90,17 @@ def plan_continuation(
     *,
     secret: ApprovalSecret,
     now: datetime,
+    waiting: WaitingRun,
     token: str | None = None,
-    waiting: WaitingRun | None = None,
 ) -> tuple[str, dict[str, Any], list[str]]:
     """The continuation's run id, its `RunSpec.continuation`, and the token ids it uses.
 
     `token`: a confirm token the caller holds (else each approval's token from the ledger).
-    `waiting`: the waiting run as read from an awaited store (else read here from the store).
+    `waiting`: the waiting run and its proposals, as the engine read them from its store.
     Raises `ApprovalRefused` (or its subclasses) and stores nothing when any check fails.
     """
-    if waiting is None:
-        store = runtime.store
-        earlier = check_waiting(run_id, store.header(run_id), store.summary(run_id)) or {}
-        proposals = ledger_of(store).proposals(run_id)
-    else:
-        earlier = check_waiting(run_id, waiting.header, waiting.summary) or {}
-        proposals = waiting.proposals
+    earlier = check_waiting(run_id, waiting.header, waiting.summary) or {}
+    proposals = waiting.proposals
     if not proposals:
         raise ApprovalRefused("no_proposal", f"run {run_id} has no proposals")
     pending = [p.operation_key for p in proposals if p.status == "pending"]
