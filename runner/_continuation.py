@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,18 +25,22 @@ from ._run_checks import as_it_began
 from ._state import Runtime
 from .approvals import ledger_of
 from .confirm import ApprovalSecret, read_token, verify_token
-from .errors import ApprovalRefused, TokenExpired
+from .errors import ApprovalRefused, ConfigError, TokenExpired
 from .recording import RecordedOutput, RecordedTurn
 from .spec import RunSpec
 from .states import State
-from .store.approvals import Proposal
+from .store.approvals import AsyncApprovalLedger, Proposal
+from .store.base import AsyncStore
+from .trace import RunHeader, RunSummary
 
 _NAMESPACE = uuid.UUID("5b0c3c1e-7a51-4c1f-9d0a-2f6c7f7e0a12")
 
 
-def _waiting(runtime: Runtime, run_id: str) -> Mapping[str, Any] | None:
-    store = runtime.store
-    header, summary = store.header(run_id), store.summary(run_id)
+def check_waiting(
+    run_id: str, header: RunHeader | None, summary: RunSummary | None
+) -> Mapping[str, Any] | None:
+    """The waiting run's own `continues` (None: it is no continuation); `ApprovalRefused` when
+    there is no such run or it is not waiting for approval."""
     if header is None:
         raise ApprovalRefused("no_proposal", f"no run {run_id} in the store")
     if (
@@ -46,6 +51,16 @@ def _waiting(runtime: Runtime, run_id: str) -> Mapping[str, Any] | None:
         state = f"{summary.terminal} ({summary.reason})" if summary else "still running"
         raise ApprovalRefused("not_waiting", f"run {run_id} is not waiting for approval: {state}")
     return header.continues
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingRun:
+    """What the store holds of the waiting run, read by the caller (an awaited store is read
+    with await before the checks, which stay synchronous)."""
+
+    header: RunHeader | None
+    summary: RunSummary | None
+    proposals: list[Proposal]
 
 
 def _verified(
@@ -80,15 +95,17 @@ def plan_continuation(
     *,
     secret: ApprovalSecret,
     now: datetime,
+    waiting: WaitingRun,
     token: str | None = None,
 ) -> tuple[str, dict[str, Any], list[str]]:
     """The continuation's run id, its `RunSpec.continuation`, and the token ids it uses.
 
     `token`: a confirm token the caller holds (else each approval's token from the ledger).
+    `waiting`: the waiting run and its proposals, as the engine read them from its store.
     Raises `ApprovalRefused` (or its subclasses) and stores nothing when any check fails.
     """
-    earlier = _waiting(runtime, run_id) or {}
-    proposals = ledger_of(runtime.store).proposals(run_id)
+    earlier = check_waiting(run_id, waiting.header, waiting.summary) or {}
+    proposals = waiting.proposals
     if not proposals:
         raise ApprovalRefused("no_proposal", f"run {run_id} has no proposals")
     pending = [p.operation_key for p in proposals if p.status == "pending"]
@@ -143,8 +160,33 @@ def plan_continuation(
     return continuation_id, continuation, used
 
 
-def begin_continuation(
+def awaited_ledger(runtime: Runtime) -> AsyncApprovalLedger | None:
+    """An awaited store's ledger (None: the store is synchronous, its ledger `ledger_of`)."""
+    pending = runtime.pending
+    if pending is None:
+        return None
+    if not isinstance(pending.store, AsyncApprovalLedger):
+        raise ConfigError(f"{type(pending.store).__name__} keeps no approvals")
+    return pending.store
+
+
+async def read_waiting(runtime: Runtime, reader: AsyncStore, run_id: str) -> WaitingRun:
+    """The run waiting for approval, read with await (its checks follow, synchronous)."""
+    header = await reader.header(run_id)
+    summary = await reader.summary(run_id)
+    check_waiting(run_id, header, summary)  # refused before the ledger is asked
+    awaited = awaited_ledger(runtime)
+    proposals = (
+        await awaited.proposals(run_id)
+        if awaited is not None
+        else ledger_of(runtime.store).proposals(run_id)
+    )
+    return WaitingRun(header, summary, proposals)
+
+
+async def begin_continuation(
     runtime: Runtime,
+    reader: AsyncStore,
     run_id: str,
     spec: RunSpec,
     *,
@@ -155,23 +197,25 @@ def begin_continuation(
     """The continuation's run id and the spec it starts with, once the uses of its tokens are
     recorded; None for the spec when that continuation was made already (asked again after a
     crash: resume it). Raises `ApprovalRefused` when the checks fail or it has already ended."""
-    store = runtime.store
-    stored = store.header(run_id)
+    waiting = await read_waiting(runtime, reader, run_id)
     new_id, continuation, used = plan_continuation(
-        runtime, run_id, spec, secret=secret, now=now, token=token
+        runtime, run_id, spec, secret=secret, now=now, token=token, waiting=waiting
     )
-    if store.header(new_id) is not None:  # asked again after a crash: the same continuation
-        ended = store.summary(new_id)
+    if await reader.header(new_id) is not None:  # asked again after a crash: the same one
+        ended = await reader.summary(new_id)
         if ended is not None:
             raise ApprovalRefused(
                 "continued",
                 f"run {run_id} was continued as {new_id}, which ended {ended.terminal}",
             )
         return new_id, None
-    ledger = ledger_of(store)
+    awaited = awaited_ledger(runtime)
     for token_id in used:
-        ledger.use_token(token_id, new_id, now)
-    return new_id, dataclasses.replace(as_it_began(spec, stored), continuation=continuation)
+        if awaited is not None:
+            await awaited.use_token(token_id, new_id, now)
+        else:
+            ledger_of(runtime.store).use_token(token_id, new_id, now)
+    return new_id, dataclasses.replace(as_it_began(spec, waiting.header), continuation=continuation)
 
 
 def _presented_for(key: str, proposal: Proposal, proposals: list[Proposal]) -> bool:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from ._jsonsafe import safe_str
 from .confirm import ApprovalSecret, TokenClaims, issue_token
@@ -39,16 +39,23 @@ class Approval:
     claims: TokenClaims
 
 
+def _keeps(store: object) -> TypeGuard[ApprovalLedger]:
+    """Whether `store` keeps approvals (a `BlockingStore` or the engine's queue of writes to an
+    awaited store: when the store behind it does)."""
+    return isinstance(store, ApprovalLedger) and getattr(store, "keeps_approvals", True) is True
+
+
 def ledger_of(store: object) -> ApprovalLedger:
     """The store's approval ledger (a `FanoutStore`'s primary's, the store `StepCommits` wraps);
     `ConfigError` for a store that keeps none."""
     for wrapped in ("primary", "inner"):  # a FanoutStore's primary; StepCommits' inner store
         inner = getattr(store, wrapped, None)
-        if not isinstance(store, ApprovalLedger) and isinstance(inner, ApprovalLedger):
+        if not _keeps(store) and _keeps(inner):
             return inner
-    if not isinstance(store, ApprovalLedger):
+    if not _keeps(store):
         raise ConfigError(
-            f"{type(store).__name__} keeps no approvals (use MemoryStore or SqliteStore)"
+            f"{type(store).__name__} keeps no approvals "
+            "(use MemoryStore, SqliteStore or PostgresStore)"
         )
     return store
 

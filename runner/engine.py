@@ -236,8 +236,8 @@ class Engine:
         proposed with; a denied one ends the run `abstain`. Asked again for the same decisions, it
         resumes (or reports) the continuation already made.
         """
-        new_id, continuing = begin_continuation(
-            self.runtime, run_id, spec, secret=secret, now=now, token=token
+        new_id, continuing = await begin_continuation(
+            self.runtime, self._reader, run_id, spec, secret=secret, now=now, token=token
         )
         if continuing is None:  # made already (asked again after a crash): go on with it
             return await self.resume(new_id, spec, model)
@@ -247,10 +247,9 @@ class Engine:
         started = self.clock.monotonic()
         redactor = Redactor(run_secrets(continuing, model))
         live = LiveEffects(new_id, model, self.clock, started, redactor)
-        store = self.runtime.store
         effects = ReplayEffects(
-            store.turns(run_id),
-            store.outputs(run_id),
+            await self._reader.turns(run_id),
+            await self._reader.outputs(run_id),
             self.clock,
             started,
             live=live,

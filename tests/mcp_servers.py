@@ -203,6 +203,7 @@ async def booking_call(name: str, args: dict[str, Any]) -> types.CallToolResult:
         booking_id = bookings[key]["id"]
         return _text(f"booked {booking_id}", structured={"booking_id": booking_id})
     if name == "cancel_all":
+        _write("cancel_calls.json", [*_read("cancel_calls.json", []), dict(args)])
         _write("bookings.json", {})
         return _text("cancelled")
     raise MCPError(-32601, f"no tool {name}")

@@ -17,7 +17,7 @@ from runner.contracts import ContractSet
 from runner.declare import declare_contract
 from runner.errors import ConfigError, ContractError
 from runner.mcp import McpConfig, Pin, PinnedTool, with_recorded
-from runner.mcp.pinning import pin_server
+from runner.mcp.pinning import compiled_contract, pin_server
 from runner.mcp.tools import payload_of
 
 from .conftest import ROOT
@@ -104,18 +104,27 @@ def test_a_server_that_says_it_writes_cannot_be_vouched_read_only() -> None:
     assert not pinned.offered and "configure it as a write" in (pinned.refused or "")
 
 
-def test_a_destructive_tool_needs_approval_and_is_refused_without_a_waiver() -> None:
+def test_a_destructive_tool_is_offered_under_approval_unless_the_operator_waives_it() -> None:
     hints = {"readOnlyHint": False, "destructiveHint": True}
-    (refused,) = _pin({"t": {}}, _listed(annotations=hints))
-    assert refused.needs_approval and not refused.offered
-    assert "approval" in (refused.refused or "")
+    (asking,) = _pin({"t": {}}, _listed(annotations=hints))
+    assert asking.needs_approval and asking.offered and asking.asks_approval
+    assert compiled_contract(asking).contract.requires_approval
     (waived,) = _pin({"t": {"allow_without_approval": True}}, _listed(annotations=hints))
     assert waived.needs_approval and waived.offered  # recorded as needing it
+    assert not waived.asks_approval and not compiled_contract(waived).contract.requires_approval
 
 
-def test_requires_approval_from_the_overlay_is_refused_too() -> None:
-    (pinned,) = _pin({"t": {"requires_approval": True}})
-    assert pinned.needs_approval and not pinned.offered
+def test_requires_approval_from_the_overlay_makes_a_contract_that_requires_it() -> None:
+    overlay = {"requires_approval": True, "approval_summary": "Do {x} now"}
+    (pinned,) = _pin(
+        {"t": overlay},
+        _listed(inputSchema={"type": "object", "properties": {"x": {"type": "string"}}}),
+    )
+    contract = compiled_contract(pinned).contract
+    assert pinned.offered and contract.requires_approval
+    assert contract.approval_summary == "Do {x} now"
+    (bad,) = _pin({"t": {"requires_approval": True, "approval_summary": "Do {nope}"}})
+    assert not bad.offered and "approval_summary names nope" in (bad.refused or "")
 
 
 def test_idempotent_hint_false_withdraws_suppresses_duplicates() -> None:
@@ -243,8 +252,10 @@ def test_hints_only_ever_restrict(hints: dict[str, Any], overlay: dict[str, Any]
         assert given_overlay.get("read_only") is True
     if given_overlay.get("requires_approval"):
         assert pinned.needs_approval
-    if pinned.needs_approval and pinned.offered:
-        assert given_overlay.get("allow_without_approval") is True
+    if pinned.offered and pinned.side_effect == "write":  # needing approval, it asks for one
+        waived = given_overlay.get("allow_without_approval") is True
+        asks = compiled_contract(pinned).contract.requires_approval
+        assert asks == (pinned.needs_approval and not waived)
     if pinned.suppresses_duplicates:
         assert given_overlay.get("suppresses_duplicates") is True
 

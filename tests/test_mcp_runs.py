@@ -45,7 +45,7 @@ BOOKING_TOOLS = {
         "timeout_s": 3,
     },
     "find_booking": {"read_only": True, "runtime_only": True, "key_argument": "request_id"},
-    "cancel_all": {},  # a write the server calls destructive: it needs an approval
+    "cancel_all": {},  # a write the server calls destructive: offered, under approval
 }
 
 
@@ -158,8 +158,8 @@ def test_a_write_happens_once(
     key = result.operations[0].key
     assert key in bookings  # the runtime filled key_argument with the operation key
     cancel_all = next(t for t in outcome.tools.pin.tools if t.tool == "cancel_all")
-    assert cancel_all.needs_approval and not cancel_all.offered
-    assert "booking__cancel_all" not in outcome.tools.tool_names
+    assert cancel_all.needs_approval and cancel_all.offered  # under approval: see
+    assert "booking__cancel_all" in outcome.tools.tool_names  # tests/test_mcp_approvals.py
     _declared_and_replayed(outcome)
 
 

@@ -13,14 +13,18 @@ import argparse
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from .._arguments import seconds
 from ..approvals import approve, deny, pending_approvals
 from ..confirm import ApprovalSecret
-from ..errors import ApprovalRefused
+from ..errors import ApprovalRefused, ResumeRefused
+from ..mcp import McpConfig
+from ..mcp.pinning import recorded_pin
 from ..report import printable
 from ..store.approvals import Proposal
+from ..store.base import Store
 from ..travel.scenario import continue_fixture
 from ._common import EXIT_EXPECTATION_FAILED, contracts_for, open_store
 
@@ -46,13 +50,28 @@ def add_approval_commands(
                 "--ttl", type=seconds, default=1800.0, help="confirm token lifetime, seconds"
             )
         sub.add_argument("--json", action="store_true", help="print the continuation as JSON")
+        _with_mcp(sub)
         with_db(sub)
     again = commands.add_parser(
         "continue", help="continue a run whose proposals are decided (e.g. after a crash)"
     )
     again.add_argument("run_id")
     again.add_argument("--json", action="store_true", help="print the continuation as JSON")
+    _with_mcp(again)
     with_db(again)
+
+
+def _with_mcp(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--mcp", type=Path, default=None, help="how to reach the MCP servers the run pinned"
+    )
+
+
+def _mcp_refused(store: Store, args: argparse.Namespace) -> None:
+    """A run that pinned MCP servers is continued only with --mcp: checked before deciding."""
+    header = store.header(args.run_id)
+    if header is not None and args.mcp is None and recorded_pin(header.annotations) is not None:
+        raise ResumeRefused(args.run_id, "it called MCP servers: decide it with --mcp CONFIG")
 
 
 def _proposal_json(proposal: Proposal) -> dict[str, object]:
@@ -94,6 +113,7 @@ def decide_command(args: argparse.Namespace) -> int:
     store = open_store(args.db, must_exist=True)
     now = datetime.now(UTC)
     try:
+        _mcp_refused(store, args)
         if args.command == "approve":
             ttl = timedelta(seconds=args.ttl)
             approve(
@@ -129,6 +149,7 @@ def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = N
             secret=secret,
             now=datetime.now(UTC),
             store_dir=args.db.folder,
+            mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
         )
     except ApprovalRefused as exc:
         if exc.problem != "continued":

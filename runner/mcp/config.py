@@ -62,10 +62,14 @@ class ToolOverlay(BaseModel):
     is taken out of the argument schema). The key also travels in `_meta` as
     `io.runner/operation_key`."""
     requires_approval: bool = False
-    """The tool needs a person's approval per call (a destructive hint sets it too)."""
+    """Writes: each call needs a person's approval (a destructive hint sets it too): it is
+    recorded as a proposal and the run ends `escalate` (`approval_required`) until one is given."""
+    approval_summary: str | None = Field(default=None, min_length=1, max_length=300)
+    """Writes under approval: what a person reads, e.g. `Cancel {room} for {nights} nights`
+    (named arguments filled in; default `tool: k=v, ...`)."""
     allow_without_approval: bool = False
-    """Offer a tool that needs approval although this runner cannot ask for one (the operator
-    takes that risk explicitly); without it such a tool is refused."""
+    """The operator's explicit opt-out: send the calls of a tool that needs approval (by this
+    overlay or the server's destructive hint) without asking anyone. Recorded in the pin."""
     runtime_only: bool = False
     """Called by the runner itself (a reconciliation lookup), never offered to the model."""
 

@@ -10,7 +10,8 @@ the same contracts for replay, with no server running.
   result is text (`TEXT_RESULT`). Either way the result is `{"status": "ok", "text": ...,
   "structured"?: ..., "found"?: bool}` or `{"status": "error", "error_code", "message"}`.
 - Annotations are hints from an untrusted party: they can make a tool more restricted (a tool
-  whose server says it writes cannot be vouched read-only; a destructive hint requires approval;
+  whose server says it writes cannot be vouched read-only; a destructive hint requires approval,
+  so each call is a proposal a person decides (`runner.approvals`);
   `idempotentHint: false` withdraws `suppresses_duplicates`), never less (`readOnlyHint: true`
   does not make a tool a read, and no hint offers a tool the operator gave no overlay).
 """
@@ -91,6 +92,8 @@ class PinnedTool:
     scope: str
     timeout_s: float
     needs_approval: bool
+    """Each call is recorded as a proposal and sent only once a person approved it (unless the
+    overlay waives it with `allow_without_approval`: see `asks_approval`)."""
     offered: bool
     refused: str | None = None
     """Why the tool is not offered (None: it is)."""
@@ -104,6 +107,13 @@ class PinnedTool:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def asks_approval(self) -> bool:
+        """Whether its contract requires approval: it needs one and the operator did not waive it
+        (`allow_without_approval`, the operator's explicit opt-out, recorded in the overlay)."""
+        waived = bool((self.overlay or {}).get("allow_without_approval"))
+        return self.needs_approval and not waived
 
 
 def namespaced(server: str, tool: str) -> str:
@@ -196,12 +206,6 @@ def _pin_one(
             "the operator says read_only but the server's hints say it "
             "writes: configure it as a write",
         )
-    if needs_approval and not overlay.allow_without_approval:
-        return _refused(
-            base,
-            "needs approval per call, which this runner cannot ask for yet "
-            "(set allow_without_approval to offer it anyway)",
-        )
     if key_argument is not None and key_argument not in (
         base["input_schema"].get("properties") or {}
     ):
@@ -278,6 +282,8 @@ def compiled_contract(pinned: PinnedTool) -> CompiledContract:
             reconcile_with=pinned.reconcile_with,
             suppresses_duplicates=pinned.suppresses_duplicates,
             audience=pinned.audience,
+            requires_approval=pinned.side_effect == "write" and pinned.asks_approval,
+            approval_summary=(pinned.overlay or {}).get("approval_summary"),
         )
     except ValueError as exc:
         raise ContractError(source, str(exc).splitlines()[0]) from exc

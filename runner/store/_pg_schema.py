@@ -97,6 +97,23 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             PRIMARY KEY (run_id, generation)
         )""",
     ),
+    # 2: the approval ledger (store/approvals.py): proposals and each confirm token's first use
+    (
+        """CREATE TABLE runner_approvals (
+            run_id text NOT NULL,
+            operation_key text NOT NULL,
+            status text NOT NULL,
+            created_at timestamptz NOT NULL,
+            proposal text NOT NULL,
+            proposed bigserial NOT NULL,
+            PRIMARY KEY (run_id, operation_key)
+        )""",
+        """CREATE TABLE runner_token_uses (
+            token_id text PRIMARY KEY,
+            run_id text NOT NULL,
+            used_at timestamptz NOT NULL
+        )""",
+    ),
 )
 
 

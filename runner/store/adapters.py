@@ -15,10 +15,11 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any, TypeGuard, TypeVar
 
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from .approvals import ApprovalDecision, AsyncApprovalLedger, Proposal
 from .base import AsyncStore, Lease, Leases, RunListing, Store, UnreadableRun
 
 T = TypeVar("T")
@@ -183,6 +184,29 @@ class BlockingStore:
 
     def release_lease(self, lease: Lease) -> None:
         self._call(self.store.release_lease(lease))
+
+    # -- the approval ledger, when the awaited store keeps one (PostgreSQL) -----------------------
+
+    @property
+    def keeps_approvals(self) -> bool:
+        return isinstance(self.store, AsyncApprovalLedger)
+
+    def _ledger(self) -> AsyncApprovalLedger:
+        if not isinstance(self.store, AsyncApprovalLedger):
+            raise ConfigError(f"{type(self.store).__name__} keeps no approvals")
+        return self.store
+
+    def propose(self, proposal: Proposal) -> Proposal:
+        return self._call(self._ledger().propose(proposal))
+
+    def proposals(self, run_id: str | None = None) -> list[Proposal]:
+        return self._call(self._ledger().proposals(run_id))
+
+    def decide(self, run_id: str, operation_key: str, decision: ApprovalDecision) -> Proposal:
+        return self._call(self._ledger().decide(run_id, operation_key, decision))
+
+    def use_token(self, token_id: str, run_id: str, at: datetime) -> None:
+        self._call(self._ledger().use_token(token_id, run_id, at))
 
 
 async def _awaited(opener: Callable[[], Awaitable[T]]) -> T:

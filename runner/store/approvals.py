@@ -241,3 +241,18 @@ class SqliteApprovals:
                 )
             elif row[0] != run_id:
                 raise _reused(token_id, str(row[0]))
+
+
+@runtime_checkable
+class AsyncApprovalLedger(Protocol):
+    """`ApprovalLedger`, awaited (a store on the network: PostgreSQL)."""
+
+    async def propose(self, proposal: Proposal) -> Proposal: ...
+
+    async def proposals(self, run_id: str | None = None) -> list[Proposal]: ...
+
+    async def decide(
+        self, run_id: str, operation_key: str, decision: ApprovalDecision
+    ) -> Proposal: ...
+
+    async def use_token(self, token_id: str, run_id: str, at: datetime) -> None: ...

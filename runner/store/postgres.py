@@ -35,6 +35,7 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
+from ._pg_approvals import PostgresApprovals
 from ._pg_leases import Connection, PostgresLeases, _utc
 from ._pg_schema import LEASE_LOST, migrate
 from ._rows import OPERATION_COLUMNS, _fast_json, _json, _read_json, listing, operation_of
@@ -59,7 +60,7 @@ async def reach(url: str, *, timeout_s: float = 10.0) -> None:
     await conn.close()
 
 
-class PostgresStore(PostgresLeases):
+class PostgresStore(PostgresLeases, PostgresApprovals):
     """`AsyncStore` on a PostgreSQL database; open it with `await PostgresStore.open(url)`."""
 
     def __init__(self, pool: AsyncConnectionPool[Connection], url: str) -> None:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..errors import StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from .approvals import ApprovalDecision, AsyncApprovalLedger, Proposal
 from .base import AsyncStore, RunListing, UnreadableRun
 
 Write = Callable[[], Awaitable[None]]
@@ -90,6 +92,32 @@ class PendingWrites:
         if run_id is None:
             raise StoreError(f"no operation under key {key} claimed by this engine")
         self._queue(run_id, lambda: self.store.settle(key, status, result))
+
+    @property
+    def keeps_approvals(self) -> bool:
+        return isinstance(self.store, AsyncApprovalLedger)
+
+    def propose(self, proposal: Proposal) -> Proposal:
+        """Queued with the run's writes: stored before the run's end is (admission proposes
+        while the run decides, and the proposal is what the run then waits for)."""
+        ledger = self.store
+        if not isinstance(ledger, AsyncApprovalLedger):
+            raise StoreError(f"{type(ledger).__name__} keeps no approvals")
+
+        async def write() -> None:
+            await ledger.propose(proposal)
+
+        self._queue(proposal.run_id, write)
+        return proposal
+
+    def proposals(self, run_id: str | None = None) -> list[Proposal]:
+        raise self._refused()
+
+    def decide(self, run_id: str, operation_key: str, decision: ApprovalDecision) -> Proposal:
+        raise self._refused()
+
+    def use_token(self, token_id: str, run_id: str, at: datetime) -> None:
+        raise self._refused()
 
     def close(self) -> None:
         """The store is the caller's to close (`await store.close()`)."""

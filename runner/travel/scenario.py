@@ -222,11 +222,13 @@ def continue_fixture(
     tenant: str | None = None,
     policy: Policy | None = None,
     store_dir: Path | None = None,
+    mcp: McpConfig | None = None,
 ) -> ScenarioRun:
     """Continue a fixture run that ended waiting for approval, its proposals decided.
 
     `tenant`: continue under another tenant than the fixture's (which the token refuses);
-    `policy`: the policy in force now, if not the run's (a token given under another is refused).
+    `policy`: the policy in force now, if not the run's (a token given under another is refused);
+    `mcp`: how to reach the MCP servers of a run that pinned some (as for `resume_fixture`).
     Raises `ApprovalRefused` (nothing stored or sent) when a decision cannot be used.
     """
     header = store.header(run_id)
@@ -248,6 +250,14 @@ def continue_fixture(
     spec = spec_for(fixture, header.seed, world)
     if tenant is not None:
         spec = dataclasses.replace(spec, tenant=tenant)
+    pin = recorded_pin(header.annotations)
+    tools = None
+    if pin is not None:
+        if mcp is None:
+            raise ResumeRefused(run_id, "it called MCP servers: continue it with --mcp CONFIG")
+        tools = McpTools(mcp, pin)
+        contracts = with_recorded(contracts, header.annotations)
+        spec = tools.pinned_spec(spec)
     return _play(
         fixture,
         contracts=contracts,
@@ -259,6 +269,7 @@ def continue_fixture(
         drive=lambda engine, scripted: engine.continue_approved(
             run_id, spec, scripted, secret=secret, now=now, token=token
         ),
+        mcp=tools,
         continuation=True,
     )
 

@@ -1,13 +1,19 @@
-"""The approval ledger: memory and SQLite behave the same (proposals, decisions, token uses)."""
+"""The approval ledger: memory, SQLite and PostgreSQL behave the same (proposals, decisions,
+token uses); on PostgreSQL, two processes using one token at once: exactly one wins."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import multiprocessing
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,15 +22,22 @@ from runner.approvals import approve, deny, find_proposal, pending_approvals, su
 from runner.confirm import ApprovalSecret, verify_token
 from runner.errors import ApprovalRefused, ConfigError, TokenReused
 from runner.store import JsonlLog, MemoryStore, SqliteStore
+from runner.store.adapters import BlockingStore
 from runner.store.approvals import ApprovalDecision, ApprovalLedger, Proposal
+from runner.store.postgres import PostgresStore
 
 T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)
 SECRET = ApprovalSecret("s" * 32)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalLedger]:
-    made = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.sqlite")
+    made: MemoryStore | SqliteStore | BlockingStore
+    if request.param == "postgres":  # as the command line serves it
+        url = request.getfixturevalue("pg_url")
+        made = BlockingStore(lambda: PostgresStore.open(url))
+    else:
+        made = MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "s.sqlite")
     yield made
     made.close()
 
@@ -168,3 +181,56 @@ def test_any_parameters_round_trip_and_print_on_one_line(
                 assert decided.decision is not None and decided.decision.approver == approver
         finally:
             store.close()
+
+
+def _token_racer(url: str, number: int, start: Barrier, won: Queue[tuple[int, str]]) -> None:
+    """Use the shared token once everyone is ready; report whether this process's use won."""
+
+    async def race() -> None:
+        store = await PostgresStore.open(url)
+        try:
+            start.wait()
+            try:
+                await store.use_token("tok-race", f"run-{number}", T0)
+                won.put((number, "won"))
+            except TokenReused:
+                won.put((number, "refused"))
+        finally:
+            await store.close()
+
+    asyncio.run(race())
+
+
+@pytest.mark.parametrize("racers", [2, 8])
+def test_processes_using_one_token_at_once_exactly_one_wins(pg_url: str, racers: int) -> None:
+    context = multiprocessing.get_context("spawn")
+    start, won = context.Barrier(racers), context.Queue()
+    processes = [
+        context.Process(target=_token_racer, args=(pg_url, n, start, won)) for n in range(racers)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+        assert process.exitcode == 0
+    outcomes = dict(won.get(timeout=5) for _ in range(racers))
+    winners = [n for n, outcome in outcomes.items() if outcome == "won"]
+    assert len(winners) == 1 and len(outcomes) == racers
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT token_id, run_id FROM runner_token_uses").fetchall()
+    assert rows == [("tok-race", f"run-{winners[0]}")]
+
+
+def test_the_postgres_ledger_is_shared_by_every_connection(pg_url: str) -> None:
+    first = BlockingStore(lambda: PostgresStore.open(pg_url))
+    first.propose(proposal())
+    approve(first, "run-a", approver="alice", secret=SECRET, now=T0)
+    first.close()
+    second = BlockingStore(lambda: PostgresStore.open(pg_url))
+    try:
+        (decided,) = second.proposals("run-a")
+        assert decided.status == "approved" and decided.decision is not None
+        assert decided.decision.approver == "alice"
+        assert pending_approvals(second) == []
+    finally:
+        second.close()
