@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.store import SqliteStore
+from tests.conftest import ROOT
 from tests.service_harness import A_READ, LONG, A, B, Service, loopback, read_events, serving
 
 __all__ = ["loopback"]
@@ -232,3 +233,13 @@ def test_a_full_queue_is_429(tmp_path: Path) -> None:
         assert all(small.wait_ended(run)["state"] == "complete" for run in accepted)
         with small.client() as client:
             assert client.get("/v1/runs").json()["total"] == len(accepted)  # none of the refused
+
+
+def test_the_sample_config_loads_and_keys_map_to_tenants() -> None:
+    from runner.service import ServiceConfig  # noqa: PLC0415
+
+    config = ServiceConfig.load(ROOT / "examples" / "service.yaml")
+    key = config.key_for("change-me-optiverse")
+    assert key is not None and (key.tenant, key.principal.id) == ("optiverse", "agent-7")
+    assert config.key_for("change-me") is None
+    assert "change-me-optiverse" not in repr(config)  # keys never shown
