@@ -117,17 +117,20 @@ class Service:
 
 
 @contextmanager
-def serving(folder: Path, **settings: Any) -> Iterator[Service]:
-    """`runner serve` on a SQLite file in `folder`, until the block ends."""
+def serving(
+    folder: Path, *, url: str | None = None, env: dict[str, str] | None = None, **settings: Any
+) -> Iterator[Service]:
+    """`runner serve` on a SQLite file in `folder` (or the PostgreSQL store `url`), until the
+    block ends."""
     folder.mkdir(parents=True, exist_ok=True)
     config = write_config(folder, **settings)
     db = folder / "runs.sqlite"
     port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     env.pop("RUNNER_APPROVAL_SECRET", None)
     log = (folder / "serve.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "runner", "serve", "--config", str(config), "--db", str(db),
+        [sys.executable, "-m", "runner", "serve", "--config", str(config), "--db", url or str(db),
          "--port", str(port)],
         cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import contracts_for
+from ._common import contracts_for, world_dir
 
 
 def add_serve_parser(
@@ -29,9 +29,14 @@ def serve_command(args: argparse.Namespace) -> int:
         from ..service import ServiceConfig, build_app  # noqa: PLC0415
     except ImportError as exc:
         raise ConfigError(f"runner serve needs: pip install 'runner[service]' ({exc})") from exc
-    if args.db.url is not None:
-        raise ConfigError("runner serve runs on a SQLite store here (--db FILE)")
     config = ServiceConfig.load(args.config)
-    app = build_app(config, args.db.path, contracts_for(args.contracts))
+    if args.db.url is not None:  # many service processes and `runner worker`s share it
+        from ..service import build_queued_app  # noqa: PLC0415
+
+        app = build_queued_app(
+            config, args.db.url, contracts_for(args.contracts), world_dir(args.db)
+        )
+    else:
+        app = build_app(config, args.db.path, contracts_for(args.contracts))
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -19,7 +19,7 @@ from .app import create_app
 from .config import ApiKey, ServiceConfig
 from .runs import RunService
 
-__all__ = ["ApiKey", "RunService", "ServiceConfig", "build_app", "create_app"]
+__all__ = ["ApiKey", "RunService", "ServiceConfig", "build_app", "build_queued_app", "create_app"]
 
 
 def build_app(config: ServiceConfig, db: Path, contracts: ContractSet) -> FastAPI:
@@ -27,6 +27,20 @@ def build_app(config: ServiceConfig, db: Path, contracts: ContractSet) -> FastAP
     value = config.approval_secret or os.environ.get(SECRET_ENV)
     secret = ApprovalSecret(value) if value else None
     service = RunService(config, db, contracts, secret)
+    app = create_app(service)
+    app.state.service = service
+    return app
+
+
+def build_queued_app(
+    config: ServiceConfig, url: str, contracts: ContractSet, world: Path
+) -> FastAPI:
+    """The service's app on the PostgreSQL store `url`: runs go to `runner worker`s."""
+    from .queued import QueuedRunService  # noqa: PLC0415  # psycopg, procrastinate: optional
+
+    value = config.approval_secret or os.environ.get(SECRET_ENV)
+    secret = ApprovalSecret(value) if value else None
+    service = QueuedRunService(config, url, contracts, secret, world)
     app = create_app(service)
     app.state.service = service
     return app

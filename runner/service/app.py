@@ -160,6 +160,9 @@ def create_app(service: RunService) -> FastAPI:
             raise ApiError(
                 422, "live_runs_unavailable", "this service runs fixtures only (no live model)"
             )
+        submit_queued = getattr(service, "submit_queued", None)  # PostgreSQL: to the workers
+        if submit_queued is not None:
+            return RunCreated(run_id=await submit_queued(key, body.fixture))
         return RunCreated(run_id=service.submit_fixture(key, body.fixture))
 
     @app.get("/v1/runs", response_model=RunPage)

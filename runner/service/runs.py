@@ -105,10 +105,15 @@ class RunService:
         db: Path,
         contracts: ContractSet,
         secret: ApprovalSecret | None,
+        *,
+        shared: Store | None = None,
+        world: Path | None = None,
     ) -> None:
+        """`db`: the SQLite file whose runs this process drives; or, with `shared` (a
+        PostgreSQL store, see `runner.service.queued`), the store many processes share."""
         self.config = config
         self.db = db.resolve()
-        self.world = self.db.parent / f"{self.db.name}.world"
+        self.world = world or self.db.parent / f"{self.db.name}.world"
         self.contracts = contracts
         self.secret = secret
         self.fixtures = bundled_fixtures(contracts, config.fixtures)
@@ -116,12 +121,16 @@ class RunService:
         self._accepted: dict[str, Accepted] = {}
         self._lock = threading.Lock()
         self._local = threading.local()
-        SqliteStore(self.db).close()  # created and migrated once, before any thread opens it
+        self._shared = shared
+        if shared is None:
+            SqliteStore(self.db).close()  # created and migrated once, before any thread opens it
 
     # -- stores ----------------------------------------------------------------------------
 
     def store(self) -> Store:
-        """This thread's read/write connection."""
+        """This thread's read/write connection (or the shared store, which serves threads)."""
+        if self._shared is not None:
+            return self._shared
         store = getattr(self._local, "store", None)
         if store is None:
             store = self._local.store = SqliteStore(self.db)
@@ -138,17 +147,25 @@ class RunService:
 
     # -- submitting and cancelling --------------------------------------------------------------
 
-    def submit_fixture(self, key: ApiKey, name: str) -> str:
+    def fixture_for(self, key: ApiKey, name: str) -> Fixture:
         fixture = self.fixtures.get(name)
         if fixture is None:
             raise ApiError(404, "no_fixture", f"no fixture named {name!r}")
         # Tenant and principal come from the key, never from the fixture or the body.
-        fixture = fixture.model_copy(
+        return fixture.model_copy(
             update={
                 "tenant": key.tenant,
                 "principal": PrincipalSpec(id=key.principal.id, scopes=key.principal.scopes),
             }
         )
+
+    def queued_tenant(self, run_id: str) -> str | None:
+        """The tenant of a run accepted but not started (by another process too)."""
+        accepted = self._accepted.get(run_id)
+        return accepted.tenant if accepted is not None else None
+
+    def submit_fixture(self, key: ApiKey, name: str) -> str:
+        fixture = self.fixture_for(key, name)
         with self._lock:
             waiting = sum(
                 1 for a in self._accepted.values() if a.started is None and not a.finished
@@ -211,8 +228,7 @@ class RunService:
         header = self.store().header(run_id)
         tenant = header.tenant if header is not None else None
         if tenant is None:
-            accepted = self._accepted.get(run_id)
-            tenant = accepted.tenant if accepted is not None else None
+            tenant = self.queued_tenant(run_id)
         if tenant != key.tenant:
             raise ApiError(404, "no_run", f"no run {run_id}")
 
@@ -222,15 +238,13 @@ class RunService:
         header = store.header(run_id)
         accepted = self._accepted.get(run_id)
         if header is None:
-            assert accepted is not None  # check_tenant found it here
-            status = "failed" if accepted.failure else "queued"
+            failure = accepted.failure if accepted is not None else None
             return {
                 "run_id": run_id,
-                "fixture": accepted.name,
-                "tenant": accepted.tenant,
-                "status": status,
+                "tenant": key.tenant,  # check_tenant found it queued for this tenant
+                "status": "failed" if failure else "queued",
                 "state": State.PLAN.value,
-                "error": accepted.failure,
+                "error": failure,
             }
         summary = store.summary(run_id)
         records = store.transitions(run_id)
@@ -315,9 +329,13 @@ class RunService:
     # -- approvals -----------------------------------------------------------------------------
 
     def approvals(self, key: ApiKey) -> list[dict[str, Any]]:
+        if self._shared is not None:
+            return []  # the PostgreSQL store keeps no approval ledger yet
         return [proposal_json(p) for p in pending_approvals(self.store()) if p.tenant == key.tenant]
 
     def _proposal(self, key: ApiKey, approval_id: str) -> Proposal:
+        if self._shared is not None:
+            raise ApiError(404, "no_approval", f"no pending approval {approval_id}")
         run_id, _, operation = approval_id.partition("~")
         for proposal in pending_approvals(self.store(), run_id or None):
             if proposal.operation_key == operation and proposal.tenant == key.tenant:
