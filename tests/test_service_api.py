@@ -243,3 +243,22 @@ def test_the_sample_config_loads_and_keys_map_to_tenants() -> None:
     assert key is not None and (key.tenant, key.principal.id) == ("optiverse", "agent-7")
     assert config.key_for("change-me") is None
     assert "change-me-optiverse" not in repr(config)  # keys never shown
+
+
+def test_a_chunked_body_over_the_limit_is_413_and_one_under_it_is_served(
+    service: Service,
+) -> None:
+    def oversized() -> Iterator[bytes]:  # no Content-Length: sent chunked
+        yield b'{"fixture": "'
+        yield from (b"x" * 500 for _ in range(10))
+        yield b'"}'
+
+    headers = {"Content-Type": "application/json"}
+    with service.client() as client:
+        refused = client.post("/v1/runs", content=oversized(), headers=headers)
+        served = client.post(
+            "/v1/runs", content=iter([b'{"fixture": "read_only_success"}']), headers=headers
+        )
+    assert refused.status_code == 413 and refused.json()["error"]["code"] == "too_large"
+    assert served.status_code == 202
+    assert service.wait_ended(served.json()["run_id"])["state"] == "complete"

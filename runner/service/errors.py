@@ -106,18 +106,32 @@ class BodyLimit:
                 if declared > self.limit:
                     await self._refuse(scope, receive, send, 413, self._too_large())
                     return
+        # No Content-Length (a chunked body): read it here, up to the limit, then hand it on.
+        chunks: list[bytes] = []
         seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
+        more = True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise ApiError(413, "too_large", self._too_large())
-            return message
+            if message["type"] != "http.request":
+                break  # the client left: the app sees the disconnect as it would have
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
+                await self._refuse(scope, receive, send, 413, self._too_large())
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        delivered = False
 
-        await self.app(scope, counted, send)
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     def _too_large(self) -> str:
         return f"the request body is over {self.limit} bytes"
