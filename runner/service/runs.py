@@ -77,6 +77,7 @@ class Accepted:
     finished: bool = False
     failure: str | None = None
     continued_as: str | None = None
+    continuation_error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -257,6 +258,7 @@ class RunService:
             started_at=header.started_at.isoformat(),
             continues=continued_from(header.continues),
             continued_as=accepted.continued_as if accepted else None,
+            continuation_error=accepted.continuation_error if accepted else None,
             holds=self._holds(stored_world(header).get("supplier_db")),
         )
         return data
@@ -406,7 +408,8 @@ class RunService:
                 store_dir=self.db.parent,
             )
             accepted.continued_as = outcome.result.run_id
-        except Exception:
+        except Exception as exc:  # shown on the run (`continuation_error`), and logged
+            accepted.continuation_error = f"{type(exc).__name__}: {exc}"
             _log.exception("continuation failed", run_id=accepted.run_id)
 
     def continuation_of(self, run_id: str) -> str | None:
