@@ -72,7 +72,10 @@ def test_the_served_api_conforms_to_its_openapi_document(
         def exercise(case: schemathesis.Case) -> None:
             response = case.call_and_validate(
                 base_url=service.url,
-                headers={"Authorization": f"Bearer {A}"},
+                # Breaking requests keep what schemathesis made of the key (it may drop it).
+                headers={"Authorization": f"Bearer {A}"}
+                if mode is GenerationMode.POSITIVE
+                else None,
                 checks=CHECKS,
                 timeout=15,
             )
