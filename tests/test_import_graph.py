@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "runner"
 WORLD = "runner.travel"
-OUTERMOST = {"runner.cli", "runner.__main__"}
+OUTERMOST = {"runner.cli", "runner.__main__", "runner.service"}
 
 
 def _module_name(path: Path) -> str:

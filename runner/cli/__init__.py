@@ -48,6 +48,7 @@ from ._distributed import (
     submit_command,
     worker_command,
 )
+from ._serve import add_serve_parser, serve_command
 from ._stored import (
     artifact_command,
     grade_command,
@@ -153,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print one JSON object per run")
     with_db(runs)
 
-    for add_commands in (add_approval_commands, add_distributed_parsers):
+    for add_commands in (add_approval_commands, add_distributed_parsers, add_serve_parser):
         add_commands(commands, with_db)
     _contracts_and_fixtures_parsers(parser, commands)  # last: it adds --verbose to all
     return parser
@@ -341,6 +342,7 @@ _COMMANDS = {
     "fixtures": _fixtures,
     "submit": submit_command,
     "worker": worker_command,
+    "serve": serve_command,
 }
 
 

@@ -29,6 +29,7 @@ from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..engine import Engine
 from ..errors import ResumeRefused, StoreCorrupt, StoreError
+from ..handle import RunHandle
 from ..mcp import McpConfig, McpTools, with_recorded
 from ..mcp.pinning import recorded_pin
 from ..models.base import ModelAdapter
@@ -120,6 +121,7 @@ def run_fixture(
     mcp: McpTools | None = None,
     run_id: str | None = None,
     durability: Durability = "transition",
+    started: Callable[[RunHandle], None] | None = None,
 ) -> ScenarioRun:
     """Run one fixture from a clean state (fresh clock, script and supplier database).
 
@@ -127,6 +129,7 @@ def run_fixture(
     `retrievers`: the tool retrievers its `retrieval` may name (default: the engine's).
     `mcp`: MCP servers' pinned tools, called for real (the pin is recorded in the header).
     `run_id`: the id minted when the run was queued (default: a new one).
+    `started`: told the run's handle once its header is stored (to cancel it from elsewhere).
     """
     supplier = _open_supplier(fixture, world_dir)
     world = {"supplier_db": str(supplier.path)} if supplier is not None else {}
@@ -143,12 +146,28 @@ def run_fixture(
         policy=policy,
         seed=seed,
         consumed={},
-        drive=lambda engine, scripted: engine.run(spec, model or scripted, run_id=run_id),
+        drive=lambda engine, scripted: _drive_started(
+            engine, spec, model or scripted, run_id, started
+        ),
         live=model is not None,
         retrievers=retrievers,
         mcp=mcp,
         durability=durability,
     )
+
+
+async def _drive_started(
+    engine: Engine,
+    spec: RunSpec,
+    model: ModelAdapter,
+    run_id: str | None,
+    started: Callable[[RunHandle], None] | None,
+) -> RunResult:
+    if started is None:
+        return await engine.run(spec, model, run_id=run_id)
+    handle = engine.start(spec, model, run_id=run_id)
+    started(handle)
+    return await handle.result()
 
 
 def resume_fixture(

@@ -1,0 +1,42 @@
+"""`runner serve`: the HTTP service (needs `pip install 'runner[service]'`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ._common import contracts_for, world_dir
+
+
+def add_serve_parser(
+    commands: argparse._SubParsersAction[Any],
+    with_db: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    serve = commands.add_parser("serve", help="serve the HTTP API and the run inspector page")
+    serve.add_argument("--config", type=Path, required=True, help="service config (YAML)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (8000)")
+    with_db(serve)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn  # noqa: PLC0415  # the optional extra
+
+        from ..service import ServiceConfig, build_app  # noqa: PLC0415
+    except ImportError as exc:
+        raise ConfigError(f"runner serve needs: pip install 'runner[service]' ({exc})") from exc
+    config = ServiceConfig.load(args.config)
+    if args.db.url is not None:  # many service processes and `runner worker`s share it
+        from ..service import build_queued_app  # noqa: PLC0415
+
+        app = build_queued_app(
+            config, args.db.url, contracts_for(args.contracts), world_dir(args.db)
+        )
+    else:
+        app = build_app(config, args.db.path, contracts_for(args.contracts))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0

@@ -1,0 +1,266 @@
+"""The HTTP API: runs, their transitions and live events, cancel, approvals, health.
+
+Every route but `/healthz`, `/openapi.json` and the page's shell takes `Authorization: Bearer
+<key>`; the key gives the tenant, the principal and the roles. Another tenant's run or approval is
+404, exactly as one that does not exist.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the routes' annotations, which name
+# dependencies local to `create_app`.
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import Depends, FastAPI, Header, Path, Query
+from fastapi.responses import HTMLResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from .config import ApiKey, Role
+from .errors import ERROR_RESPONSES, ApiError, BodyLimit, install_error_handlers
+from .page import page_html, state_diagram_svg
+from .runs import RunService
+
+POLL_S = 0.1
+"""How often an events stream looks for new transitions (the store is the only channel, so the
+same stream works when another process or worker drives the run)."""
+
+RUN_ID = Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$")
+
+
+class FixtureRun(BaseModel):
+    """A scripted run of a bundled or configured fixture (demos and tests)."""
+
+    model_config = ConfigDict(extra="forbid")
+    fixture: str = Field(min_length=1, max_length=200)
+
+
+class LiveRun(BaseModel):
+    """A run with a live model (accepted in the schema; this service refuses it with 422 unless
+    a live model is configured)."""
+
+    model_config = ConfigDict(extra="forbid")
+    task: str = Field(min_length=1, max_length=20_000)
+    tools: list[str] = Field(min_length=1, max_length=200)
+    model: str = Field(pattern=r"^(openai|anthropic):.+$", max_length=200)
+    budget: dict[str, float] = Field(default_factory=dict)
+
+
+class RunCreated(BaseModel):
+    run_id: str
+
+
+class RunItem(BaseModel):
+    run_id: str
+    name: str
+    status: Literal["running", "ended"]
+    state: str
+    reason: str | None
+    attempts: int | None
+    started_at: str
+    continues: str | None
+
+
+class RunPage(BaseModel):
+    runs: list[RunItem]
+    total: int
+    next_offset: int | None
+
+
+class TransitionPage(BaseModel):
+    run_id: str
+    transitions: list[dict[str, Any]]
+    next_after: int
+
+
+class CancelAccepted(BaseModel):
+    run_id: str
+    cancel_requested: bool
+
+
+class ApprovalItem(BaseModel):
+    approval_id: str
+    run_id: str
+    operation_key: str
+    tool: str
+    summary: str
+    params: dict[str, Any]
+    reasons: list[str]
+    proposed_at: str
+
+
+class ApprovalList(BaseModel):
+    approvals: list[ApprovalItem]
+
+
+class DecisionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class Decided(BaseModel):
+    approval_id: str
+    run_id: str
+    verdict: Literal["approved", "denied"]
+    approver: str
+
+
+class FixtureList(BaseModel):
+    fixtures: list[str]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    fixtures: int
+
+
+def create_app(service: RunService) -> FastAPI:
+    app = FastAPI(
+        title="runner",
+        version="1",
+        description="Runs of the runner as a service: submit, watch, cancel, approve.",
+        responses=ERROR_RESPONSES,
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=service.config.max_body_bytes)
+    bearer = HTTPBearer(auto_error=False, description="an API key from the service config")
+
+    async def caller(  # async: no I/O, so no trip through the thread pool
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> ApiKey:
+        if credentials is None:
+            raise ApiError(401, "unauthorized", "send Authorization: Bearer <API key>")
+        key = service.config.key_for(credentials.credentials)
+        if key is None:
+            raise ApiError(401, "unauthorized", "unknown API key")
+        return key
+
+    def role(needed: Role) -> Any:
+        async def check(key: Annotated[ApiKey, Depends(caller)]) -> ApiKey:
+            if needed not in key.roles:
+                raise ApiError(403, "forbidden", f"this key lacks the role {needed!r}")
+            return key
+
+        return Depends(check)
+
+    @app.get("/healthz", response_model=Health)
+    def healthz() -> Health:
+        return Health(status="ok", fixtures=len(service.fixtures))
+
+    # async: accepting a run only queues it (no store I/O), so it skips the thread pool.
+    @app.post("/v1/runs", status_code=202, response_model=RunCreated)
+    async def submit(
+        body: FixtureRun | LiveRun, key: Annotated[ApiKey, role("submit")]
+    ) -> RunCreated:
+        if isinstance(body, LiveRun):
+            raise ApiError(
+                422, "live_runs_unavailable", "this service runs fixtures only (no live model)"
+            )
+        submit_queued = getattr(service, "submit_queued", None)  # PostgreSQL: to the workers
+        if submit_queued is not None:
+            return RunCreated(run_id=await submit_queued(key, body.fixture))
+        return RunCreated(run_id=service.submit_fixture(key, body.fixture))
+
+    @app.get("/v1/runs", response_model=RunPage)
+    def runs(
+        key: Annotated[ApiKey, role("read")],
+        offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> dict[str, Any]:
+        return service.list_runs(key, offset, limit)
+
+    @app.get("/v1/runs/{run_id}", response_model=dict[str, Any])
+    def run(run_id: Annotated[str, RUN_ID], key: Annotated[ApiKey, role("read")]) -> dict[str, Any]:
+        return service.run(key, run_id)
+
+    @app.get("/v1/runs/{run_id}/transitions", response_model=TransitionPage)
+    def transitions(
+        run_id: Annotated[str, RUN_ID],
+        key: Annotated[ApiKey, role("read")],
+        after: Annotated[int, Query(ge=-1, le=10**9)] = -1,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        return service.transitions(key, run_id, after, limit)
+
+    @app.get(
+        "/v1/runs/{run_id}/events",
+        response_class=EventSourceResponse,
+        responses={
+            200: {"content": {"text/event-stream": {}}, "description": "one per transition"}
+        },
+    )
+    async def events(
+        run_id: Annotated[str, RUN_ID],
+        key: Annotated[ApiKey, role("read")],
+        last_event_id: Annotated[str | None, Header(max_length=20)] = None,
+        after: Annotated[int, Query(ge=-1, le=10**9)] = -1,
+    ) -> EventSourceResponse:
+        await anyio.to_thread.run_sync(service.check_tenant, key, run_id)
+        if last_event_id is not None:
+            try:
+                after = max(after, int(last_event_id))
+            except ValueError:
+                raise ApiError(400, "bad_last_event_id", "Last-Event-ID is a seq") from None
+        return EventSourceResponse(_stream(service, run_id, after), ping=15)
+
+    @app.post("/v1/runs/{run_id}/cancel", status_code=202, response_model=CancelAccepted)
+    def cancel(
+        run_id: Annotated[str, RUN_ID], key: Annotated[ApiKey, role("submit")]
+    ) -> dict[str, Any]:
+        return service.cancel(key, run_id)
+
+    @app.get("/v1/fixtures", response_model=FixtureList)
+    def fixtures(key: Annotated[ApiKey, role("read")]) -> FixtureList:
+        return FixtureList(fixtures=sorted(service.fixtures))
+
+    @app.get("/v1/approvals", response_model=ApprovalList)
+    def approvals(key: Annotated[ApiKey, role("read")]) -> dict[str, Any]:
+        return {"approvals": service.approvals(key)}
+
+    for verb in ("approve", "deny"):
+        _decision_route(app, service, verb, role("approve"))
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def page() -> HTMLResponse:
+        return HTMLResponse(page_html())
+
+    @app.get("/v1/diagram.svg", include_in_schema=False)
+    def diagram() -> Any:
+        from fastapi.responses import Response  # noqa: PLC0415
+
+        return Response(state_diagram_svg(), media_type="image/svg+xml")
+
+    return app
+
+
+def _decision_route(app: FastAPI, service: RunService, verb: str, needs: Any) -> None:
+    @app.post(
+        f"/v1/approvals/{{approval_id}}/{verb}",
+        response_model=Decided,
+        name=verb,
+        operation_id=f"{verb}_approval",
+    )
+    def decide(
+        approval_id: Annotated[str, Path(min_length=3, max_length=300)],
+        key: Annotated[ApiKey, needs],
+        body: DecisionBody | None = None,
+    ) -> dict[str, Any]:
+        return service.decide(key, approval_id, verb, body.note if body else None)
+
+
+async def _stream(service: RunService, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
+    """Every transition after `after`, in order, each with `id:` its seq; then `end`."""
+    while True:
+        records, end = await anyio.to_thread.run_sync(service.events_after, run_id, after)
+        for record in records:
+            after = record["seq"]
+            yield ServerSentEvent(json.dumps(record), event="transition", id=str(after))
+        if end is not None and not records:
+            yield ServerSentEvent(json.dumps(end), event="end", id=str(after))
+            return
+        if not records:
+            await asyncio.sleep(POLL_S)

@@ -1,0 +1,142 @@
+"""One error shape for every refusal: `{"error": {"code", "message"}}` with the right status.
+
+Validation errors are 422 (malformed JSON 400), unknown paths 404, bodies over the limit 413;
+nothing a client sends can make the service answer 500.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    422: "invalid",
+    429: "too_many",
+}
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class ApiError(Exception):
+    """A refusal with its status and code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 413, 422, 429)
+}
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(exc.status, exc.code, exc.message)
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        return error_response(
+            exc.status_code, _CODES.get(exc.status_code, "error"), str(exc.detail)
+        )
+
+    async def invalid(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = exc.errors()
+        if any(p.get("type") == "json_invalid" for p in problems):
+            return error_response(400, "bad_json", "the body is not valid JSON")
+        first = problems[0] if problems else {}
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        return error_response(422, "invalid", f"{where}: {first.get('msg', 'invalid request')}")
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+
+
+class BodyLimit:
+    """Refuse a request body over `limit` bytes with 413, by its Content-Length or as it
+    streams in (a chunked body has none)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await self._refuse(scope, receive, send, 400, "bad Content-Length")
+                    return
+                if declared > self.limit:
+                    await self._refuse(scope, receive, send, 413, self._too_large())
+                    return
+        # No Content-Length (a chunked body): read it here, up to the limit, then hand it on.
+        chunks: list[bytes] = []
+        seen = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client left: the app sees the disconnect as it would have
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
+                await self._refuse(scope, receive, send, 413, self._too_large())
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _too_large(self) -> str:
+        return f"the request body is over {self.limit} bytes"
+
+    async def _refuse(
+        self, scope: Scope, receive: Receive, send: Send, status: int, message: str
+    ) -> None:
+        await error_response(status, _CODES[status], message)(scope, receive, send)

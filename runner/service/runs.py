@@ -1,0 +1,436 @@
+"""Runs in the service: fixture runs driven in worker threads, reads, cancels and approvals.
+
+Every run thread and every request thread keeps its own store connection (a store keeps to its
+thread). A run is known from the moment it is accepted: until its thread stores its header it is
+`queued` here, so `GET /v1/runs/{id}` and its events never miss it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from ..approvals import approve, deny, pending_approvals
+from ..confirm import ApprovalSecret
+from ..contracts import ContractSet
+from ..errors import ApprovalRefused, RunnerError
+from ..handle import RunHandle
+from ..report import RunView, run_json, transition_json
+from ..states import State
+from ..store import SqliteStore
+from ..store.approvals import Proposal
+from ..store.base import RunListing, Store
+from ..trace import TransitionRecord
+from ..travel import fixtures_dir
+from ..travel.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
+from ..travel.scenario import continue_fixture, run_fixture, stored_world
+from ..travel.supplier import SupplierDatabase, locate
+from .config import ApiKey, ServiceConfig
+from .errors import ApiError
+
+_log = structlog.get_logger("runner.service")
+
+
+class RunThreadStore(SqliteStore):
+    """A run thread's SQLite store: it pauses `pace_s` real seconds before each transition it
+    records, and passes on a cancel asked for from another thread.
+
+    The cancel is passed on here, in the run's own thread, because a scripted run on its virtual
+    clock may never yield to its loop between steps (its waits take no time), so a callback
+    scheduled from outside would only run once the run had ended.
+    """
+
+    def __init__(self, path: Path, pace_s: float) -> None:
+        super().__init__(path)
+        self.pace_s = pace_s
+        self.current: Accepted | None = None
+        """The run this thread drives now."""
+
+    def append(self, record: TransitionRecord, inputs: Any = ()) -> None:
+        if self.pace_s:
+            time.sleep(self.pace_s)
+        super().append(record, inputs)
+        current = self.current
+        if current is not None and current.cancel_requested and current.started is not None:
+            current.started[1].cancel()  # idempotent; acted on before the next model request
+
+
+@dataclass(slots=True)
+class Accepted:
+    """A run this process accepted: its tenant, and how to cancel it once it started."""
+
+    run_id: str
+    tenant: str
+    name: str
+    accepted_at: datetime
+    cancel_requested: bool = False
+    started: tuple[asyncio.AbstractEventLoop, RunHandle] | None = None
+    finished: bool = False
+    failure: str | None = None
+    continued_as: str | None = None
+    continuation_error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def bundled_fixtures(contracts: ContractSet, extra: list[Path]) -> dict[str, Fixture]:
+    """Every fixture a run may name: the bundled ones (and their subfolders), then the config's."""
+    root = fixtures_dir()
+    folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())]
+    paths: list[Path] = []
+    for folder in folders:
+        paths.extend(p for p in sorted(folder.iterdir()) if p.suffix in (".yaml", ".yml"))
+    if extra:
+        paths.extend(collect_fixture_paths(extra))
+    found: dict[str, Fixture] = {}
+    for path in paths:
+        fixture = load_fixture(path, contracts)
+        found[fixture.name] = fixture
+    return found
+
+
+class RunService:
+    """What the HTTP layer calls; every method is synchronous (FastAPI runs it in a thread)."""
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        db: Path,
+        contracts: ContractSet,
+        secret: ApprovalSecret | None,
+        *,
+        shared: Store | None = None,
+        world: Path | None = None,
+    ) -> None:
+        """`db`: the SQLite file whose runs this process drives; or, with `shared` (a
+        PostgreSQL store, see `runner.service.queued`), the store many processes share."""
+        self.config = config
+        self.db = db.resolve()
+        self.world = world or self.db.parent / f"{self.db.name}.world"
+        self.contracts = contracts
+        self.secret = secret
+        self.fixtures = bundled_fixtures(contracts, config.fixtures)
+        self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="runner-run")
+        self._accepted: dict[str, Accepted] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._shared = shared
+        if shared is None:
+            SqliteStore(self.db).close()  # created and migrated once, before any thread opens it
+
+    # -- stores ----------------------------------------------------------------------------
+
+    def store(self) -> Store:
+        """This thread's read/write connection (or the shared store, which serves threads)."""
+        if self._shared is not None:
+            return self._shared
+        store = getattr(self._local, "store", None)
+        if store is None:
+            store = self._local.store = SqliteStore(self.db)
+        return store
+
+    def _run_store(self) -> RunThreadStore:
+        store = getattr(self._local, "run_store", None)
+        if store is None:
+            store = self._local.run_store = RunThreadStore(self.db, self.config.pace_s)
+        return store
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- submitting and cancelling --------------------------------------------------------------
+
+    def fixture_for(self, key: ApiKey, name: str) -> Fixture:
+        fixture = self.fixtures.get(name)
+        if fixture is None:
+            raise ApiError(404, "no_fixture", f"no fixture named {name!r}")
+        # Tenant and principal come from the key, never from the fixture or the body.
+        return fixture.model_copy(
+            update={
+                "tenant": key.tenant,
+                "principal": PrincipalSpec(id=key.principal.id, scopes=key.principal.scopes),
+            }
+        )
+
+    def queued_tenant(self, run_id: str) -> str | None:
+        """The tenant of a run accepted but not started (by another process too)."""
+        accepted = self._accepted.get(run_id)
+        return accepted.tenant if accepted is not None else None
+
+    def submit_fixture(self, key: ApiKey, name: str) -> str:
+        fixture = self.fixture_for(key, name)
+        with self._lock:
+            waiting = sum(
+                1 for a in self._accepted.values() if a.started is None and not a.finished
+            )
+            if waiting >= self.config.max_queued:
+                raise ApiError(429, "queue_full", f"{waiting} runs are waiting; try again later")
+            run_id = str(uuid.uuid4())
+            accepted = Accepted(run_id, key.tenant, fixture.name, datetime.now(UTC))
+            self._accepted[run_id] = accepted
+        self._executor.submit(self._drive, accepted, fixture)
+        return run_id
+
+    def _drive(self, accepted: Accepted, fixture: Fixture) -> None:
+        def started(handle: RunHandle) -> None:
+            with accepted.lock:
+                accepted.started = (asyncio.get_running_loop(), handle)
+                if accepted.cancel_requested:
+                    handle.cancel()
+
+        store = self._run_store()
+        store.current = accepted
+        try:
+            run_fixture(
+                fixture,
+                self.contracts,
+                store,
+                world_dir=self.world,
+                run_id=accepted.run_id,
+                started=started,
+            )
+        except RunnerError as exc:  # the run could not start (or its store failed): say so
+            accepted.failure = str(exc)
+            _log.warning("run failed", run_id=accepted.run_id, error=str(exc))
+        except Exception as exc:
+            accepted.failure = f"{type(exc).__name__}: {exc}"
+            _log.exception("run crashed", run_id=accepted.run_id)
+        finally:
+            store.current = None
+            accepted.finished = True
+
+    def cancel(self, key: ApiKey, run_id: str) -> dict[str, Any]:
+        self.check_tenant(key, run_id)
+        if self.store().summary(run_id) is not None:
+            raise ApiError(409, "ended", f"run {run_id} already ended")
+        accepted = self._accepted.get(run_id)
+        if accepted is None or accepted.finished:
+            raise ApiError(409, "not_here", f"run {run_id} is not driven by this service")
+        with accepted.lock:
+            accepted.cancel_requested = True
+            if accepted.started is not None:
+                loop, handle = accepted.started
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(handle.cancel)
+        return {"run_id": run_id, "cancel_requested": True}
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def check_tenant(self, key: ApiKey, run_id: str) -> None:
+        """404 for a run of another tenant, exactly as for one that does not exist."""
+        header = self.store().header(run_id)
+        tenant = header.tenant if header is not None else None
+        if tenant is None:
+            tenant = self.queued_tenant(run_id)
+        if tenant != key.tenant:
+            raise ApiError(404, "no_run", f"no run {run_id}")
+
+    def run(self, key: ApiKey, run_id: str) -> dict[str, Any]:
+        self.check_tenant(key, run_id)
+        store = self.store()
+        header = store.header(run_id)
+        accepted = self._accepted.get(run_id)
+        if header is None:
+            failure = accepted.failure if accepted is not None else None
+            return {
+                "run_id": run_id,
+                "tenant": key.tenant,  # check_tenant found it queued for this tenant
+                "status": "failed" if failure else "queued",
+                "state": State.PLAN.value,
+                "error": failure,
+            }
+        summary = store.summary(run_id)
+        records = store.transitions(run_id)
+        data = run_json(RunView.of_stored(header, summary, records), None)
+        state = summary.terminal if summary else (records[-1].to_state if records else State.PLAN)
+        data.update(
+            status="ended" if summary is not None else "running",
+            state=State(state).value,
+            tenant=header.tenant,
+            started_at=header.started_at.isoformat(),
+            continues=continued_from(header.continues),
+            continued_as=accepted.continued_as if accepted else None,
+            continuation_error=accepted.continuation_error if accepted else None,
+            holds=self._holds(stored_world(header).get("supplier_db")),
+        )
+        return data
+
+    def _holds(self, recorded: str | None) -> int | None:
+        path = locate(recorded, self.db.parent) if recorded else None
+        if path is None:
+            return None
+        supplier = SupplierDatabase.open_existing(path, read_only=True)
+        try:
+            return supplier.active_holds()
+        finally:
+            supplier.close()
+
+    def list_runs(self, key: ApiKey, offset: int, limit: int) -> dict[str, Any]:
+        store = self.store()
+        mine = [
+            item
+            for item in store.runs()
+            if isinstance(item, RunListing) and item.header.tenant == key.tenant
+        ]
+        page = mine[offset : offset + limit]
+        items = []
+        for item in page:
+            header, summary = item.header, item.summary
+            if summary is not None:
+                state = summary.terminal
+            else:
+                records = store.transitions(header.run_id)
+                state = records[-1].to_state if records else State.PLAN
+            items.append(
+                {
+                    "run_id": header.run_id,
+                    "name": header.name,
+                    "status": "ended" if summary is not None else "running",
+                    "state": State(state).value,
+                    "reason": summary.reason if summary else None,
+                    "attempts": summary.attempts if summary else None,
+                    "started_at": header.started_at.isoformat(),
+                    "continues": continued_from(header.continues),
+                }
+            )
+        following = offset + limit if offset + limit < len(mine) else None
+        return {"runs": items, "total": len(mine), "next_offset": following}
+
+    def transitions(self, key: ApiKey, run_id: str, after: int, limit: int) -> dict[str, Any]:
+        self.check_tenant(key, run_id)
+        records = [r for r in self.store().transitions(run_id) if r.seq > after][:limit]
+        return {
+            "run_id": run_id,
+            "transitions": [transition_json(r) for r in records],
+            "next_after": records[-1].seq if records else after,
+        }
+
+    def events_after(self, run_id: str, after: int) -> tuple[list[dict[str, Any]], Any]:
+        """Transitions after `after` and the run's end (its summary, or the failure that kept it
+        from starting), for the events stream."""
+        store = self.store()
+        records = [r for r in store.transitions(run_id) if r.seq > after]
+        summary = store.summary(run_id)
+        end: dict[str, Any] | None = None
+        if summary is not None:
+            end = {"run_id": run_id, "terminal": str(summary.terminal), "reason": summary.reason}
+        else:
+            accepted = self._accepted.get(run_id)
+            if accepted is not None and accepted.finished and store.header(run_id) is None:
+                end = {"run_id": run_id, "terminal": None, "reason": accepted.failure}
+        return [transition_json(r) for r in records], end
+
+    # -- approvals -----------------------------------------------------------------------------
+
+    def approvals(self, key: ApiKey) -> list[dict[str, Any]]:
+        if self._shared is not None:
+            return []  # the PostgreSQL store keeps no approval ledger yet
+        return [proposal_json(p) for p in pending_approvals(self.store()) if p.tenant == key.tenant]
+
+    def _proposal(self, key: ApiKey, approval_id: str) -> Proposal:
+        if self._shared is not None:
+            raise ApiError(404, "no_approval", f"no pending approval {approval_id}")
+        run_id, _, operation = approval_id.partition("~")
+        for proposal in pending_approvals(self.store(), run_id or None):
+            if proposal.operation_key == operation and proposal.tenant == key.tenant:
+                return proposal
+        for proposal in self._decided(run_id):
+            if proposal.operation_key == operation and proposal.tenant == key.tenant:
+                raise ApiError(409, "decided", f"approval {approval_id} is already decided")
+        raise ApiError(404, "no_approval", f"no pending approval {approval_id}")
+
+    def _decided(self, run_id: str) -> list[Proposal]:
+        from ..approvals import ledger_of  # noqa: PLC0415
+
+        if not run_id:
+            return []
+        return [p for p in ledger_of(self.store()).proposals(run_id) if p.status != "pending"]
+
+    def decide(
+        self, key: ApiKey, approval_id: str, verdict: str, note: str | None
+    ) -> dict[str, Any]:
+        proposal = self._proposal(key, approval_id)
+        if self.secret is None:
+            raise ApiError(409, "no_secret", "approvals need the service's approval secret")
+        now = datetime.now(UTC)
+        try:
+            if verdict == "approve":
+                approve(
+                    self.store(),
+                    proposal.run_id,
+                    proposal.operation_key,
+                    approver=key.principal.id,
+                    secret=self.secret,
+                    now=now,
+                    note=note,
+                )
+            else:
+                deny(
+                    self.store(),
+                    proposal.run_id,
+                    proposal.operation_key,
+                    approver=key.principal.id,
+                    now=now,
+                    note=note,
+                )
+        except ApprovalRefused as exc:
+            raise ApiError(409, exc.problem, str(exc)) from None
+        accepted = self._accepted.get(proposal.run_id)
+        if accepted is None:  # a run from before this process: continued here all the same
+            accepted = Accepted(proposal.run_id, key.tenant, "", now, finished=True)
+            with self._lock:
+                self._accepted[proposal.run_id] = accepted
+        self._executor.submit(self._continue, accepted, now)
+        return {
+            "approval_id": approval_id,
+            "run_id": proposal.run_id,
+            "verdict": "approved" if verdict == "approve" else "denied",
+            "approver": key.principal.id,
+        }
+
+    def _continue(self, accepted: Accepted, now: datetime) -> None:
+        assert self.secret is not None
+        try:
+            outcome = continue_fixture(
+                accepted.run_id,
+                self.contracts,
+                self._run_store(),
+                secret=self.secret,
+                now=now,
+                store_dir=self.db.parent,
+            )
+            accepted.continued_as = outcome.result.run_id
+        except Exception as exc:  # shown on the run (`continuation_error`), and logged
+            accepted.continuation_error = f"{type(exc).__name__}: {exc}"
+            _log.exception("continuation failed", run_id=accepted.run_id)
+
+    def continuation_of(self, run_id: str) -> str | None:
+        accepted = self._accepted.get(run_id)
+        return accepted.continued_as if accepted else None
+
+
+def continued_from(continues: dict[str, Any] | None) -> str | None:
+    """The run a continuation continues (its header keeps the decisions too)."""
+    found = continues.get("run_id") if continues else None
+    return found if isinstance(found, str) else None
+
+
+def proposal_json(proposal: Proposal) -> dict[str, Any]:
+    return {
+        "approval_id": f"{proposal.run_id}~{proposal.operation_key}",
+        "run_id": proposal.run_id,
+        "operation_key": proposal.operation_key,
+        "tool": proposal.tool,
+        "summary": proposal.summary,
+        "params": proposal.params,
+        "reasons": proposal.reasons,
+        "proposed_at": proposal.created_at.isoformat(),
+    }

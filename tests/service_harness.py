@@ -1,0 +1,201 @@
+"""`runner serve` started for real (uvicorn in a child process on a free loopback port), and an
+HTTP client for it: what the service tests share."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+SECRET = "a-test-approval-secret-of-enough-bytes-0123456789"
+KEYS: dict[str, dict[str, Any]] = {
+    "key-a-all-roles": {
+        "tenant": "optiverse",
+        "principal": {"id": "agent-7", "scopes": ["travel.read", "travel.book"]},
+        "roles": ["submit", "read", "approve"],
+    },
+    "key-a-read-only": {
+        "tenant": "optiverse",
+        "principal": {"id": "auditor", "scopes": ["travel.read"]},
+        "roles": ["read"],
+    },
+    "key-b-all-roles": {
+        "tenant": "othercorp",
+        "principal": {"id": "agent-9", "scopes": ["travel.read", "travel.book"]},
+        "roles": ["submit", "read", "approve"],
+    },
+}
+A, A_READ, B = "key-a-all-roles", "key-a-read-only", "key-b-all-roles"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+LONG = "long_search"
+"""A configured fixture of many model steps (one search each): a run long enough to watch."""
+
+
+def write_long_fixture(folder: Path, steps: int = 12) -> Path:
+    option = {"hotel_id": "H-SHIBA", "name": "Shiba Park Hotel",
+              "accessible_room_status": "reported_available"}  # fmt: skip
+    search = {"city": "Tokyo", "check_in": "2027-04-02", "check_out": "2027-04-06",
+              "accessibility": "wheelchair", "guests": 2}  # fmt: skip
+    fixture = {
+        "name": LONG,
+        "description": "Searches again and again before answering.",
+        "task": "Find an accessible Tokyo hotel.",
+        "tenant": "optiverse",
+        "principal": {"id": "agent-7", "scopes": ["travel.read"]},
+        "budget": {"max_attempts": 50, "max_seconds": 600, "max_model_steps": 50},
+        "clock": {"start": "2027-03-01T09:00:00Z"},
+        "tools": ["search_hotels"],
+        "environment": {
+            "search_hotels": [
+                {
+                    "latency_s": 0.2,
+                    "respond": {
+                        "status": "ok",
+                        "options": [option],
+                        "source_timestamp": "2027-03-01T09:00:00Z",
+                    },
+                }
+            ]
+            * steps
+        },
+        "model": [{"tool_calls": [{"name": "search_hotels", "args": search}]}] * steps
+        + [{"final": "Shiba Park Hotel (accessible room reported available)."}],
+    }
+    path = folder / "long_search.yaml"
+    path.write_text(yaml.safe_dump(fixture), encoding="utf-8")
+    return path
+
+
+def write_config(folder: Path, **settings: Any) -> Path:
+    config = {
+        "fixtures": [str(write_long_fixture(folder))],
+        "api_keys": [{"key": key, **value} for key, value in KEYS.items()],
+        "approval_secret": SECRET,
+        **settings,
+    }
+    path = folder / "service.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+class Service:
+    def __init__(self, url: str, db: Path, process: subprocess.Popen[bytes]) -> None:
+        self.url = url
+        self.db = db
+        self.process = process
+
+    def client(self, key: str | None = A, timeout: float = 30.0) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def wait_ended(self, run_id: str, key: str = A, timeout_s: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        with self.client(key) as client:
+            while True:
+                run: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+                if run.get("status") == "ended" or time.monotonic() > deadline:
+                    return run
+                time.sleep(0.05)
+
+
+@contextmanager
+def serving(
+    folder: Path, *, url: str | None = None, env: dict[str, str] | None = None, **settings: Any
+) -> Iterator[Service]:
+    """`runner serve` on a SQLite file in `folder` (or the PostgreSQL store `url`), until the
+    block ends."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = write_config(folder, **settings)
+    db = folder / "runs.sqlite"
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    env.pop("RUNNER_APPROVAL_SECRET", None)
+    log = (folder / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runner", "serve", "--config", str(config), "--db", url or str(db),
+         "--port", str(port)],
+        cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    "runner serve did not start: " + (folder / "serve.log").read_text()
+                )
+            time.sleep(0.1)
+        yield Service(url, db, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def read_events(
+    client: httpx.Client,
+    run_id: str,
+    last_event_id: str | None = None,
+    stop_after: int | None = None,
+) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """The events stream's events (event, id, data), until `end` or `stop_after` events."""
+    headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else {}
+    events: list[tuple[str, str | None, dict[str, Any]]] = []
+    with client.stream("GET", f"/v1/runs/{run_id}/events", headers=headers) as response:
+        assert response.status_code == 200, response.read()
+        event, ident, data = "message", None, ""
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("id:"):
+                ident = line[3:].strip()
+            elif line.startswith("data:"):
+                data += line[5:].strip()
+            elif line == "" and data:
+                events.append((event, ident, json.loads(data)))
+                if event == "end" or (stop_after is not None and len(events) >= stop_after):
+                    return events
+                event, ident, data = "message", None, ""
+    return events
+
+
+@pytest.fixture
+def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The no-network guard, lifted for 127.0.0.1 alone."""
+    monkeypatch.undo()
+    original = socket.socket.connect
+
+    def loopback_only(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else address
+        if host not in {"127.0.0.1", "localhost", "::1"}:
+            raise AssertionError(f"tests may only connect to loopback, not {host}")
+        return original(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", loopback_only)

@@ -1,0 +1,150 @@
+"""The run inspector page in a real headless Chromium (the system's, driven by Selenium through
+/usr/bin/chromedriver, offline): submit a run and watch its timeline fill in live, approve a
+pending hold from the page and see its continuation complete. Screenshots are saved under
+`$RUNNER_TEST_ARTIFACTS` (default: the system temp folder's `runner-service-screenshots`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service as DriverService
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.service_harness import LONG, A, Service, loopback, serving
+
+__all__ = ["loopback"]
+
+pytestmark = pytest.mark.usefixtures("loopback")
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    folder = Path(
+        os.environ.get("RUNNER_TEST_ARTIFACTS")
+        or Path(tempfile.gettempdir()) / "runner-service-screenshots"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    with serving(tmp_path_factory.mktemp("page"), pace_s=0.15) as running:
+        yield running
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
+    assert not missing, f"install chromium and chromium-driver (.ci/run does): {missing}"
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,1400", f"--user-data-dir={tmp_path / 'profile'}"):  # fmt: skip
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=DriverService(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def _until(driver: WebDriver, check: Callable[[WebDriver], T], timeout: float = 60) -> T:
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(check)
+
+
+def _text(driver: WebDriver, ident: str) -> str:
+    return str(driver.find_element(By.ID, ident).text)
+
+
+def _rows(driver: WebDriver) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, "#timeline-body tr.transition"))
+
+
+def _open(driver: WebDriver, service: Service) -> None:
+    driver.get(service.url + "/")
+    driver.find_element(By.ID, "key").send_keys(A)
+    driver.find_element(By.ID, "save-key").click()
+    _until(driver, lambda d: _text(d, "status") == "ready")
+
+
+def _submit(driver: WebDriver, fixture: str) -> None:
+    box = driver.find_element(By.ID, "fixture")
+    box.clear()
+    box.send_keys(fixture)
+    driver.find_element(By.ID, "submit").click()
+    _until(
+        driver, lambda d: _text(d, "run-id") != "" and d.current_url.endswith(_text(d, "run-id"))
+    )
+
+
+def test_a_submitted_run_fills_its_timeline_live_and_its_diagram_shows_its_edges(
+    service: Service, browser: WebDriver, artifacts: Path
+) -> None:
+    _open(browser, service)
+    _submit(browser, LONG)
+    # Filling in while it goes: some rows, not yet the end, then more rows.
+    _until(browser, lambda d: _rows(d) >= 3)
+    seen_midway, ended_midway = _rows(browser), _text(browser, "run-ended")
+    browser.save_screenshot(str(artifacts / "run-midway.png"))
+    _until(browser, lambda d: _text(d, "run-ended").startswith("ended"))
+    browser.save_screenshot(str(artifacts / "run-ended.png"))
+    assert ended_midway == ""
+    assert _rows(browser) > seen_midway
+    assert _text(browser, "run-ended") == "ended complete (model_final)"
+    assert _text(browser, "run-state") == "complete"
+    run_id = _text(browser, "run-id")
+    with service.client() as client:
+        stored = client.get(f"/v1/runs/{run_id}/transitions", params={"limit": 1000}).json()
+    assert _rows(browser) == len(stored["transitions"])  # every transition, each once
+    cells = [
+        c.text for c in browser.find_elements(By.CSS_SELECTOR, "#timeline-body tr:first-child td")
+    ]
+    first = stored["transitions"][0]
+    assert cells[:3] == [str(first["seq"]), f"{first['from']} → {first['to']}", first["trigger"]]
+    taken = {e.get_attribute("id") for e in browser.find_elements(By.CSS_SELECTOR, ".edge.taken")}
+    assert taken == {f"edge-{t['from']}-{t['to']}" for t in stored["transitions"]}
+    assert "edge-plan-abstain" not in taken and "edge-plan-call" in taken
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#machine .state")) == 7
+    current = browser.find_element(By.CSS_SELECTOR, ".state.current").get_attribute("id")
+    assert current == "state-complete"
+    row = browser.find_element(By.CSS_SELECTOR, f'#runs-body tr[data-run-id="{run_id}"]')
+    _until(browser, lambda _: "complete" in row.text)
+    assert LONG in row.text and "model_final" in row.text
+
+
+def test_a_pending_hold_is_approved_from_the_page_and_its_run_completes(
+    service: Service, browser: WebDriver, artifacts: Path
+) -> None:
+    _open(browser, service)
+    _submit(browser, "hold_approved")
+    waiting = _text(browser, "run-id")
+    _until(browser, lambda d: _text(d, "run-ended") == "ended escalate (approval_required)")
+    selector = f'#approvals-list .pending[data-approval-id^="{waiting}~"]'
+    pending = _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, selector))
+    assert "hold_room" in pending[0].text or "H-SHIBA" in pending[0].text
+    browser.save_screenshot(str(artifacts / "approval-pending.png"))
+    pending[0].find_element(By.CSS_SELECTOR, "button.approve-btn").click()
+    _until(browser, lambda d: _text(d, "run-id") not in ("", waiting))  # its continuation
+    _until(browser, lambda d: _text(d, "run-ended").startswith("ended"))
+    browser.save_screenshot(str(artifacts / "approval-continued.png"))
+    assert _text(browser, "run-ended") == "ended complete (model_final)"
+    assert "approved by agent-7" in _text(browser, "status")
+    _until(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, selector))
+    continued = service.wait_ended(_text(browser, "run-id"))
+    assert (continued["continues"], continued["holds"]) == (waiting, 1)
+    assert all((artifacts / name).stat().st_size > 0 for name in ("approval-pending.png",))

@@ -1,0 +1,74 @@
+"""`runner serve` on PostgreSQL: two service processes and two `runner worker`s on one store (a
+throwaway cluster, tests/pg.py). Runs submitted to either service are driven by the workers and
+read, listed and streamed from the other; tenant isolation holds across processes; a cancel of a
+run a worker drives is refused (409), as the README says."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.service_harness import B, Service, loopback, read_events, serving
+
+__all__ = ["loopback"]
+
+RUNS = 12
+
+
+def _worker(url: str, cwd: Path, env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "worker", "--db", url, "--concurrency", "2",
+         "--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2", "--name", name],
+        cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+@pytest.mark.usefixtures("loopback")
+def test_two_services_and_two_workers_share_one_postgres_store(pg_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "RUNNER_WORLD": str(tmp_path / "world")}
+    with (
+        serving(tmp_path / "s1", url=pg_url, env=env) as first,
+        serving(tmp_path / "s2", url=pg_url, env=env) as second,
+    ):
+        services: list[Service] = [first, second]
+        submitted: list[tuple[int, str]] = []
+        for n in range(RUNS):
+            with services[n % 2].client() as client:
+                response = client.post("/v1/runs", json={"fixture": "read_only_success"})
+            assert response.status_code == 202, response.text
+            submitted.append((n % 2, response.json()["run_id"]))
+        with second.client() as client:  # queued, not started: still found, by its job
+            queued = client.get(f"/v1/runs/{submitted[0][1]}").json()
+        assert queued["status"] in {"queued", "running", "ended"}
+        workers = [_worker(pg_url, tmp_path, env, f"w{n}") for n in range(2)]
+        try:
+            for where, run_id in submitted:
+                other = services[1 - where]  # read from the process that did not accept it
+                run = other.wait_ended(run_id)
+                assert (run["state"], run["reason"], run["tenant"]) == (
+                    "complete",
+                    "model_final",
+                    "optiverse",
+                )
+            with first.client() as client:
+                events = read_events(client, submitted[1][1])  # accepted by the second
+                listed = client.get("/v1/runs", params={"limit": 100}).json()
+                refused = client.post(f"/v1/runs/{submitted[2][1]}/cancel")
+            assert events[-1][0] == "end" and events[-1][2]["terminal"] == "complete"
+            assert listed["total"] == RUNS
+            assert refused.status_code == 409
+            for service in services:
+                with service.client(B) as other_tenant:
+                    for _, run_id in submitted[:3]:
+                        assert other_tenant.get(f"/v1/runs/{run_id}").status_code == 404
+                    assert other_tenant.get("/v1/runs").json()["total"] == 0
+        finally:
+            for worker in workers:
+                worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                worker.wait(timeout=60)
