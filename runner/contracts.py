@@ -28,7 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
 from ._formats import ASSERTED_FORMATS, format_checker, unasserted_formats
-from ._patterns import PatternRefused, for_reference, python_source, reference_validator_class
+from ._patterns import (
+    PatternRefused,
+    for_fast,
+    for_reference,
+    python_source,
+    reference_validator_class,
+)
 from ._schema_walk import subschemas
 from .errors import ContractError
 
@@ -95,7 +101,10 @@ class ArgumentProblem:
 def fast_validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
     """The compiled validator, its formats checked by the same functions as the reference's."""
     return jsonschema_rs.validator_for(
-        schema, validate_formats=True, ignore_unknown_formats=False, formats=dict(ASSERTED_FORMATS)
+        for_fast(schema),
+        validate_formats=True,
+        ignore_unknown_formats=False,
+        formats=dict(ASSERTED_FORMATS),
     )
 
 

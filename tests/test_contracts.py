@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from runner.contracts import Contract, ContractSet, compile_contract, load_contracts
+from runner.contracts import (
+    Contract,
+    ContractSet,
+    compile_contract,
+    fast_validator,
+    load_contracts,
+)
 from runner.errors import ContractError
 from runner.travel import SEMANTIC_RULES, TaskConstraints, load_travel_contracts
 
@@ -420,3 +426,14 @@ def test_an_approval_summary_names_only_arguments_and_requires_approval_only_wri
     read = contracts["search_hotels"].contract.model_dump()
     with pytest.raises(ContractError, match="writes only"):
         compile_contract(Contract(**{**read, "requires_approval": True}), "x", None)
+
+
+def test_the_compiled_validator_reads_a_dot_as_ecma_262_does_whatever_its_version() -> None:
+    """jsonschema-rs 0.60 (what schemathesis pins) let `.` match `\\r`: the fast path accepted
+    what the reference refused. Only a bare `.` outside a class is spelled out."""
+    from runner._patterns import ecma_dots  # noqa: PLC0415  # a private helper, tested here
+
+    assert ecma_dots(r"^a.\.[.]$") == "^a[^\n\r\u2028\u2029]\\.[.]$"
+    for value in ("\r", "\u2028", "\u2029", "\n"):
+        assert fast_validator({"type": "string", "pattern": "^.$"}).is_valid(value) is False
+    assert fast_validator({"type": "string", "pattern": "^.$"}).is_valid("x")
