@@ -207,14 +207,7 @@ def resume_fixture(
     supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
     consumed = Counter(output.tool for output in store.outputs(run_id))
     spec = spec_for(fixture, header.seed, world)
-    pin = recorded_pin(header.annotations)
-    tools = None
-    if pin is not None:
-        if mcp is None:
-            raise ResumeRefused(run_id, "it called MCP servers: resume it with --mcp CONFIG")
-        tools = McpTools(mcp, pin)
-        contracts = with_recorded(contracts, header.annotations)
-        spec = tools.pinned_spec(spec)
+    tools, contracts, spec = _pinned_tools(run_id, header, mcp, contracts, spec, verb="resume")
     return _play(
         fixture,
         contracts=contracts,
@@ -228,6 +221,26 @@ def resume_fixture(
         durability=durability,
         continuation=header.continues is not None,
     )
+
+
+def _pinned_tools(
+    run_id: str,
+    header: RunHeader,
+    mcp: McpConfig | None,
+    contracts: ContractSet,
+    spec: RunSpec,
+    *,
+    verb: str,
+) -> tuple[McpTools | None, ContractSet, RunSpec]:
+    """The MCP tools a stored run pinned (None: it pinned none), with the contracts and spec that
+    go with them; refused when the run pinned some and no config says how to reach them."""
+    pin = recorded_pin(header.annotations)
+    if pin is None:
+        return None, contracts, spec
+    if mcp is None:
+        raise ResumeRefused(run_id, f"it called MCP servers: {verb} it with --mcp CONFIG")
+    tools = McpTools(mcp, pin)
+    return tools, with_recorded(contracts, header.annotations), tools.pinned_spec(spec)
 
 
 def continue_fixture(
@@ -269,14 +282,7 @@ def continue_fixture(
     spec = spec_for(fixture, header.seed, world)
     if tenant is not None:
         spec = dataclasses.replace(spec, tenant=tenant)
-    pin = recorded_pin(header.annotations)
-    tools = None
-    if pin is not None:
-        if mcp is None:
-            raise ResumeRefused(run_id, "it called MCP servers: continue it with --mcp CONFIG")
-        tools = McpTools(mcp, pin)
-        contracts = with_recorded(contracts, header.annotations)
-        spec = tools.pinned_spec(spec)
+    tools, contracts, spec = _pinned_tools(run_id, header, mcp, contracts, spec, verb="continue")
     return _play(
         fixture,
         contracts=contracts,
