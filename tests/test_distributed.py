@@ -165,6 +165,11 @@ async def _check_records(url: str, run_ids: list[str]) -> None:
                         run_id,
                     )
                     continue
+                if taken_over and name == "holds":
+                    # Killed before its hold reached the supplier, a write whose lookup is
+                    # inconclusive ends `unknown` (its key kept) with no hold: never one more.
+                    assert value is not None and value <= wanted, (fixture.name, name, run_id)
+                    continue
                 assert value == wanted, (fixture.name, name, run_id)
             assert holds[1] <= 1, f"{fixture.name}: one intent made {holds[1]} holds"
             owners = await store.owners(run_id)

@@ -45,7 +45,9 @@ def test_200_runs_submitted_at_once_all_end_declared_none_lost(tmp_path: Path) -
     with serving(tmp_path, workers=4) as service:
 
         async def load() -> tuple[list[str], list[float], list[float]]:
-            limits = httpx.Limits(max_connections=RUNS, max_keepalive_connections=RUNS)
+            # No connection reuse: a kept-alive connection the server closes (its keep-alive
+            # timeout) just as a request goes out on it is a ReadError on the client's side.
+            limits = httpx.Limits(max_connections=RUNS, max_keepalive_connections=0)
             async with httpx.AsyncClient(
                 base_url=service.url,
                 headers={"Authorization": f"Bearer {A}"},
