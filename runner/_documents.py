@@ -10,8 +10,12 @@ real input needs and which every later stage (validation, rendering, storage) ca
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import yaml
 
 MAX_DEPTH: Final = 100
 """Levels of nested lists and mappings a document may have. Real inputs need under 10; stored
@@ -46,6 +50,59 @@ def read_text(path: Path) -> str:
             f"not valid UTF-8 at line {line} (byte {exc.start}: {data[exc.start : exc.end]!r})",
             line,
         ) from exc
+
+
+def load_json(text: str) -> Any:
+    """`json.loads`, refusing an object that names one key twice (`json` keeps the last silently,
+    so a fixture's second `expect:` or a contract's second `properties` would hide the first).
+    Raises `json.JSONDecodeError` for bad syntax, `DocumentProblem` for a repeated key."""
+    return json.loads(text, object_pairs_hook=_unique_pairs)
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    mapping = dict(pairs)
+    if len(mapping) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DocumentProblem(f"key {key!r} appears twice in one object")
+            seen.add(key)
+    return mapping
+
+
+def load_yaml(text: str) -> Any:
+    """`yaml.safe_load`, refusing a mapping that names one key twice (PyYAML keeps the last
+    silently). Raises `yaml.YAMLError` for bad syntax, `DocumentProblem` for a repeated key."""
+    import yaml  # noqa: PLC0415  # only YAML documents need it, not every `import runner`
+
+    return yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
+
+
+_LOADER: list[type[yaml.SafeLoader]] = []
+
+
+def _unique_key_loader() -> type[yaml.SafeLoader]:
+    """The SafeLoader subclass, built on first use (so importing this module imports no yaml)."""
+    if not _LOADER:
+        import yaml  # noqa: PLC0415
+
+        class UniqueKeyLoader(yaml.SafeLoader):
+            def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # `<<: *base` may override on purpose
+                    key = self.construct_object(key_node, deep=True)
+                    if isinstance(key, list | dict):
+                        continue  # unhashable: SafeLoader refuses it with its own message
+                    if key in seen:
+                        line = key_node.start_mark.line + 1
+                        raise DocumentProblem(f"key {key!r} appears twice (line {line})", line)
+                    seen.add(key)
+                return super().construct_mapping(node, deep=deep)
+
+        _LOADER.append(UniqueKeyLoader)
+    return _LOADER[0]
 
 
 def check_shape(document: Any) -> None:

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import jsonschema_rs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
+from ._documents import (
+    TOO_DEEP,
+    TOO_LONG_NUMBER,
+    DocumentProblem,
+    check_shape,
+    load_json,
+    read_text,
+)
 from ._formats import ASSERTED_FORMATS, format_checker, unasserted_formats
 from ._patterns import (
     PatternRefused,
@@ -315,7 +322,7 @@ class ContractSet(Mapping[str, CompiledContract]):
 def load_contract_file(path: Path, rules: Mapping[str, type[BaseModel]]) -> CompiledContract:
     """Read, check and compile one contract file."""
     try:
-        data = json.loads(read_text(path))
+        data = load_json(read_text(path))
         check_shape(data)
     except OSError as exc:
         raise ContractError(path, f"cannot read: {exc.strerror}") from exc

@@ -19,7 +19,14 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from ._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
+from ._documents import (
+    TOO_DEEP,
+    TOO_LONG_NUMBER,
+    DocumentProblem,
+    check_shape,
+    load_yaml,
+    read_text,
+)
 from .errors import ConfigError
 from .machine import Decision
 from .observations import ResultClass, ToolRateLimited
@@ -180,7 +187,7 @@ class Policy(BaseModel):
         import yaml  # noqa: PLC0415  # only a policy file needs it, not every `import runner`
 
         try:
-            data = yaml.safe_load(read_text(path))
+            data = load_yaml(read_text(path))
             check_shape(data)
             return cls.model_validate(data or {})
         except (OSError, yaml.YAMLError) as exc:

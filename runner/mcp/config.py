@@ -31,7 +31,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from pydantic import model_validator as after_validator
 
-from .._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
+from .._documents import (
+    TOO_DEEP,
+    TOO_LONG_NUMBER,
+    DocumentProblem,
+    check_shape,
+    load_yaml,
+    read_text,
+)
 from ..errors import ConfigError
 
 SERVER_NAME: Final = r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$"
@@ -141,7 +148,7 @@ class McpConfig(BaseModel):
     def load(cls, path: Path) -> McpConfig:
         """Read a YAML or JSON config; every problem is one `ConfigError` naming the file."""
         try:
-            data = yaml.safe_load(read_text(path))
+            data = load_yaml(read_text(path))
             check_shape(data)
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"mcp config {path}: cannot read: {exc}") from exc

@@ -15,6 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .._documents import DocumentProblem, load_yaml
 from ..errors import ConfigError
 
 Role = Literal["submit", "read", "approve"]
@@ -74,8 +75,8 @@ class ServiceConfig(BaseModel):
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
+            data = load_yaml(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError, DocumentProblem) as exc:
             raise ConfigError(f"service config {path}: {exc}") from exc
         try:
             config = cls.model_validate(data)

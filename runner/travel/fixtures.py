@@ -24,7 +24,15 @@ from pydantic import (
     model_validator,
 )
 
-from .._documents import TOO_DEEP, TOO_LONG_NUMBER, DocumentProblem, check_shape, read_text
+from .._documents import (
+    TOO_DEEP,
+    TOO_LONG_NUMBER,
+    DocumentProblem,
+    check_shape,
+    load_json,
+    load_yaml,
+    read_text,
+)
 from ..budget import Limits
 from ..contracts import ContractSet
 from ..errors import FixtureError
@@ -207,7 +215,7 @@ def parse_fixture(path: Path, known_tools: Iterable[str] | None = None) -> Fixtu
     except DocumentProblem as exc:
         raise FixtureError(path, str(exc)) from exc
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = load_json(text) if path.suffix == ".json" else load_yaml(text)
         check_shape(data)
     except RecursionError as exc:
         raise FixtureError(path, TOO_DEEP) from exc
