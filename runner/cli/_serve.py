@@ -1,4 +1,4 @@
-"""`runner serve`: the HTTP service (needs `pip install 'runner[service]'`)."""
+"""`runner serve`: the HTTP service (needs `pip install '.[service]'`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
         from ..service import ServiceConfig, build_app  # noqa: PLC0415
     except ImportError as exc:
-        raise ConfigError(f"runner serve needs: pip install 'runner[service]' ({exc})") from exc
+        raise ConfigError(f"runner serve needs: pip install '.[service]' ({exc})") from exc
     config = ServiceConfig.load(args.config)
     if args.db.url is not None:  # many service processes and `runner worker`s share it
         from ..service import build_queued_app  # noqa: PLC0415

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import structlog
 from fastapi import FastAPI
 
 from ..confirm import SECRET_ENV, ApprovalSecret
@@ -19,14 +20,15 @@ from .app import create_app
 from .config import ApiKey, ServiceConfig
 from .runs import RunService
 
+_log = structlog.get_logger("runner.service")
+
 __all__ = ["ApiKey", "RunService", "ServiceConfig", "build_app", "build_queued_app", "create_app"]
 
 
 def build_app(config: ServiceConfig, db: Path, contracts: ContractSet) -> FastAPI:
     """The service's app on the SQLite store `db` (created when missing)."""
-    value = config.approval_secret or os.environ.get(SECRET_ENV)
-    secret = ApprovalSecret(value) if value else None
-    service = RunService(config, db, contracts, secret)
+    service = RunService(config, db, contracts, _approval_secret(config))
+    service.recover()  # what a stopped or crashed process on this file left unfinished
     app = create_app(service)
     app.state.service = service
     return app
@@ -38,9 +40,20 @@ def build_queued_app(
     """The service's app on the PostgreSQL store `url`: runs go to `runner worker`s."""
     from .queued import QueuedRunService  # noqa: PLC0415  # psycopg, procrastinate: optional
 
-    value = config.approval_secret or os.environ.get(SECRET_ENV)
-    secret = ApprovalSecret(value) if value else None
-    service = QueuedRunService(config, url, contracts, secret, world)
+    service = QueuedRunService(config, url, contracts, _approval_secret(config), world)
     app = create_app(service)
     app.state.service = service
     return app
+
+
+def _approval_secret(config: ServiceConfig) -> ApprovalSecret | None:
+    """The confirm tokens' key: the config's, or `$RUNNER_APPROVAL_SECRET`; without one the
+    service still starts (fixture runs need none) and says what it cannot do."""
+    value = config.approval_secret or os.environ.get(SECRET_ENV)
+    if not value:
+        _log.warning(
+            "no approval secret (approval_secret in the config, or $RUNNER_APPROVAL_SECRET): "
+            "approvals are listed, but approving or denying one answers 409 no_secret"
+        )
+        return None
+    return ApprovalSecret(value)

@@ -57,11 +57,13 @@ class RunCreated(BaseModel):
 class RunItem(BaseModel):
     run_id: str
     name: str
-    status: Literal["running", "ended"]
+    status: Literal["queued", "failed", "running", "ended"]
+    """`queued`: accepted, not started yet; `failed`: it could not start (`reason` says why)."""
     state: str
     reason: str | None
     attempts: int | None
-    started_at: str
+    started_at: str | None
+    """On the run's clock (a fixture's is virtual); null while it is queued."""
     continues: str | None
 
 
@@ -147,7 +149,7 @@ def create_app(service: RunService) -> FastAPI:
 
         return Depends(check)
 
-    @app.get("/healthz", response_model=Health)
+    @app.api_route("/healthz", methods=["GET", "HEAD"], response_model=Health)
     def healthz() -> Health:
         return Health(status="ok", fixtures=len(service.fixtures))
 
@@ -170,8 +172,9 @@ def create_app(service: RunService) -> FastAPI:
         key: Annotated[ApiKey, role("read")],
         offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        order: Annotated[Literal["oldest", "newest"], Query()] = "oldest",
     ) -> dict[str, Any]:
-        return service.list_runs(key, offset, limit)
+        return service.list_runs(key, offset, limit, newest_first=order == "newest")
 
     @app.get("/v1/runs/{run_id}", response_model=dict[str, Any])
     def run(run_id: Annotated[str, RUN_ID], key: Annotated[ApiKey, role("read")]) -> dict[str, Any]:
@@ -224,7 +227,9 @@ def create_app(service: RunService) -> FastAPI:
     for verb in ("approve", "deny"):
         _decision_route(app, service, verb, role("approve"))
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    @app.api_route(
+        "/", methods=["GET", "HEAD"], response_class=HTMLResponse, include_in_schema=False
+    )
     def page() -> HTMLResponse:
         return HTMLResponse(page_html())
 

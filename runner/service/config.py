@@ -72,6 +72,17 @@ class ServiceConfig(BaseModel):
     runs keep virtual time and end in milliseconds; a pace lets a person (or a test) watch one
     go and cancel it midway."""
 
+    @model_validator(mode="after")
+    def _keys_differ(self) -> ServiceConfig:
+        """One key, one caller: a key listed twice would silently take the last entry's tenant
+        and roles."""
+        seen: set[bytes] = set()
+        for index, key in enumerate(self.api_keys):
+            if key.digest in seen:
+                raise ValueError(f"api_keys[{index}] repeats an earlier key (each key once)")
+            seen.add(key.digest)
+        return self
+
     @classmethod
     def load(cls, path: Path) -> ServiceConfig:
         try:

@@ -6,6 +6,7 @@ nothing a client sends can make the service answer 500.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -13,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _CODES = {
@@ -47,8 +49,11 @@ class ApiError(Exception):
         self.message = message
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse(
         {"error": {"code": code, "message": message}}, status_code=status, headers=headers
     )
@@ -64,10 +69,13 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, ApiError)
         return error_response(exc.status, exc.code, exc.message)
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        headers = exc.headers
+        if exc.status_code == 405:  # Starlette names the first route's methods, not the path's
+            headers = {**(headers or {}), "Allow": ", ".join(_allowed(request))}
         return error_response(
-            exc.status_code, _CODES.get(exc.status_code, "error"), str(exc.detail)
+            exc.status_code, _CODES.get(exc.status_code, "error"), str(exc.detail), headers
         )
 
     async def invalid(_: Request, exc: Exception) -> JSONResponse:
@@ -82,6 +90,16 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
+
+
+def _allowed(request: Request) -> list[str]:
+    """Every method some route serves at this request's path."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        matched = isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE
+        if matched and route.methods:
+            methods |= route.methods
+    return sorted(methods)
 
 
 class BodyLimit:

@@ -11,6 +11,7 @@ import asyncio
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,10 +33,11 @@ from ..store.base import RunListing, Store
 from ..trace import TransitionRecord
 from ..travel import fixtures_dir
 from ..travel.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
-from ..travel.scenario import continue_fixture, run_fixture, stored_world
+from ..travel.scenario import continue_fixture, resume_fixture, run_fixture, stored_world
 from ..travel.supplier import SupplierDatabase, locate
 from .config import ApiKey, ServiceConfig
 from .errors import ApiError
+from .jobs import Job, ServiceJobs
 
 _log = structlog.get_logger("runner.service")
 
@@ -75,6 +77,8 @@ class Accepted:
     cancel_requested: bool = False
     started: tuple[asyncio.AbstractEventLoop, RunHandle] | None = None
     finished: bool = False
+    resumed: bool = False
+    """Taken up from its records after a restart (no handle: it cannot be cancelled)."""
     failure: str | None = None
     continued_as: str | None = None
     continuation_error: str | None = None
@@ -123,8 +127,10 @@ class RunService:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._shared = shared
+        self._jobs: ServiceJobs | None = None
         if shared is None:
             SqliteStore(self.db).close()  # created and migrated once, before any thread opens it
+            self._jobs = ServiceJobs(self.db)
 
     # -- stores ----------------------------------------------------------------------------
 
@@ -163,7 +169,10 @@ class RunService:
     def queued_tenant(self, run_id: str) -> str | None:
         """The tenant of a run accepted but not started (by another process too)."""
         accepted = self._accepted.get(run_id)
-        return accepted.tenant if accepted is not None else None
+        if accepted is not None:
+            return accepted.tenant
+        job = self._jobs.get(run_id) if self._jobs is not None else None
+        return job.tenant if job is not None else None  # accepted before a restart
 
     def submit_fixture(self, key: ApiKey, name: str) -> str:
         fixture = self.fixture_for(key, name)
@@ -176,8 +185,68 @@ class RunService:
             run_id = str(uuid.uuid4())
             accepted = Accepted(run_id, key.tenant, fixture.name, datetime.now(UTC))
             self._accepted[run_id] = accepted
+        if self._jobs is not None:  # the 202 is a promise: kept across a restart
+            self._jobs.add(
+                run_id,
+                "fixture",
+                tenant=key.tenant,
+                name=fixture.name,
+                principal=key.principal.model_dump(mode="json"),
+                accepted_at=accepted.accepted_at,
+            )
         self._executor.submit(self._drive, accepted, fixture)
         return run_id
+
+    def recover(self) -> int:
+        """Take up what an earlier process on this SQLite file accepted and did not finish
+        (see `runner.service.jobs`); returns how many runs it took up."""
+        if self._jobs is None:
+            return 0
+        store, taken = self.store(), 0
+        for job in self._jobs.unfinished():
+            accepted = Accepted(job.run_id, job.tenant, job.name, job.accepted_at)
+            if job.kind == "continue":
+                accepted.finished = True  # the waiting run itself has ended
+                self._accepted.setdefault(job.run_id, accepted)
+                waiting = self._accepted[job.run_id]
+                self._executor.submit(self._continue, waiting, job.accepted_at, recovered=True)
+            elif store.summary(job.run_id) is not None:
+                self._jobs.finish(job.run_id, "fixture")
+                continue
+            elif store.header(job.run_id) is not None:
+                accepted.resumed = True
+                self._accepted[job.run_id] = accepted
+                self._executor.submit(self._resume, accepted)
+            else:
+                fixture = self._fixture_of(job)
+                if fixture is None:
+                    continue
+                self._accepted[job.run_id] = accepted
+                self._executor.submit(self._drive, accepted, fixture)
+            taken += 1
+        if taken:
+            _log.warning("took up runs an earlier service process left unfinished", runs=taken)
+        return taken
+
+    def _fixture_of(self, job: Job) -> Fixture | None:
+        """The fixture a job named, for its tenant and principal; None (the job crossed off,
+        saying why) when this config no longer has it."""
+        fixture = self.fixtures.get(job.name)
+        if fixture is None:
+            assert self._jobs is not None
+            self._jobs.finish(job.run_id, job.kind, f"fixture {job.name!r} is no longer served")
+            return None
+        principal = PrincipalSpec.model_validate(job.principal)
+        return fixture.model_copy(update={"tenant": job.tenant, "principal": principal})
+
+    def _resume(self, accepted: Accepted) -> None:
+        """Go on with a run an earlier process started (from its records, as `runner resume`)."""
+        self._in_run_thread(
+            accepted,
+            lambda store: resume_fixture(
+                accepted.run_id, self.contracts, store, store_dir=self.db.parent
+            ),
+        )
 
     def _drive(self, accepted: Accepted, fixture: Fixture) -> None:
         def started(handle: RunHandle) -> None:
@@ -186,17 +255,24 @@ class RunService:
                 if accepted.cancel_requested:
                     handle.cancel()
 
-        store = self._run_store()
-        store.current = accepted
-        try:
-            run_fixture(
+        self._in_run_thread(
+            accepted,
+            lambda store: run_fixture(
                 fixture,
                 self.contracts,
                 store,
                 world_dir=self.world,
                 run_id=accepted.run_id,
                 started=started,
-            )
+            ),
+        )
+
+    def _in_run_thread(self, accepted: Accepted, play: Callable[[RunThreadStore], object]) -> None:
+        """Play a run on this thread's store; an error is kept on the run (and crossed off)."""
+        store = self._run_store()
+        store.current = accepted
+        try:
+            play(store)
         except RunnerError as exc:  # the run could not start (or its store failed): say so
             accepted.failure = str(exc)
             _log.warning("run failed", run_id=accepted.run_id, error=str(exc))
@@ -206,6 +282,8 @@ class RunService:
         finally:
             store.current = None
             accepted.finished = True
+            if self._jobs is not None:
+                self._jobs.finish(accepted.run_id, "fixture", accepted.failure)
 
     def cancel(self, key: ApiKey, run_id: str) -> dict[str, Any]:
         self.check_tenant(key, run_id)
@@ -214,6 +292,13 @@ class RunService:
         accepted = self._accepted.get(run_id)
         if accepted is None or accepted.finished:
             raise ApiError(409, "not_here", f"run {run_id} is not driven by this service")
+        if accepted.resumed:
+            raise ApiError(
+                409,
+                "resuming",
+                f"run {run_id} is being resumed after a restart; it cannot be "
+                "cancelled until it ends",
+            )
         with accepted.lock:
             accepted.cancel_requested = True
             if accepted.started is not None:
@@ -238,14 +323,19 @@ class RunService:
         store = self.store()
         header = store.header(run_id)
         accepted = self._accepted.get(run_id)
+        job = self._jobs.get(run_id) if self._jobs is not None else None
+        accepted_at = job.accepted_at.isoformat() if job is not None else None
         if header is None:
             failure = accepted.failure if accepted is not None else None
+            if failure is None and job is not None:
+                failure = job.failure
             return {
                 "run_id": run_id,
                 "tenant": key.tenant,  # check_tenant found it queued for this tenant
                 "status": "failed" if failure else "queued",
                 "state": State.PLAN.value,
                 "error": failure,
+                "accepted_at": accepted_at,
             }
         summary = store.summary(run_id)
         records = store.transitions(run_id)
@@ -256,6 +346,7 @@ class RunService:
             state=State(state).value,
             tenant=header.tenant,
             started_at=header.started_at.isoformat(),
+            accepted_at=accepted_at,
             continues=continued_from(header.continues),
             continued_as=accepted.continued_as if accepted else None,
             continuation_error=accepted.continuation_error if accepted else None,
@@ -273,16 +364,30 @@ class RunService:
         finally:
             supplier.close()
 
-    def list_runs(self, key: ApiKey, offset: int, limit: int) -> dict[str, Any]:
+    def list_runs(
+        self, key: ApiKey, offset: int, limit: int, *, newest_first: bool = False
+    ) -> dict[str, Any]:
+        """The tenant's runs, in the order they were accepted (or started, for runs this service
+        did not accept), those not started yet included (`queued`, or `failed` to start)."""
         store = self.store()
-        mine = [
+        listed = [
             item
             for item in store.runs()
             if isinstance(item, RunListing) and item.header.tenant == key.tenant
         ]
+        stored = {item.header.run_id for item in listed}
+        mine: list[RunListing | dict[str, Any]] = [
+            *listed,
+            *self._not_started(key.tenant, stored),
+        ]
+        if newest_first:
+            mine.reverse()
         page = mine[offset : offset + limit]
         items = []
         for item in page:
+            if isinstance(item, dict):
+                items.append(item)
+                continue
             header, summary = item.header, item.summary
             if summary is not None:
                 state = summary.terminal
@@ -303,6 +408,32 @@ class RunService:
             )
         following = offset + limit if offset + limit < len(mine) else None
         return {"runs": items, "total": len(mine), "next_offset": following}
+
+    def _not_started(self, tenant: str, stored: set[str]) -> list[dict[str, Any]]:
+        """The tenant's accepted runs with no header stored yet: queued, or failed to start."""
+        if self._jobs is None:
+            return []
+        items = []
+        for job in self._jobs.fixture_runs(tenant):
+            if job.run_id in stored:
+                continue
+            accepted = self._accepted.get(job.run_id)
+            failure = job.failure or (accepted.failure if accepted is not None else None)
+            if job.done and failure is None:
+                continue  # ended (its header may have been stored after `runs()` was read)
+            items.append(
+                {
+                    "run_id": job.run_id,
+                    "name": job.name,
+                    "status": "failed" if failure else "queued",
+                    "state": State.PLAN.value,
+                    "reason": failure,
+                    "attempts": None,
+                    "started_at": None,
+                    "continues": None,
+                }
+            )
+        return items
 
     def transitions(self, key: ApiKey, run_id: str, after: int, limit: int) -> dict[str, Any]:
         self.check_tenant(key, run_id)
@@ -388,6 +519,15 @@ class RunService:
             accepted = Accepted(proposal.run_id, key.tenant, "", now, finished=True)
             with self._lock:
                 self._accepted[proposal.run_id] = accepted
+        if self._jobs is not None:  # continued after a restart if this process stops first
+            self._jobs.add(
+                proposal.run_id,
+                "continue",
+                tenant=key.tenant,
+                name=accepted.name,
+                principal=key.principal.model_dump(mode="json"),
+                accepted_at=now,
+            )
         self._executor.submit(self._continue, accepted, now)
         return {
             "approval_id": approval_id,
@@ -396,9 +536,14 @@ class RunService:
             "approver": key.principal.id,
         }
 
-    def _continue(self, accepted: Accepted, now: datetime) -> None:
-        assert self.secret is not None
+    def _continue(self, accepted: Accepted, now: datetime, *, recovered: bool = False) -> None:
         try:
+            ended = self._ended_continuation(accepted.run_id) if recovered else None
+            if ended is not None:  # taken up after a restart, and it had ended before
+                accepted.continued_as = ended
+                return
+            if self.secret is None:
+                raise RuntimeError("approvals need the service's approval secret")
             outcome = continue_fixture(
                 accepted.run_id,
                 self.contracts,
@@ -411,6 +556,20 @@ class RunService:
         except Exception as exc:  # shown on the run (`continuation_error`), and logged
             accepted.continuation_error = f"{type(exc).__name__}: {exc}"
             _log.exception("continuation failed", run_id=accepted.run_id)
+        finally:
+            if self._jobs is not None:
+                self._jobs.finish(accepted.run_id, "continue", accepted.continuation_error)
+
+    def _ended_continuation(self, run_id: str) -> str | None:
+        """The continuation of `run_id` that has already ended, if there is one (a scan of the
+        store's runs, made only for a job taken up after a restart)."""
+        store = self.store()
+        for item in store.runs():
+            if not isinstance(item, RunListing) or item.summary is None:
+                continue
+            if continued_from(item.header.continues) == run_id:
+                return item.header.run_id
+        return None
 
     def continuation_of(self, run_id: str) -> str | None:
         accepted = self._accepted.get(run_id)

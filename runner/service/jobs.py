@@ -1,0 +1,126 @@
+"""The work a SQLite service accepted and has not finished, kept in its store file.
+
+A `202` promises the run: it is written here before the answer goes out, and crossed off only
+when the run has ended (or could not start, with why). A service restarted after a crash or a
+stop finds what is left here and finishes it: a run that never stored its header starts, one
+that did is resumed from its records (nothing done is done again), a decided approval whose
+continuation did not end is continued again. One service process drives one SQLite file (many
+processes share a PostgreSQL store instead, whose queue keeps its own jobs).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+JobKind = Literal["fixture", "continue"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS service_jobs (
+    run_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    accepted_at TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    failure TEXT,
+    PRIMARY KEY (run_id, kind)
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One accepted piece of work: a fixture run (`run_id` is the run's), or the continuation of
+    a run whose approvals were decided (`run_id` is the waiting run's)."""
+
+    run_id: str
+    kind: JobKind
+    tenant: str
+    name: str
+    principal: dict[str, Any]
+    accepted_at: datetime
+    done: bool
+    failure: str | None
+
+
+class ServiceJobs:
+    """The `service_jobs` table of the service's SQLite file. Each call opens its own short
+    connection: request threads and run threads call it, and sqlite3 connections keep to one
+    thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with self._connection() as connection:
+            connection.execute(_SCHEMA)
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with closing(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as connection:
+            yield connection
+
+    def add(
+        self,
+        run_id: str,
+        kind: JobKind,
+        *,
+        tenant: str,
+        name: str,
+        principal: dict[str, Any],
+        accepted_at: datetime,
+    ) -> None:
+        """Record the work (committed when this returns); accepting it again changes nothing."""
+        row = (run_id, kind, tenant, name, json.dumps(principal), accepted_at.isoformat())
+        with self._connection() as connection:
+            connection.execute(
+                "INSERT OR IGNORE INTO service_jobs "
+                "(run_id, kind, tenant, name, principal, accepted_at) VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
+
+    def finish(self, run_id: str, kind: JobKind, failure: str | None = None) -> None:
+        with self._connection() as connection:
+            connection.execute(
+                "UPDATE service_jobs SET done = 1, failure = ? WHERE run_id = ? AND kind = ?",
+                (failure, run_id, kind),
+            )
+
+    def unfinished(self) -> list[Job]:
+        """What a restarted service has to finish, oldest first."""
+        return self._select("WHERE done = 0 ORDER BY accepted_at, rowid")
+
+    def fixture_runs(self, tenant: str) -> list[Job]:
+        """The tenant's accepted fixture runs, oldest first (for listing those not started)."""
+        return self._select("WHERE kind = 'fixture' AND tenant = ? ORDER BY accepted_at", tenant)
+
+    def get(self, run_id: str) -> Job | None:
+        found = self._select("WHERE kind = 'fixture' AND run_id = ?", run_id)
+        return found[0] if found else None
+
+    def _select(self, where: str, *parameters: str) -> list[Job]:
+        with self._connection() as connection:
+            rows = connection.execute(
+                "SELECT run_id, kind, tenant, name, principal, accepted_at, done, failure "
+                f"FROM service_jobs {where}",  # `where` is ours, values are bound
+                parameters,
+            ).fetchall()
+        return [
+            Job(
+                run_id=row[0],
+                kind=row[1],
+                tenant=row[2],
+                name=row[3],
+                principal=json.loads(row[4]),
+                accepted_at=datetime.fromisoformat(row[5]),
+                done=bool(row[6]),
+                failure=row[7],
+            )
+            for row in rows
+        ]

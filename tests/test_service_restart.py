@@ -1,0 +1,130 @@
+"""A SQLite service that stops or crashes keeps its promises: every run it answered `202` for is
+listed while it waits, and is started, resumed or continued by the next process on the file.
+
+Over real HTTP (`runner serve` in a child process), killed with SIGKILL mid-run.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from runner.errors import ConfigError
+from runner.service import ServiceConfig
+from runner.store import SqliteStore
+from tests.service_harness import LONG, A, Service, loopback, read_events, serving
+
+__all__ = ["loopback"]
+
+pytestmark = pytest.mark.usefixtures("loopback")
+
+
+def _submit(service: Service, fixture: str) -> str:
+    with service.client() as client:
+        response = client.post("/v1/runs", json={"fixture": fixture})
+    assert response.status_code == 202, response.text
+    run_id: str = response.json()["run_id"]
+    return run_id
+
+
+def _kill(service: Service) -> None:
+    service.process.kill()
+    service.process.wait(10)
+
+
+def test_runs_accepted_before_a_crash_are_started_or_resumed_by_the_next_process(
+    tmp_path: Path,
+) -> None:
+    with serving(tmp_path, workers=1, pace_s=0.1) as first:
+        in_flight = _submit(first, LONG)
+        queued = [_submit(first, "read_only_success") for _ in range(3)]
+        with first.client() as client:
+            read_events(client, in_flight, stop_after=3)  # it is going; the others wait
+            listed = client.get("/v1/runs").json()
+        statuses = {item["run_id"]: item["status"] for item in listed["runs"]}
+        assert listed["total"] == 4
+        assert statuses[in_flight] == "running"
+        assert [statuses[run] for run in queued] == ["queued"] * 3
+        _kill(first)
+    stored = SqliteStore(tmp_path / "runs.sqlite", read_only=True)
+    try:
+        assert stored.summary(in_flight) is None  # the crash cut it short
+        cut_at = len(stored.transitions(in_flight))
+    finally:
+        stored.close()
+    assert cut_at >= 3
+
+    with serving(tmp_path, workers=1) as second:
+        ended = [second.wait_ended(run) for run in [in_flight, *queued]]
+        assert [run["state"] for run in ended] == ["complete"] * 4, ended
+        resumed = ended[0]
+        seqs = [t["seq"] for t in resumed["transitions"]]
+        assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > cut_at
+        assert [t["to"] for t in resumed["transitions"]].count("complete") == 1
+        with second.client() as client:
+            again = client.get("/v1/runs").json()
+        assert again["total"] == 4
+        assert {item["status"] for item in again["runs"]} == {"ended"}
+
+
+def test_an_approval_whose_continuation_was_cut_short_is_continued_once_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    with serving(tmp_path, pace_s=0.0) as first:
+        waiting = _submit(first, "hold_approved")
+        assert first.wait_ended(waiting)["reason"] == "approval_required"
+    with serving(tmp_path, pace_s=0.3) as slow:  # the continuation re-drives slowly
+        with slow.client() as client:
+            (pending,) = client.get("/v1/approvals").json()["approvals"]
+            decided = client.post(f"/v1/approvals/{pending['approval_id']}/approve")
+            assert decided.status_code == 200, decided.text
+        time.sleep(0.8)
+        _kill(slow)
+    with serving(tmp_path) as third:
+        deadline = time.monotonic() + 60
+        with third.client() as client:
+            while (continued := client.get(f"/v1/runs/{waiting}").json()["continued_as"]) is None:
+                assert time.monotonic() < deadline, "the decided approval was never continued"
+                time.sleep(0.05)
+        final = third.wait_ended(continued)
+    assert (final["state"], final["holds"]) == ("complete", 1)
+    sent = [
+        t for t in final["transitions"] if t["tool"] == "hold_room" and t["trigger"] == "classify"
+    ]
+    assert len(sent) == 1
+
+
+def test_the_newest_runs_come_first_when_asked(tmp_path: Path) -> None:
+    with serving(tmp_path, workers=1, pace_s=0.05) as service:
+        runs = [_submit(service, "read_only_success") for _ in range(3)]
+        with service.client() as client:
+            oldest = client.get("/v1/runs").json()["runs"]
+            newest = client.get("/v1/runs", params={"order": "newest", "limit": 2}).json()
+        assert [item["run_id"] for item in oldest] == runs
+        assert [item["run_id"] for item in newest["runs"]] == runs[::-1][:2]
+        assert newest["next_offset"] == 2
+
+
+def test_health_answers_head_and_a_wrong_method_says_what_is_allowed(tmp_path: Path) -> None:
+    with serving(tmp_path) as service:
+        assert httpx.head(f"{service.url}/healthz").status_code == 200
+        assert httpx.head(f"{service.url}/").status_code == 200
+        with service.client(A) as client:
+            refused = client.delete("/v1/runs")
+        assert refused.status_code == 405
+        assert set(refused.headers["allow"].replace(" ", "").split(",")) == {"GET", "POST"}
+        assert refused.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_key_listed_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "service.yaml"
+    path.write_text(
+        "api_keys:\n"
+        "  - {key: kkkkkkkkkkkkkkkk, tenant: t, principal: {id: a}, roles: [submit]}\n"
+        "  - {key: kkkkkkkkkkkkkkkk, tenant: u, principal: {id: b}, roles: [read]}\n"
+    )
+    with pytest.raises(ConfigError, match=r"api_keys\[1\] repeats an earlier key"):
+        ServiceConfig.load(path)
