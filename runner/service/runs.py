@@ -36,6 +36,7 @@ from ..travel.scenario import continue_fixture, run_fixture, stored_world
 from ..travel.supplier import SupplierDatabase, locate
 from .config import ApiKey, ServiceConfig
 from .errors import ApiError
+from .live import LiveRun, LiveRuns
 
 _log = structlog.get_logger("runner.service")
 
@@ -118,6 +119,7 @@ class RunService:
         self.contracts = contracts
         self.secret = secret
         self.fixtures = bundled_fixtures(contracts, config.fixtures)
+        self.live = LiveRuns(config.live, self.fixtures, contracts, needs_keys=shared is None)
         self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="runner-run")
         self._accepted: dict[str, Accepted] = {}
         self._lock = threading.Lock()
@@ -166,7 +168,13 @@ class RunService:
         return accepted.tenant if accepted is not None else None
 
     def submit_fixture(self, key: ApiKey, name: str) -> str:
-        fixture = self.fixture_for(key, name)
+        return self._accept(key, self.fixture_for(key, name), None)
+
+    def submit_live(self, key: ApiKey, request: LiveRun) -> str:
+        """A live-model run (see `runner.service.live`); 422 for what the config does not allow."""
+        return self._accept(key, self.live.fixture(key, request), request.model)
+
+    def _accept(self, key: ApiKey, fixture: Fixture, model: str | None) -> str:
         with self._lock:
             waiting = sum(
                 1 for a in self._accepted.values() if a.started is None and not a.finished
@@ -176,10 +184,10 @@ class RunService:
             run_id = str(uuid.uuid4())
             accepted = Accepted(run_id, key.tenant, fixture.name, datetime.now(UTC))
             self._accepted[run_id] = accepted
-        self._executor.submit(self._drive, accepted, fixture)
+        self._executor.submit(self._drive, accepted, fixture, model)
         return run_id
 
-    def _drive(self, accepted: Accepted, fixture: Fixture) -> None:
+    def _drive(self, accepted: Accepted, fixture: Fixture, model: str | None = None) -> None:
         def started(handle: RunHandle) -> None:
             with accepted.lock:
                 accepted.started = (asyncio.get_running_loop(), handle)
@@ -196,6 +204,7 @@ class RunService:
                 world_dir=self.world,
                 run_id=accepted.run_id,
                 started=started,
+                model=self.live.model(model) if model is not None else None,
             )
         except RunnerError as exc:  # the run could not start (or its store failed): say so
             accepted.failure = str(exc)
