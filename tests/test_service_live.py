@@ -287,3 +287,44 @@ def test_a_run_waits_out_no_fake_time(service: Service) -> None:
     took = time.monotonic() - began
     assert (run["state"], run["model_steps"]) == ("complete", SEARCHES + 1), run["reason"]
     assert SEARCHES * 0.3 <= run["elapsed_s"] <= took
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_live_hold_is_approved_through_the_api_and_the_model_goes_on_live(
+    service: Service, llm: RecordedLLMServer, protocol: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runner.cli import main  # noqa: PLC0415  # beside the other CLI imports it would shadow
+
+    body = live(
+        f"{protocol}:live-hold",
+        task="Hold an accessible room at Shiba Park Hotel, Tokyo, 2027-04-02..06, for three.",
+        tools=["search_hotels", "hold_room"],
+    )
+    run_id = submit(service, body)
+    run = service.wait_ended(run_id)
+    assert (run["state"], run["reason"], run["holds"]) == ("escalate", "approval_required", 0)
+    with service.client() as client:
+        pending = [
+            p for p in client.get("/v1/approvals").json()["approvals"] if p["run_id"] == run_id
+        ]
+        assert len(pending) == 1 and pending[0]["tool"] == "hold_room"
+        asked = len(llm.requests[(protocol, "live-hold")])
+        decided = client.post(f"/v1/approvals/{pending[0]['approval_id']}/approve")
+        assert decided.status_code == 200, decided.text
+        deadline = time.monotonic() + 60
+        while (continued := client.get(f"/v1/runs/{run_id}").json()["continued_as"]) is None:
+            problem = client.get(f"/v1/runs/{run_id}").json()["continuation_error"]
+            assert problem is None and time.monotonic() < deadline, problem
+            time.sleep(0.05)
+    final = service.wait_ended(continued)
+    assert (final["state"], final["reason"], final["holds"]) == ("complete", "model_final", 1)
+    assert final["answer"] == "Held a room at Shiba Park Hotel."  # the live model's last reply
+    assert len(llm.requests[(protocol, "live-hold")]) == asked + 1  # asked once more, live
+    commits = [t for t in final["transitions"] if t["tool"] == "hold_room"]
+    assert len([t for t in commits if t["trigger"] == "classify"]) == 1
+    started = datetime.fromisoformat(final["started_at"])
+    assert abs(datetime.now(UTC) - started) < timedelta(minutes=2)  # the system clock
+    capsys.readouterr()
+    for stored in (run_id, continued):
+        assert main(["replay", stored, "--db", str(service.db), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["identical"] is True

@@ -22,6 +22,7 @@ from ..budget import Limits
 from ..contracts import ContractSet
 from ..errors import ConfigError
 from ..models.base import ModelAdapter
+from ..trace import RunHeader
 from ..travel.fixtures import Fixture
 from .config import ApiKey, LiveConfig, ProviderConfig
 from .errors import ApiError
@@ -120,6 +121,19 @@ class LiveRuns:
         if settings is None or name not in settings.models:
             offered = ", ".join(f"{p}:{m}" for p, s in config.providers.items() for m in s.models)
             raise ApiError(422, "unknown_model", f"model: {spec!r} is not offered ({offered})")
+
+    def continuing(self, header: RunHeader | None) -> ModelAdapter | None:
+        """The live model a waiting run was planned by, for its continuation (None: scripted).
+
+        A provider or model no longer configured is refused (`ConfigError`), never replaced."""
+        identity = header.model if header is not None else None
+        if identity is None or not identity.live:
+            return None
+        spec = f"{identity.provider}:{identity.name}"
+        settings = self.config.providers.get(identity.provider) if self.config else None  # type: ignore[call-overload]
+        if settings is None or identity.name not in settings.models:
+            raise ConfigError(f"the run was planned by {spec}, which this service no longer offers")
+        return self.model(spec)
 
     def model(self, spec: str) -> ModelAdapter:
         """A new adapter for `spec` (one per run: its HTTP client belongs to the run's loop)."""

@@ -408,13 +408,15 @@ class RunService:
     def _continue(self, accepted: Accepted, now: datetime) -> None:
         assert self.secret is not None
         try:
+            store = self._run_store()
             outcome = continue_fixture(
                 accepted.run_id,
                 self.contracts,
-                self._run_store(),
+                store,
                 secret=self.secret,
                 now=now,
                 store_dir=self.db.parent,
+                model=self.live.continuing(store.header(accepted.run_id)),
             )
             accepted.continued_as = outcome.result.run_id
         except Exception as exc:  # shown on the run (`continuation_error`), and logged

@@ -255,12 +255,14 @@ def continue_fixture(
     policy: Policy | None = None,
     store_dir: Path | None = None,
     mcp: McpConfig | None = None,
+    model: ModelAdapter | None = None,
 ) -> ScenarioRun:
     """Continue a fixture run that ended waiting for approval, its proposals decided.
 
     `tenant`: continue under another tenant than the fixture's (which the token refuses);
     `policy`: the policy in force now, if not the run's (a token given under another is refused);
-    `mcp`: how to reach the MCP servers of a run that pinned some (as for `resume_fixture`).
+    `mcp`: how to reach the MCP servers of a run that pinned some (as for `resume_fixture`);
+    `model`: the live model that planned the waiting run (it goes on live, in real time).
     Raises `ApprovalRefused` (nothing stored or sent) when a decision cannot be used.
     """
     header = store.header(run_id)
@@ -292,8 +294,9 @@ def continue_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.continue_approved(
-            run_id, spec, scripted, secret=secret, now=now, token=token
+            run_id, spec, model or scripted, secret=secret, now=now, token=token
         ),
+        live=model is not None,
         mcp=tools,
         continuation=True,
     )
