@@ -148,12 +148,9 @@ def create_app(service: RunService) -> FastAPI:
     ) -> RunCreated:
         submit_queued = getattr(service, "submit_queued", None)  # PostgreSQL: to the workers
         if isinstance(body, LiveRun):
-            if submit_queued is not None:
-                raise ApiError(
-                    422,
-                    "live_runs_unavailable",
-                    "live runs need the service on SQLite; on PostgreSQL only fixtures are queued",
-                )
+            submit_live = getattr(service, "submit_queued_live", None)
+            if submit_live is not None:
+                return RunCreated(run_id=await submit_live(key, body))
             return RunCreated(run_id=service.submit_live(key, body))
         if submit_queued is not None:
             return RunCreated(run_id=await submit_queued(key, body.fixture))

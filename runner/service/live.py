@@ -123,23 +123,51 @@ class LiveRuns:
             raise ApiError(422, "unknown_model", f"model: {spec!r} is not offered ({offered})")
 
     def continuing(self, header: RunHeader | None) -> ModelAdapter | None:
-        """The live model a waiting run was planned by, for its continuation (None: scripted).
-
-        A provider or model no longer configured is refused (`ConfigError`), never replaced."""
-        identity = header.model if header is not None else None
-        if identity is None or not identity.live:
-            return None
-        spec = f"{identity.provider}:{identity.name}"
-        settings = self.config.providers.get(identity.provider) if self.config else None  # type: ignore[call-overload]
-        if settings is None or identity.name not in settings.models:
-            raise ConfigError(f"the run was planned by {spec}, which this service no longer offers")
-        return self.model(spec)
+        """The live model a stored run was planned by (None: scripted); see `continuing_model`."""
+        return continuing_model(self.config, header)
 
     def model(self, spec: str) -> ModelAdapter:
         """A new adapter for `spec` (one per run: its HTTP client belongs to the run's loop)."""
         assert self.config is not None
-        provider, _, name = spec.partition(":")
-        return build_model(provider, name, self.config.providers[provider])  # type: ignore[index]
+        return model_for(self.config, spec)
+
+
+def model_for(config: LiveConfig, spec: str) -> ModelAdapter:
+    """A new adapter for `spec` (`openai:NAME`) as `config` offers it; `ConfigError` when it
+    does not (a worker whose config lacks what the service that queued the run offered)."""
+    provider, _, name = spec.partition(":")
+    settings = config.providers.get(provider)  # type: ignore[call-overload]
+    if settings is None or name not in settings.models:
+        raise ConfigError(f"the model {spec} is not offered by this config's live.providers")
+    return build_model(provider, name, settings)
+
+
+def continuing_model(config: LiveConfig | None, header: RunHeader | None) -> ModelAdapter | None:
+    """The live model a stored run was planned by, rebuilt to resume or continue it (None: it
+    was scripted). A provider or model no longer configured is refused, never replaced."""
+    identity = header.model if header is not None else None
+    if identity is None or not identity.live:
+        return None
+    spec = f"{identity.provider}:{identity.name}"
+    if config is None:
+        raise ConfigError(f"the run was planned by {spec}: give the config that offers it")
+    return model_for(config, spec)
+
+
+LIVE_MODEL = "live_model"
+"""The key a queued live run's document carries its model under, beside the fixture's fields."""
+
+
+def live_document(fixture: Fixture, model: str) -> dict[str, Any]:
+    """A queued live run: the fixture it plays, and the model (`openai:NAME`) a worker builds."""
+    return {**fixture.model_dump(mode="json", exclude_unset=True), LIVE_MODEL: model}
+
+
+def split_live(document: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """A queued document's fixture, and its live model (None: a scripted run)."""
+    model = document.get(LIVE_MODEL)
+    fixture = {key: value for key, value in document.items() if key != LIVE_MODEL}
+    return fixture, model if isinstance(model, str) else None
 
 
 def budget(ceiling: Limits, asked: Mapping[str, float]) -> Limits:
