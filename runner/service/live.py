@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..budget import Limits
@@ -26,6 +27,8 @@ from ..trace import RunHeader
 from ..travel.fixtures import Fixture
 from .config import ApiKey, LiveConfig, ProviderConfig
 from .errors import ApiError
+
+_log = structlog.get_logger("runner.service")
 
 LIVE_RUN_NAME = "live"
 """The name live runs are stored (and listed) under."""
@@ -54,9 +57,10 @@ class LiveRuns:
         *,
         needs_keys: bool,
     ) -> None:
-        """`needs_keys`: this process builds the models (the SQLite service), so every
-        provider's key must be in its environment now."""
+        """`needs_keys`: this process builds the models (the SQLite service): a run of a provider
+        whose key is not in its environment is refused (409), and the start logs a warning."""
         self.config = config
+        self.needs_keys = needs_keys
         self.world: Fixture | None = None
         if config is None:
             return
@@ -72,13 +76,13 @@ class LiveRuns:
         unknown = [tool for tool in config.tools if tool not in contracts]
         if unknown:
             raise ConfigError("service config: live.tools: no contract for " + ", ".join(unknown))
-        if needs_keys:
-            for provider, settings in config.providers.items():
-                if not os.environ.get(settings.api_key_env):
-                    raise ConfigError(
-                        f"service config: live.providers.{provider}: the environment variable "
-                        f"{settings.api_key_env} (its API key) is not set"
-                    )
+        for provider, settings in config.providers.items():
+            if needs_keys and not os.environ.get(settings.api_key_env):
+                _log.warning(
+                    "no API key: its live runs are refused (409) until it is set",
+                    provider=provider,
+                    variable=settings.api_key_env,
+                )
         self.world = world
 
     def fixture(self, key: ApiKey, request: LiveRun) -> Fixture:
@@ -90,6 +94,13 @@ class LiveRuns:
         if not request.task.strip():
             raise ApiError(422, "empty_task", "task: give the task in words")
         self._check_model(config, request.model)
+        settings = config.providers[request.model.partition(":")[0]]  # type: ignore[index]
+        if self.needs_keys and not os.environ.get(settings.api_key_env):
+            raise ApiError(
+                409,
+                "no_model_key",
+                f"model: this service has no API key for it (${settings.api_key_env} is not set)",
+            )
         tools = request.tools
         unknown = [tool for tool in tools if tool not in config.tools]
         if unknown:
