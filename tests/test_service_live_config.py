@@ -123,3 +123,19 @@ def test_a_worker_without_the_config_refuses_a_queued_live_run(
     play = fixture_player(contracts, tmp_path / "world")
     with pytest.raises(ConfigError, match="start the worker with --config"):
         play(MemoryStore(), "run-1", {**document, "live_model": "openai:hotels-again"}, 0)
+
+
+def test_the_sample_configs_live_section_starts_without_keys(
+    tmp_path: Path, contracts: ContractSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.conftest import ROOT  # noqa: PLC0415
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = ServiceConfig.load(ROOT / "examples" / "service.yaml")
+    service = RunService(config, tmp_path / "runs.sqlite", contracts, None)
+    key = config.key_for("change-me-optiverse")
+    assert key is not None and service.live.world is not None
+    request = LiveRun.model_validate(live("openai:gpt-4o-mini", tools=["search_hotels"]))
+    with pytest.raises(ApiError, match=r"\$OPENAI_API_KEY is not set"):
+        service.live.fixture(key, request)
+    service.close()
