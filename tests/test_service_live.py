@@ -146,6 +146,11 @@ def test_a_live_run_goes_from_post_to_complete_on_the_models_tool_calls(
     assert "NH7" in run["answer"]
     with service.client() as client:
         transitions = client.get(f"/v1/runs/{run_id}/transitions").json()["transitions"]
+        events = read_events(client, run_id)
+    assert [data["seq"] for kind, _, data in events if kind == "transition"] == [
+        t["seq"] for t in transitions
+    ]  # the events stream: every transition, in order, then the end
+    assert events[-1][0] == "end" and events[-1][2]["terminal"] == "complete"
     called = [t["tool"] for t in transitions if t["trigger"] == "classify"]
     assert sorted(called) == ["search_flights", "search_hotels"]  # the model's calls
     assert [t["to"] for t in transitions][-1] == "complete"
@@ -230,9 +235,10 @@ def test_cancel_ends_a_live_run_abstain_cancelled(service: Service) -> None:
         (live(task="   \n"), A, 422, "empty_task"),
         (live(budget={"max_attempts": 21}), A, 422, "over_budget_ceiling"),
         (live(budget={"max_seconds": 61}), A, 422, "over_budget_ceiling"),
-        (live(budget={"max_attempts": 0}), A, 422, "invalid_budget"),
-        (live(budget={"max_attempts": 2.5}), A, 422, "invalid_budget"),
-        (live(budget={"max_retries": 3}), A, 422, "invalid_budget"),
+        (live(budget={"max_seconds": 10**12}), A, 422, "invalid_budget"),
+        (live(budget={"max_attempts": 0}), A, 422, "invalid"),
+        (live(budget={"max_attempts": 2.5}), A, 422, "invalid"),
+        (live(budget={"max_retries": 3}), A, 422, "invalid"),
         (live(budget={"max_seconds": "soon"}), A, 422, "invalid"),
         (live(tenant="othercorp"), A, 422, "invalid"),
         (live(principal={"id": "root", "scopes": ["*"]}), A, 422, "invalid"),

@@ -34,16 +34,27 @@ LIVE_RUN_NAME = "live"
 """The name live runs are stored (and listed) under."""
 
 
+class LiveBudget(BaseModel):
+    """A live run's budget: each field at most the service's ceiling; one left out is the
+    ceiling's (see `runner.budget.Limits` for what each bounds)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_attempts: int | None = Field(default=None, ge=1)
+    max_model_steps: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+
 class LiveRun(BaseModel):
-    """A run with a live model, on the tools the service's config offers."""
+    """A run with a live model (`openai:NAME` or `anthropic:NAME`, as the service offers) on
+    tools the service's config offers; tenant and principal are the API key's."""
 
     model_config = ConfigDict(extra="forbid")
     task: str = Field(min_length=1, max_length=20_000)
     tools: list[str] = Field(min_length=1, max_length=200)
     model: str = Field(pattern=r"^(openai|anthropic):.+$", max_length=200)
-    budget: dict[str, float] = Field(default_factory=dict)
-    """Any of `max_attempts`, `max_model_steps`, `max_tokens`, `max_seconds`, `max_cost_usd`,
-    each at most the config's ceiling; a field left out is the ceiling's."""
+    budget: LiveBudget = Field(default_factory=LiveBudget)
 
 
 class LiveRuns:
@@ -117,7 +128,9 @@ class LiveRuns:
             task=request.task,
             tenant=key.tenant,  # from the key, never the body
             principal={"id": key.principal.id, "scopes": list(key.principal.scopes)},
-            budget=budget(config.max_budget, request.budget).model_dump(mode="json"),
+            budget=budget(
+                config.max_budget, request.budget.model_dump(exclude_none=True)
+            ).model_dump(mode="json"),
             tools=tools,
             environment={t: o for t, o in document.get("environment", {}).items() if t in tools},
         )
@@ -181,7 +194,7 @@ def split_live(document: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return fixture, model if isinstance(model, str) else None
 
 
-def budget(ceiling: Limits, asked: Mapping[str, float]) -> Limits:
+def budget(ceiling: Limits, asked: Mapping[str, float | int]) -> Limits:
     """The run's budget: `asked`, each field at most `ceiling`'s; the rest `ceiling`'s."""
     try:
         limits = Limits.model_validate({**ceiling.model_dump(), **asked})
