@@ -25,7 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.service_harness import A, Service, loopback, serving
+from tests.service_harness import A, Service, free_port, loopback, serving
+from tests.test_service_live import ENV, live_settings
 
 __all__ = ["loopback"]
 
@@ -41,7 +42,10 @@ CHECKS = [
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    with serving(tmp_path_factory.mktemp("schema"), max_body_bytes=4096) as running:
+    folder = tmp_path_factory.mktemp("schema")
+    # Live runs offered too, so their checks are fuzzed (a run accepted finds no model there).
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    with serving(folder, max_body_bytes=4096, env=ENV, **live_settings(folder, nowhere)) as running:
         yield running
 
 

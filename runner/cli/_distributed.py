@@ -12,16 +12,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._arguments import ArgumentParser, count, seconds, seed
 from ..clock import SystemClock
 from ..contracts import ContractSet
 from ..errors import ConfigError, LeaseLost, LoadError, StoreError
+from ..models.base import ModelAdapter
 from ..store.base import Leases, Store
+from ..trace import RunHeader
 from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from ..travel.scenario import resume_fixture, run_fixture
 from ._common import Database, contracts_for, world_dir
+
+if TYPE_CHECKING:
+    from ..service.config import LiveConfig
 
 
 def add_distributed_parsers(
@@ -43,6 +48,13 @@ def add_distributed_parsers(
         "--grace", type=seconds, default=30.0, help="on SIGTERM, seconds to finish runs (30)"
     )
     worker.add_argument("--name", default=None, help="this worker's name (default host:pid)")
+    worker.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="the service config whose `live` section (providers, key variables) builds the "
+        "models of queued live runs",
+    )
     for sub in (submit, worker):
         with_db(sub)
 
@@ -96,7 +108,7 @@ def worker_command(args: argparse.Namespace) -> int:
     def report(line: str) -> None:
         print(line, flush=True)
 
-    play = fixture_player(contracts_for(args.contracts), world_dir(args.db))
+    play = fixture_player(contracts_for(args.contracts), world_dir(args.db), _live(args.config))
     asyncio.run(_check_store(url))
     asyncio.run(run_worker(url, play, settings, report))
     return 0
@@ -154,22 +166,61 @@ def fixture_job(fixture: Fixture, seed: int) -> dict[str, Any]:
     return job_arguments(fixture.model_dump(mode="json", exclude_unset=True), seed)
 
 
+def _live(config: Path | None) -> LiveConfig | None:
+    """The `live` section of the service config `--config` names (None: no config given)."""
+    if config is None:
+        return None
+    try:
+        from ..service.config import ServiceConfig  # noqa: PLC0415  # the service extra
+    except ImportError as exc:
+        raise ConfigError(f"--config needs: pip install 'runner[service]' ({exc})") from exc
+    return ServiceConfig.load(config).live
+
+
+LIVE_MODEL = "live_model"
+"""Where a queued live run's document names its model (`runner.service.live.live_document`)."""
+
+
+def _live_model(
+    live: LiveConfig | None, run_id: str, spec: str, header: RunHeader | None = None
+) -> ModelAdapter | None:
+    """The live model of a queued live run: `spec` for a new run, the one its `header` names
+    for a run an earlier worker began."""
+    if live is None:
+        raise ConfigError(
+            f"run {run_id} is a live run ({spec}): start the worker with --config SERVICE_YAML"
+        )
+    from ..service.live import continuing_model, model_for  # noqa: PLC0415  # the service extra
+
+    return continuing_model(live, header) if header is not None else model_for(live, spec)
+
+
 def fixture_player(
-    contracts: ContractSet, world: Path
+    contracts: ContractSet, world: Path, live: LiveConfig | None = None
 ) -> Callable[[Store, str, dict[str, Any], int], str | None]:
-    """What a worker does with a queued fixture run (`distributed.worker.Play`)."""
+    """What a worker does with a queued fixture run (`distributed.worker.Play`); a live run
+    (queued by the service) gets its model from `live`, its key from this process's environment."""
 
     def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> str | None:
         if store.header(run_id) is None:
-            fixture = Fixture.model_validate(document)
+            spec = document.get(LIVE_MODEL)
+            fixture = Fixture.model_validate({k: v for k, v in document.items() if k != LIVE_MODEL})
             outcome = run_fixture(
-                fixture, contracts, store, seed=seed, world_dir=world, run_id=run_id
+                fixture,
+                contracts,
+                store,
+                seed=seed,
+                world_dir=world,
+                run_id=run_id,
+                model=_live_model(live, run_id, spec) if spec is not None else None,
             )
             how = "ran"
         elif store.summary(run_id) is not None:
             return None  # ended under an earlier owner, after this job was re-queued
         else:
-            outcome = resume_fixture(run_id, contracts, store, store_dir=world)
+            spec = document.get(LIVE_MODEL)
+            model = _live_model(live, run_id, spec, store.header(run_id)) if spec else None
+            outcome = resume_fixture(run_id, contracts, store, store_dir=world, model=model)
             how = "resumed"
         result = outcome.result
         return f"{run_id} {how} {result.terminal.value} ({result.reason})"

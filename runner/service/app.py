@@ -22,6 +22,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from .config import ApiKey, Role
 from .errors import ERROR_RESPONSES, ApiError, BodyLimit, install_error_handlers
+from .live import LiveRun
 from .page import page_html, state_diagram_svg
 from .runs import RunService
 
@@ -37,17 +38,6 @@ class FixtureRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     fixture: str = Field(min_length=1, max_length=200)
-
-
-class LiveRun(BaseModel):
-    """A run with a live model (accepted in the schema; this service refuses it with 422 unless
-    a live model is configured)."""
-
-    model_config = ConfigDict(extra="forbid")
-    task: str = Field(min_length=1, max_length=20_000)
-    tools: list[str] = Field(min_length=1, max_length=200)
-    model: str = Field(pattern=r"^(openai|anthropic):.+$", max_length=200)
-    budget: dict[str, float] = Field(default_factory=dict)
 
 
 class RunCreated(BaseModel):
@@ -158,11 +148,12 @@ def create_app(service: RunService) -> FastAPI:
     async def submit(
         body: FixtureRun | LiveRun, key: Annotated[ApiKey, role("submit")]
     ) -> RunCreated:
-        if isinstance(body, LiveRun):
-            raise ApiError(
-                422, "live_runs_unavailable", "this service runs fixtures only (no live model)"
-            )
         submit_queued = getattr(service, "submit_queued", None)  # PostgreSQL: to the workers
+        if isinstance(body, LiveRun):
+            submit_live = getattr(service, "submit_queued_live", None)
+            if submit_live is not None:
+                return RunCreated(run_id=await submit_live(key, body))
+            return RunCreated(run_id=service.submit_live(key, body))
         if submit_queued is not None:
             return RunCreated(run_id=await submit_queued(key, body.fixture))
         return RunCreated(run_id=service.submit_fixture(key, body.fixture))

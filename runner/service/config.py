@@ -16,9 +16,43 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._documents import DocumentProblem, load_yaml
+from ..budget import Limits
 from ..errors import ConfigError
 
 Role = Literal["submit", "read", "approve"]
+Provider = Literal["openai", "anthropic"]
+
+
+class ProviderConfig(BaseModel):
+    """A model provider live runs may use. The key is never in the config: `api_key_env` names
+    the environment variable the service process (or a `runner worker`) reads it from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str | None = Field(default=None, max_length=2000)
+    """The endpoint (None: the provider's own); an OpenAI-compatible server's ends in `/v1`."""
+    api_key_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200)
+    models: list[str] = Field(min_length=1)
+    """The model names a run may ask for (`openai:NAME`)."""
+
+
+class LiveConfig(BaseModel):
+    """What live-model runs (`{"task", "tools", "model", "budget"}`) may use.
+
+    Their tools are the travel demo world's, played as the fixture `world` scripts them (its
+    tool outcomes, simulated supplier, constraints, approval rules and required evidence); the
+    model is live and the run keeps real time.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    world: str = Field(min_length=1)
+    """A bundled or configured fixture whose world answers the live model's tool calls."""
+    tools: list[str] = Field(min_length=1)
+    """The tools a run may be offered (each in the world fixture's tools)."""
+    providers: dict[Provider, ProviderConfig] = Field(min_length=1)
+    max_budget: Limits = Field(default_factory=Limits)
+    """The ceiling of a run's budget; a field the request leaves out is this one."""
 
 
 class PrincipalConfig(BaseModel):
@@ -71,6 +105,8 @@ class ServiceConfig(BaseModel):
     """Real seconds a scripted run pauses before each transition it records (0: none). Scripted
     runs keep virtual time and end in milliseconds; a pace lets a person (or a test) watch one
     go and cancel it midway."""
+    live: LiveConfig | None = None
+    """Live-model runs (None: this service refuses them)."""
 
     @model_validator(mode="after")
     def _keys_differ(self) -> ServiceConfig:

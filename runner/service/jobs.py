@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS service_jobs (
     kind TEXT NOT NULL,
     tenant TEXT NOT NULL,
     name TEXT NOT NULL,
-    principal TEXT NOT NULL,
+    document TEXT NOT NULL,
+    model TEXT,
     accepted_at TEXT NOT NULL,
     done INTEGER NOT NULL DEFAULT 0,
     failure TEXT,
@@ -45,7 +46,10 @@ class Job:
     kind: JobKind
     tenant: str
     name: str
-    principal: dict[str, Any]
+    document: dict[str, Any]
+    """The fixture it runs (tenant and principal already the key's; `{}` for a continuation)."""
+    model: str | None
+    """`provider:name` of a live model (None: the fixture's script plans)."""
     accepted_at: datetime
     done: bool
     failure: str | None
@@ -73,15 +77,16 @@ class ServiceJobs:
         *,
         tenant: str,
         name: str,
-        principal: dict[str, Any],
+        document: dict[str, Any],
+        model: str | None,
         accepted_at: datetime,
     ) -> None:
         """Record the work (committed when this returns); accepting it again changes nothing."""
-        row = (run_id, kind, tenant, name, json.dumps(principal), accepted_at.isoformat())
+        row = (run_id, kind, tenant, name, json.dumps(document), model, accepted_at.isoformat())
         with self._connection() as connection:
             connection.execute(
-                "INSERT OR IGNORE INTO service_jobs "
-                "(run_id, kind, tenant, name, principal, accepted_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO service_jobs (run_id, kind, tenant, name, document, "
+                "model, accepted_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
 
@@ -107,7 +112,7 @@ class ServiceJobs:
     def _select(self, where: str, *parameters: str) -> list[Job]:
         with self._connection() as connection:
             rows = connection.execute(
-                "SELECT run_id, kind, tenant, name, principal, accepted_at, done, failure "
+                "SELECT run_id, kind, tenant, name, document, model, accepted_at, done, failure "
                 f"FROM service_jobs {where}",  # `where` is ours, values are bound
                 parameters,
             ).fetchall()
@@ -117,10 +122,11 @@ class ServiceJobs:
                 kind=row[1],
                 tenant=row[2],
                 name=row[3],
-                principal=json.loads(row[4]),
-                accepted_at=datetime.fromisoformat(row[5]),
-                done=bool(row[6]),
-                failure=row[7],
+                document=json.loads(row[4]),
+                model=row[5],
+                accepted_at=datetime.fromisoformat(row[6]),
+                done=bool(row[7]),
+                failure=row[8],
             )
             for row in rows
         ]

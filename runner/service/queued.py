@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -21,6 +22,7 @@ from ..store.adapters import BlockingStore
 from ..store.postgres import PostgresStore
 from .config import ApiKey, ServiceConfig
 from .errors import ApiError
+from .live import LiveRun, live_document
 from .runs import RunService
 
 _QUEUED_TENANT = (
@@ -53,13 +55,20 @@ class QueuedRunService(RunService):
 
     async def submit_queued(self, key: ApiKey, name: str) -> str:
         fixture = self.fixture_for(key, name)
+        return await self._enqueue(fixture.model_dump(mode="json", exclude_unset=True))
+
+    async def submit_queued_live(self, key: ApiKey, request: LiveRun) -> str:
+        """A live run, for a `runner worker --config` that builds the model from its own
+        config and environment (the key never travels in the queue)."""
+        return await self._enqueue(live_document(self.live.fixture(key, request), request.model))
+
+    async def _enqueue(self, document: dict[str, Any]) -> str:
         async with self._opening:
             if not self._opened:
                 await self._queue.open_async()
                 await ensure_queue_schema(self._queue, self.url)
                 self._opened = True
-        job = job_arguments(fixture.model_dump(mode="json", exclude_unset=True), 0)
-        (run_id,) = await submit(self._queue, [job])
+        (run_id,) = await submit(self._queue, [job_arguments(document, 0)])
         return run_id
 
     def queued_tenant(self, run_id: str) -> str | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 
 from ..approvals import approve, deny, pending_approvals
 from ..confirm import ApprovalSecret
@@ -38,6 +39,7 @@ from ..travel.supplier import SupplierDatabase, locate
 from .config import ApiKey, ServiceConfig
 from .errors import ApiError
 from .jobs import Job, ServiceJobs
+from .live import LiveRun, LiveRuns
 
 _log = structlog.get_logger("runner.service")
 
@@ -127,6 +129,7 @@ class RunService:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._shared = shared
+        self.live = LiveRuns(config.live, self.fixtures, contracts, needs_keys=shared is None)
         self._jobs: ServiceJobs | None = None
         if shared is None:
             SqliteStore(self.db).close()  # created and migrated once, before any thread opens it
@@ -175,7 +178,13 @@ class RunService:
         return job.tenant if job is not None else None  # accepted before a restart
 
     def submit_fixture(self, key: ApiKey, name: str) -> str:
-        fixture = self.fixture_for(key, name)
+        return self._accept(key, self.fixture_for(key, name), None)
+
+    def submit_live(self, key: ApiKey, request: LiveRun) -> str:
+        """A live-model run (see `runner.service.live`); 422 for what the config does not allow."""
+        return self._accept(key, self.live.fixture(key, request), request.model)
+
+    def _accept(self, key: ApiKey, fixture: Fixture, model: str | None) -> str:
         with self._lock:
             waiting = sum(
                 1 for a in self._accepted.values() if a.started is None and not a.finished
@@ -191,10 +200,11 @@ class RunService:
                 "fixture",
                 tenant=key.tenant,
                 name=fixture.name,
-                principal=key.principal.model_dump(mode="json"),
+                document=fixture.model_dump(mode="json", exclude_unset=True),
+                model=model,
                 accepted_at=accepted.accepted_at,
             )
-        self._executor.submit(self._drive, accepted, fixture)
+        self._executor.submit(self._drive, accepted, fixture, model)
         return run_id
 
     def recover(self) -> int:
@@ -222,33 +232,37 @@ class RunService:
                 if fixture is None:
                     continue
                 self._accepted[job.run_id] = accepted
-                self._executor.submit(self._drive, accepted, fixture)
+                self._executor.submit(self._drive, accepted, fixture, job.model)
             taken += 1
         if taken:
             _log.warning("took up runs an earlier service process left unfinished", runs=taken)
         return taken
 
     def _fixture_of(self, job: Job) -> Fixture | None:
-        """The fixture a job named, for its tenant and principal; None (the job crossed off,
-        saying why) when this config no longer has it."""
-        fixture = self.fixtures.get(job.name)
-        if fixture is None:
+        """The fixture the job was accepted with (its tenant and principal the key's); None (the
+        job crossed off, saying why) when it no longer loads."""
+        try:
+            return Fixture.model_validate(job.document)
+        except ValidationError as exc:
             assert self._jobs is not None
-            self._jobs.finish(job.run_id, job.kind, f"fixture {job.name!r} is no longer served")
+            problem = f"its fixture no longer loads: {exc.errors()[0]['msg']}"
+            self._jobs.finish(job.run_id, job.kind, problem)
             return None
-        principal = PrincipalSpec.model_validate(job.principal)
-        return fixture.model_copy(update={"tenant": job.tenant, "principal": principal})
 
     def _resume(self, accepted: Accepted) -> None:
         """Go on with a run an earlier process started (from its records, as `runner resume`)."""
         self._in_run_thread(
             accepted,
             lambda store: resume_fixture(
-                accepted.run_id, self.contracts, store, store_dir=self.db.parent
+                accepted.run_id,
+                self.contracts,
+                store,
+                store_dir=self.db.parent,
+                model=self.live.continuing(store.header(accepted.run_id)),
             ),
         )
 
-    def _drive(self, accepted: Accepted, fixture: Fixture) -> None:
+    def _drive(self, accepted: Accepted, fixture: Fixture, model: str | None = None) -> None:
         def started(handle: RunHandle) -> None:
             with accepted.lock:
                 accepted.started = (asyncio.get_running_loop(), handle)
@@ -264,6 +278,7 @@ class RunService:
                 world_dir=self.world,
                 run_id=accepted.run_id,
                 started=started,
+                model=self.live.model(model) if model is not None else None,
             ),
         )
 
@@ -525,7 +540,8 @@ class RunService:
                 "continue",
                 tenant=key.tenant,
                 name=accepted.name,
-                principal=key.principal.model_dump(mode="json"),
+                document={},
+                model=None,
                 accepted_at=now,
             )
         self._executor.submit(self._continue, accepted, now)
@@ -544,13 +560,15 @@ class RunService:
                 return
             if self.secret is None:
                 raise RuntimeError("approvals need the service's approval secret")
+            store = self._run_store()
             outcome = continue_fixture(
                 accepted.run_id,
                 self.contracts,
-                self._run_store(),
+                store,
                 secret=self.secret,
                 now=now,
                 store_dir=self.db.parent,
+                model=self.live.continuing(store.header(accepted.run_id)),
             )
             accepted.continued_as = outcome.result.run_id
         except Exception as exc:  # shown on the run (`continuation_error`), and logged

@@ -217,6 +217,7 @@ def resume_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
+        live=live is not None,  # a live model goes on in real time, as the run began
         mcp=tools,
         durability=durability,
         continuation=header.continues is not None,
@@ -255,12 +256,15 @@ def continue_fixture(
     policy: Policy | None = None,
     store_dir: Path | None = None,
     mcp: McpConfig | None = None,
+    model: ModelAdapter | None = None,
 ) -> ScenarioRun:
     """Continue a fixture run that ended waiting for approval, its proposals decided.
 
     `tenant`: continue under another tenant than the fixture's (which the token refuses);
     `policy`: the policy in force now, if not the run's (a token given under another is refused);
-    `mcp`: how to reach the MCP servers of a run that pinned some (as for `resume_fixture`).
+    `mcp`: how to reach the MCP servers of a run that pinned some (as for `resume_fixture`);
+    `model`: the live model that planned the waiting run (default: rebuilt from its header, as
+    `resume_fixture` does); a live run goes on with it, in real time, never with the script.
     Raises `ApprovalRefused` (nothing stored or sent) when a decision cannot be used.
     """
     header = store.header(run_id)
@@ -276,6 +280,8 @@ def continue_fixture(
         raise StoreCorrupt(
             f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
         ) from exc
+    replied_live = any(turn.model_state is None for turn in store.turns(run_id))
+    model = model_for_resume(run_id, header.model, model, replied_live=replied_live)
     world = stored_world(header)
     supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
     consumed = Counter(output.tool for output in store.outputs(run_id))
@@ -292,8 +298,9 @@ def continue_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.continue_approved(
-            run_id, spec, scripted, secret=secret, now=now, token=token
+            run_id, spec, model or scripted, secret=secret, now=now, token=token
         ),
+        live=model is not None,
         mcp=tools,
         continuation=True,
     )

@@ -1,0 +1,336 @@
+"""Live-model runs through the service, over real HTTP: `runner serve` (uvicorn) on a loopback
+port and SQLite, its models at the loopback OpenAI/Anthropic-compatible server (`llm_server`).
+
+The config's `live` section offers the tools of a world fixture written here, two providers whose
+keys come from environment variables (never from the body or the config), and a budget ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from runner.models.base import ToolCall
+from runner.store import SqliteStore
+from tests.llm_recordings import ok, reply
+from tests.llm_server import RecordedLLMServer, load_recordings
+from tests.service_harness import A_READ, A, B, Service, loopback, read_events, serving
+
+__all__ = ["loopback"]
+
+pytestmark = pytest.mark.usefixtures("loopback")
+
+KEYS = {"openai": "sk-openai-SECRET-0f3c9a7e5b1d", "anthropic": "sk-ant-SECRET-77e1c0b9d4a2"}
+"""The providers' API keys, in the service's environment only."""
+ENV = {"RUNNER_TEST_OPENAI_KEY": KEYS["openai"], "RUNNER_TEST_ANTHROPIC_KEY": KEYS["anthropic"]}
+WORLD = "live_world"
+MODELS = ["fixture-read_only_success", "hotels-again", "live-hold"]
+HOTEL = {"city": "Tokyo", "check_in": "2027-04-02", "check_out": "2027-04-06",
+         "accessibility": "wheelchair", "guests": 2}  # fmt: skip
+SEARCHES = 10
+"""Searches the slow model makes before it answers (each reply takes real time)."""
+CEILING = {"max_attempts": 20, "max_model_steps": 20, "max_tokens": 100_000, "max_seconds": 60}
+
+
+def write_world(folder: Path) -> Path:
+    """The world live runs play in: flights, many hotel searches, and holds that need approval."""
+    found = {"status": "ok", "source_timestamp": "2027-03-01T09:00:00Z"}
+    hotels = {**found, "options": [{"hotel_id": "H-SHIBA", "name": "Shiba Park Hotel",
+                                    "accessible_room_status": "reported_available"}]}  # fmt: skip
+    flights = {**found, "options": [{"flight_id": "NH7", "assistance_status":
+                                     "reported_available", "price_usd": 1180}]}  # fmt: skip
+    world = {
+        "name": WORLD,
+        "description": "The world of the service's live runs.",
+        "task": "(given by each request)",
+        "tenant": "(given by each key)",
+        "principal": {"id": "nobody", "scopes": []},
+        "constraints": {"earliest": "2027-03-25", "latest": "2027-04-15"},
+        "tools": ["search_flights", "search_hotels", "hold_room", "lookup_hold"],
+        "environment": {
+            "search_flights": [{"respond": flights}],
+            "search_hotels": [{"latency_s": 0.2, "respond": hotels}] * (SEARCHES + 2),
+            "hold_room": [{"write": "commit"}],
+        },
+        "model": [{"final": "never read: a live model plans"}],
+        "approval": {"rules": {"tools": ["hold_room"]}},
+    }
+    path = folder / "live_world.yaml"
+    path.write_text(yaml.safe_dump(world), encoding="utf-8")
+    return path
+
+
+def provider(url: str, key_env: str) -> dict[str, Any]:
+    return {"base_url": url, "api_key_env": key_env, "models": MODELS}
+
+
+def live_settings(folder: Path, llm: str) -> dict[str, Any]:
+    return {
+        "fixtures": [str(write_world(folder))],
+        "pace_s": 0.02,
+        "live": {
+            "world": WORLD,
+            "tools": ["search_flights", "search_hotels", "hold_room"],
+            "providers": {
+                "openai": provider(f"{llm}/v1", "RUNNER_TEST_OPENAI_KEY"),
+                "anthropic": provider(llm, "RUNNER_TEST_ANTHROPIC_KEY"),
+            },
+            "max_budget": CEILING,
+        },
+    }
+
+
+def _slow_searches(protocol: str) -> list[dict[str, Any]]:
+    """A model that searches hotels `SEARCHES` times, each reply after 0.3 s, then answers."""
+    search = [
+        {**ok(protocol, "hotels-again", reply(calls=(ToolCall(id=f"s{n}", name="search_hotels",
+                                                               arguments=HOTEL),))),
+         "delay_s": 0.3}
+        for n in range(SEARCHES)
+    ]  # fmt: skip
+    return [*search, ok(protocol, "hotels-again", reply("Shiba Park Hotel."))]
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[RecordedLLMServer]:
+    """Answers by where the conversation stands, so any number of runs get the same replies."""
+    recordings = load_recordings()
+    for protocol in ("openai", "anthropic"):
+        recordings[(protocol, "hotels-again")] = _slow_searches(protocol)
+    with RecordedLLMServer(recordings, by_turn=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, llm: RecordedLLMServer) -> Iterator[Service]:
+    folder = tmp_path_factory.mktemp("live")
+    with serving(folder, env=ENV, **live_settings(folder, llm.url)) as running:
+        yield running
+
+
+def live(model: str = "openai:fixture-read_only_success", **changes: Any) -> dict[str, Any]:
+    body = {
+        "task": "Find wheelchair-accessible flights SFO to NRT, 2027-04-01..03, and an "
+        "accessible Tokyo hotel.",
+        "tools": ["search_flights", "search_hotels"],
+        "model": model,
+        "budget": {"max_attempts": 8, "max_seconds": 30},
+    }
+    return {**body, **changes}
+
+
+def submit(service: Service, body: dict[str, Any], key: str = A) -> str:
+    with service.client(key) as client:
+        response = client.post("/v1/runs", json=body)
+    assert response.status_code == 202, response.text
+    run_id: str = response.json()["run_id"]
+    return run_id
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_live_run_goes_from_post_to_complete_on_the_models_tool_calls(
+    service: Service, llm: RecordedLLMServer, protocol: str
+) -> None:
+    before = datetime.now(UTC)
+    run_id = submit(service, live(f"{protocol}:fixture-read_only_success"))
+    run = service.wait_ended(run_id)
+    assert (run["state"], run["reason"], run["fixture"]) == ("complete", "model_final", "live")
+    assert run["tenant"] == "optiverse"
+    assert "NH7" in run["answer"]
+    with service.client() as client:
+        transitions = client.get(f"/v1/runs/{run_id}/transitions").json()["transitions"]
+        events = read_events(client, run_id)
+    assert [data["seq"] for kind, _, data in events if kind == "transition"] == [
+        t["seq"] for t in transitions
+    ]  # the events stream: every transition, in order, then the end
+    assert events[-1][0] == "end" and events[-1][2]["terminal"] == "complete"
+    called = [t["tool"] for t in transitions if t["trigger"] == "classify"]
+    assert sorted(called) == ["search_flights", "search_hotels"]  # the model's calls
+    assert [t["to"] for t in transitions][-1] == "complete"
+    asked = llm.requests[(protocol, "fixture-read_only_success")]
+    assert any("SFO to NRT" in json.dumps(request) for request in asked)  # the body's task
+    # Live: the system clock, not the world fixture's (2027) nor any fake clock.
+    started = datetime.fromisoformat(run["started_at"])
+    assert before - timedelta(seconds=5) <= started <= datetime.now(UTC)
+    header = _stored_header(service, run_id)
+    assert header.model is not None and header.model.provider == protocol
+    assert (header.tenant, header.principal) == ("optiverse", "agent-7")
+    times = [datetime.fromisoformat(t["time"]) for t in transitions]
+    assert all(started <= at <= datetime.now(UTC) for at in times)
+
+
+def _stored_header(service: Service, run_id: str) -> Any:
+    store = SqliteStore(service.db, read_only=True)
+    try:
+        return store.header(run_id)
+    finally:
+        store.close()
+
+
+def test_the_providers_keys_appear_in_no_response_transition_store_or_log(
+    service: Service,
+) -> None:
+    run_ids = [submit(service, live(f"{p}:fixture-read_only_success")) for p in KEYS]
+    seen: list[str] = []
+    with service.client() as client:
+        for run_id in run_ids:
+            service.wait_ended(run_id)
+            seen.append(client.get(f"/v1/runs/{run_id}").text)
+            seen.append(client.get(f"/v1/runs/{run_id}/transitions").text)
+            seen.append(json.dumps(read_events(client, run_id)))
+        seen += [client.get("/v1/runs").text, client.get("/openapi.json").text]
+    stored = b"".join(p.read_bytes() for p in service.db.parent.rglob("*") if p.is_file())
+    for key in KEYS.values():
+        assert all(key not in text for text in seen)
+        assert key.encode() not in stored  # store, world, config, serve.log
+    assert "RUNNER_TEST_OPENAI_KEY" in (service.db.parent / "service.yaml").read_text()
+
+
+def test_tenant_b_can_neither_read_stream_nor_cancel_tenant_as_live_run(service: Service) -> None:
+    run_id = submit(service, live("openai:hotels-again", tools=["search_hotels"]))
+    with service.client(B) as other:
+        for path in ("", "/transitions", "/events"):
+            response = other.get(f"/v1/runs/{run_id}{path}")
+            assert response.status_code == 404 and response.json()["error"]["code"] == "no_run"
+        assert other.post(f"/v1/runs/{run_id}/cancel").status_code == 404
+        assert run_id not in {r["run_id"] for r in other.get("/v1/runs").json()["runs"]}
+        own = other.post("/v1/runs", json=live()).json()["run_id"]
+    assert service.wait_ended(own, key=B)["tenant"] == "othercorp"  # from B's key
+    assert _stored_header(service, own).principal == "agent-9"
+    with service.client() as client:
+        assert client.get(f"/v1/runs/{own}").status_code == 404
+        client.post(f"/v1/runs/{run_id}/cancel")
+    service.wait_ended(run_id)
+
+
+def test_cancel_ends_a_live_run_abstain_cancelled(service: Service) -> None:
+    run_id = submit(service, live("anthropic:hotels-again", tools=["search_hotels"]))
+    with service.client() as client:
+        read_events(client, run_id, stop_after=2)  # it is going
+        response = client.post(f"/v1/runs/{run_id}/cancel")
+        assert response.status_code == 202, response.text
+    run = service.wait_ended(run_id)
+    assert (run["state"], run["reason"]) == ("abstain", "cancelled")
+    assert run["model_steps"] < SEARCHES
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "status", "code"),
+    [
+        (live(tools=["search_flights", "book_flight"]), A, 422, "unknown_tool"),
+        (live(tools=["lookup_hold"]), A, 422, "unknown_tool"),  # in the world, not offered
+        (live(tools=["search_hotels", "search_hotels"]), A, 422, "duplicate_tool"),
+        (live(tools=[]), A, 422, "invalid"),
+        (live("openai:gpt-unlisted"), A, 422, "unknown_model"),
+        (live("mistral:large"), A, 422, "invalid"),
+        (live("openai:"), A, 422, "invalid"),
+        (live(task=""), A, 422, "invalid"),
+        (live(task="   \n"), A, 422, "empty_task"),
+        (live(budget={"max_attempts": 21}), A, 422, "over_budget_ceiling"),
+        (live(budget={"max_seconds": 61}), A, 422, "over_budget_ceiling"),
+        (live(budget={"max_seconds": 10**12}), A, 422, "invalid_budget"),
+        (live(budget={"max_attempts": 0}), A, 422, "invalid"),
+        (live(budget={"max_attempts": 2.5}), A, 422, "invalid"),
+        (live(budget={"max_retries": 3}), A, 422, "invalid"),
+        (live(budget={"max_seconds": "soon"}), A, 422, "invalid"),
+        (live(tenant="othercorp"), A, 422, "invalid"),
+        (live(principal={"id": "root", "scopes": ["*"]}), A, 422, "invalid"),
+        (live(api_key="sk-from-the-body"), A, 422, "invalid"),
+        ({k: v for k, v in live().items() if k != "model"}, A, 422, "invalid"),
+        (live(), A_READ, 403, "forbidden"),
+        (live(), None, 401, "unauthorized"),
+    ],
+)  # fmt: skip
+def test_a_bad_live_run_is_refused_with_the_one_error_shape(
+    service: Service, body: dict[str, Any], key: str | None, status: int, code: str
+) -> None:
+    with service.client(key) as client:
+        before = client.get("/v1/runs", headers={"Authorization": f"Bearer {A}"}).json()["total"]
+        response = client.post("/v1/runs", json=body)
+        after = client.get("/v1/runs", headers={"Authorization": f"Bearer {A}"}).json()["total"]
+    assert response.status_code == status, response.text
+    assert set(response.json()) == {"error"}
+    assert response.json()["error"]["code"] == code
+    assert isinstance(response.json()["error"]["message"], str)
+    assert after == before  # nothing was run
+
+
+def test_a_live_run_replays_identical_and_grades_from_its_store(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runner.cli import main  # noqa: PLC0415  # beside the other CLI imports it would shadow
+
+    run_id = submit(service, live("anthropic:fixture-read_only_success"))
+    assert service.wait_ended(run_id)["state"] == "complete"
+    capsys.readouterr()
+    assert main(["replay", run_id, "--db", str(service.db), "--json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["identical"] is True, replayed
+    assert main(["grade", "--stored", run_id, "--db", str(service.db), "--json"]) == 0
+    graded = json.loads(capsys.readouterr().out)
+    assert json.dumps(graded).count(run_id) >= 1
+    store = SqliteStore(service.db, read_only=True)
+    try:
+        turns = store.turns(run_id)
+    finally:
+        store.close()
+    assert len(turns) == 2 and all(turn.model_state is None for turn in turns)  # live replies
+
+
+def test_a_run_waits_out_no_fake_time(service: Service) -> None:
+    """The slow model's replies take real time, and the run's elapsed time is that time."""
+    began = time.monotonic()
+    budget = {"max_attempts": 15, "max_model_steps": 15, "max_seconds": 60}
+    run_id = submit(service, live("openai:hotels-again", tools=["search_hotels"], budget=budget))
+    run = service.wait_ended(run_id)
+    took = time.monotonic() - began
+    assert (run["state"], run["model_steps"]) == ("complete", SEARCHES + 1), run["reason"]
+    assert SEARCHES * 0.3 <= run["elapsed_s"] <= took
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_live_hold_is_approved_through_the_api_and_the_model_goes_on_live(
+    service: Service, llm: RecordedLLMServer, protocol: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runner.cli import main  # noqa: PLC0415  # beside the other CLI imports it would shadow
+
+    body = live(
+        f"{protocol}:live-hold",
+        task="Hold an accessible room at Shiba Park Hotel, Tokyo, 2027-04-02..06, for three.",
+        tools=["search_hotels", "hold_room"],
+    )
+    run_id = submit(service, body)
+    run = service.wait_ended(run_id)
+    assert (run["state"], run["reason"], run["holds"]) == ("escalate", "approval_required", 0)
+    with service.client() as client:
+        pending = [
+            p for p in client.get("/v1/approvals").json()["approvals"] if p["run_id"] == run_id
+        ]
+        assert len(pending) == 1 and pending[0]["tool"] == "hold_room"
+        asked = len(llm.requests[(protocol, "live-hold")])
+        decided = client.post(f"/v1/approvals/{pending[0]['approval_id']}/approve")
+        assert decided.status_code == 200, decided.text
+        deadline = time.monotonic() + 60
+        while (continued := client.get(f"/v1/runs/{run_id}").json()["continued_as"]) is None:
+            problem = client.get(f"/v1/runs/{run_id}").json()["continuation_error"]
+            assert problem is None and time.monotonic() < deadline, problem
+            time.sleep(0.05)
+    final = service.wait_ended(continued)
+    assert (final["state"], final["reason"], final["holds"]) == ("complete", "model_final", 1)
+    assert final["answer"] == "Held a room at Shiba Park Hotel."  # the live model's last reply
+    assert len(llm.requests[(protocol, "live-hold")]) == asked + 1  # asked once more, live
+    commits = [t for t in final["transitions"] if t["tool"] == "hold_room"]
+    assert len([t for t in commits if t["trigger"] == "classify"]) == 1
+    started = datetime.fromisoformat(final["started_at"])
+    assert abs(datetime.now(UTC) - started) < timedelta(minutes=2)  # the system clock
+    capsys.readouterr()
+    for stored in (run_id, continued):
+        assert main(["replay", stored, "--db", str(service.db), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["identical"] is True
