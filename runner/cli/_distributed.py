@@ -10,17 +10,19 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from .._arguments import ArgumentParser, count, seconds, seed
 from ..clock import SystemClock
+from ..confirm import SECRET_ENV, ApprovalSecret
 from ..contracts import ContractSet
-from ..errors import ConfigError, LeaseLost, LoadError, StoreError
+from ..errors import ApprovalRefused, ConfigError, LeaseLost, LoadError, StoreError
+from ..handle import RunHandle
 from ..store.base import Leases, Store
 from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
-from ..travel.scenario import resume_fixture, run_fixture
+from ..travel.scenario import continue_fixture, resume_fixture, run_fixture
 from ._common import Database, contracts_for, world_dir
 
 
@@ -43,6 +45,9 @@ def add_distributed_parsers(
         "--grace", type=seconds, default=30.0, help="on SIGTERM, seconds to finish runs (30)"
     )
     worker.add_argument("--name", default=None, help="this worker's name (default host:pid)")
+    worker.add_argument(
+        "--pace", type=seconds, default=0.0, help="real seconds a run pauses per transition (0)"
+    )
     for sub in (submit, worker):
         with_db(sub)
 
@@ -90,13 +95,15 @@ def worker_command(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat,
         stalled_after_s=args.stalled_after,
         grace_s=args.grace,
+        pace_s=args.pace,
         **({"name": args.name} if args.name else {}),
     )
 
     def report(line: str) -> None:
         print(line, flush=True)
 
-    play = fixture_player(contracts_for(args.contracts), world_dir(args.db))
+    secret = ApprovalSecret.from_env() if os.environ.get(SECRET_ENV) else None
+    play = fixture_player(contracts_for(args.contracts), world_dir(args.db), secret)
     asyncio.run(_check_store(url))
     asyncio.run(run_worker(url, play, settings, report))
     return 0
@@ -155,23 +162,61 @@ def fixture_job(fixture: Fixture, seed: int) -> dict[str, Any]:
 
 
 def fixture_player(
-    contracts: ContractSet, world: Path
-) -> Callable[[Store, str, dict[str, Any], int], str | None]:
-    """What a worker does with a queued fixture run (`distributed.worker.Play`)."""
+    contracts: ContractSet, world: Path, secret: ApprovalSecret | None = None
+) -> Callable[[Store, str, dict[str, Any], int, Callable[[RunHandle], None]], str | None]:
+    """What a worker does with a queued fixture run (`distributed.worker.Play`), or with the
+    continuation of one whose approvals were decided (which needs the approval `secret`)."""
 
-    def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> str | None:
+    def play(
+        store: Store,
+        run_id: str,
+        document: dict[str, Any],
+        seed: int,
+        started: Callable[[RunHandle], None],
+    ) -> str | None:
+        from ..distributed.queue import CONTINUE  # noqa: PLC0415
+
+        if CONTINUE in document:
+            return _continued(store, run_id, document[CONTINUE], started)
         if store.header(run_id) is None:
             fixture = Fixture.model_validate(document)
             outcome = run_fixture(
-                fixture, contracts, store, seed=seed, world_dir=world, run_id=run_id
+                fixture,
+                contracts,
+                store,
+                seed=seed,
+                world_dir=world,
+                run_id=run_id,
+                started=started,
             )
             how = "ran"
         elif store.summary(run_id) is not None:
             return None  # ended under an earlier owner, after this job was re-queued
         else:
-            outcome = resume_fixture(run_id, contracts, store, store_dir=world)
+            outcome = resume_fixture(run_id, contracts, store, store_dir=world, started=started)
             how = "resumed"
         result = outcome.result
         return f"{run_id} {how} {result.terminal.value} ({result.reason})"
+
+    def _continued(
+        store: Store, run_id: str, job: dict[str, Any], started: Callable[[RunHandle], None]
+    ) -> str:
+        if secret is None:  # the job fails and is retried: a worker with the secret may take it
+            raise ConfigError(f"continuing run {run_id} needs {SECRET_ENV} on the worker")
+        now = datetime.fromisoformat(str(job["now"]))
+        try:
+            outcome = continue_fixture(
+                run_id,
+                contracts,
+                store,
+                secret=secret,
+                now=now,
+                store_dir=world,
+                started=started,
+            )
+        except ApprovalRefused as exc:  # decided for good: retrying would refuse it again
+            return f"{run_id} not continued: {exc}"
+        result = outcome.result
+        return f"{run_id} continued as {result.run_id}: {result.terminal.value} ({result.reason})"
 
     return play
