@@ -20,10 +20,10 @@ import pytest
 
 from runner.states import TERMINAL
 from tests.service_harness import (
+    A_READ,
     LONG,
     SECRET,
     A,
-    A_READ,
     B,
     Service,
     loopback,
@@ -41,13 +41,17 @@ PACE_S = 0.1
 
 @contextmanager
 def workers(url: str, cwd: Path, env: dict[str, str], count: int = 2) -> Iterator[None]:
+    command = [sys.executable, "-m", "runner", "worker", "--db", url, "--concurrency", "2",
+               "--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2",
+               "--pace", str(PACE_S)]  # fmt: skip
     started = [
         subprocess.Popen(
-            [sys.executable, "-m", "runner", "worker", "--db", url, "--concurrency", "2",
-             "--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2", "--name", f"w{n}",
-             "--pace", str(PACE_S)],
-            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [*command, "--name", f"w{n}"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(cwd / f"worker-{n}.log").open("wb"),  # kept for a failure's diagnosis
+        )
         for n in range(count)
     ]
     try:
