@@ -44,15 +44,16 @@ def workers(url: str, cwd: Path, env: dict[str, str], count: int = 2) -> Iterato
     command = [sys.executable, "-m", "runner", "worker", "--db", url, "--concurrency", "2",
                "--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2",
                "--pace", str(PACE_S)]  # fmt: skip
+    logs = [(cwd / f"worker-{n}.log").open("wb") for n in range(count)]  # for a failure
     started = [
         subprocess.Popen(
             [*command, "--name", f"w{n}"],
             cwd=cwd,
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=(cwd / f"worker-{n}.log").open("wb"),  # kept for a failure's diagnosis
+            stderr=log,
         )
-        for n in range(count)
+        for n, log in enumerate(logs)
     ]
     try:
         yield
@@ -61,6 +62,8 @@ def workers(url: str, cwd: Path, env: dict[str, str], count: int = 2) -> Iterato
             worker.send_signal(signal.SIGTERM)
         for worker in started:
             worker.wait(timeout=60)
+        for log in logs:
+            log.close()
 
 
 @contextmanager
