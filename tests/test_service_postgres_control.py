@@ -5,6 +5,7 @@ process, and ends exactly as it does on the SQLite service."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -12,13 +13,20 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+from runner.cli._distributed import fixture_player
+from runner.distributed.worker import RunDriver, WorkerSettings
 from runner.states import TERMINAL
+from runner.store.adapters import BlockingStore
+from runner.store.base import RunListing
+from runner.store.postgres import PostgresStore
+from runner.travel import load_travel_contracts
 from tests.service_harness import (
     A_READ,
     LONG,
@@ -29,6 +37,7 @@ from tests.service_harness import (
     loopback,
     read_events,
     serving,
+    write_long_fixture,
 )
 
 __all__ = ["loopback"]
@@ -208,3 +217,50 @@ def test_approvals_through_the_other_service_continue_on_a_worker_and_commit_onc
         [(approved, "approved", "agent-7"), (denied, "denied", "agent-7")]
     )
     assert uses == [(continuation,)]  # the confirm token used once, by the continuation
+
+
+class _Job:
+    id = 1
+
+
+class _Context:
+    job = _Job()
+
+
+def test_a_run_resumed_after_its_worker_died_ends_cancelled_past_what_it_recorded(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A cancel asked for while nobody drove the run: the worker that resumes it re-drives what
+    the dead one recorded (never cut short: that would diverge from the record), then ends it
+    `cancelled` at its first new transition, with one terminal record."""
+    world = tmp_path / "world"
+    env = {k: v for k, v in os.environ.items() if k != "RUNNER_KILL_AFTER_COMMITS"}
+    env.update(RUNNER_WORLD=str(world), RUNNER_KILL_AFTER_COMMITS="8")
+    fixture = write_long_fixture(tmp_path)
+    died = subprocess.run(
+        [sys.executable, "-m", "runner", "run", str(fixture), "--db", pg_url],
+        cwd=tmp_path, env=env, capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    store = BlockingStore(lambda: PostgresStore.open(pg_url))
+    try:
+        [listing] = store.runs()
+        assert isinstance(listing, RunListing) and listing.summary is None
+        run_id = listing.header.run_id
+        recorded = store.transitions(run_id)
+        assert len(recorded) == 8
+        assert store.request_cancel(run_id, datetime.now(UTC), "agent-7")
+        assert not store.request_cancel(run_id, datetime.now(UTC), "agent-7")  # asked once
+        lines: list[str] = []
+        play = fixture_player(load_travel_contracts(), world)
+        driver = RunDriver(store, play=play, settings=WorkerSettings(name="w"), report=lines.append)
+        asyncio.run(driver.drive(_Context(), run_id, {}, 0))  # type: ignore[arg-type]
+        records, summary = store.transitions(run_id), store.summary(run_id)
+    finally:
+        store.close()
+    assert lines == [f"{run_id} resumed abstain (cancelled)"]
+    assert summary is not None and (summary.terminal, summary.reason) == ("abstain", "cancelled")
+    assert records[:8] == recorded  # what it recorded stands
+    assert [r.seq for r in records] == list(range(1, len(records) + 1))
+    ends = [r for r in records if r.to_state in TERMINAL]
+    assert ends == [records[-1]] and len(records) <= 8 + 3  # within one step of the resume
