@@ -12,10 +12,26 @@ import pytest
 from runner.service.config import ServiceConfig
 from runner.service.runs import RunService
 from runner.store import SqliteStore
-from runner.trace import TransitionRecord
+from runner.trace import RunSummary, TransitionRecord
 from runner.travel import load_travel_contracts
 from tests.service_harness import KEYS, A
 from tests.store.contract import header, record
+
+
+def summary(run_id: str, transitions: int) -> RunSummary:
+    return RunSummary(
+        run_id=run_id,
+        terminal="complete",
+        reason="model_final",
+        attempts=transitions,
+        model_steps=1,
+        tokens_in=1,
+        tokens_out=1,
+        elapsed_s=1.0,
+        waits_s=[],
+        answer="done",
+        operations=[],
+    )
 
 
 class CountingStore(SqliteStore):
@@ -88,3 +104,40 @@ def test_reading_a_going_run_again_fetches_only_its_new_transitions(
     assert run["status"] == "running"
     assert _rows(store, lambda: service.list_runs(key, 0, 10)) == 50  # the short one, once
     assert _rows(store, lambda: service.list_runs(key, 0, 10)) == 0
+
+
+class EndingStore(SqliteStore):
+    """Ends the run (its last transition, then its summary) right after a transitions read, as
+    a run in another thread may between two reads of one poll."""
+
+    def __init__(self, path: Path, run_id: str, last: int) -> None:
+        super().__init__(path)
+        self.ending: tuple[str, int] | None = (run_id, last)
+
+    def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
+        found = super().transitions_after(run_id, after, limit)
+        if self.ending is not None:
+            run_id, last = self.ending
+            self.ending = None
+            self.append(record(last + 1, run_id))
+            self.end_run(summary(run_id, last + 1))
+        return found
+
+
+def test_a_poll_never_reports_the_end_before_the_last_transition(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    ending = EndingStore(tmp_path / "runs.sqlite", "short", 50)
+    config = ServiceConfig.model_validate(
+        {"api_keys": [{"key": key, **value} for key, value in KEYS.items()]}
+    )
+    service = RunService(config, tmp_path / "runs.sqlite", load_travel_contracts(), None,
+                         shared=ending)  # fmt: skip
+    delivered: list[int] = []
+    for _ in range(3):  # what the events stream does: the end only after a poll with nothing new
+        records, end = service.events_after("short", delivered[-1] if delivered else 50)
+        delivered.extend(r["seq"] for r in records)
+        if end is not None and not records:
+            break
+    assert end is not None and end["terminal"] == "complete"
+    assert delivered == [51]  # the run's last transition was streamed before its end
