@@ -21,9 +21,11 @@ their jobs are aborted for shutdown and handed back to the queue (the task retri
 leases released.
 
 A cancel asked for through the service is a row in the store (`runner_cancels`): the worker
-reads it with every transition the run appends (the same statement) and once before it drives the
-run, and passes it on to the run's handle in the run's own thread, between two steps; the run
-ends `abstain (cancelled)` as on one process. A run cancelled while queued ends so at once.
+reads it with every transition the run appends (the same statement, so no extra round trip and no
+listening connection) and passes it on to the run's handle in the run's own thread, between two
+steps; the run ends `abstain (cancelled)` as on one process. A run cancelled while still queued
+is asked once before its first step and ends at once; a resumed one is told at its first new
+transition (cut short while re-driving its record, it would diverge from it).
 
 What a queued document means is the caller's (`Play`: the command line plays fixtures). It is
 called on a worker thread, since a fixture run keeps a `FakeClock` whose loop is its own; the
