@@ -23,7 +23,7 @@ import asyncio
 import random
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -174,13 +174,21 @@ class Engine:
         effects.cancellation = run.setup.cancel
         return RunHandle(run_id=run_id, task=task, cancellation=run.setup.cancel)
 
-    async def resume(self, run_id: str, spec: RunSpec, model: ModelAdapter) -> RunResult:
+    async def resume(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        model: ModelAdapter,
+        *,
+        started: Callable[[RunHandle], None] | None = None,
+    ) -> RunResult:
         """Continue a stored run that never finished: re-drive it from its recorded inputs (on
         this engine's clock, which must start where the run started), then go on live.
 
         Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
         before anything else; nothing already done is done again. The model is told the system
-        prompt recorded when the run began, unless `spec` gives one.
+        prompt recorded when the run began, unless `spec` gives one. `started`: told the run's
+        handle before it is driven (to cancel it from elsewhere, as `start`'s).
         """
         if spec.durability is not None:
             check_durability(spec.durability, "RunSpec.durability")
@@ -191,8 +199,8 @@ class Engine:
         if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
         spec = as_resumed(spec, stored)
-        started = self.clock.monotonic()
-        live = LiveEffects(run_id, model, self.clock, started, Redactor(run_secrets(spec, model)))
+        began = self.clock.monotonic()
+        live = LiveEffects(run_id, model, self.clock, began, Redactor(run_secrets(spec, model)))
         outputs = await store.outputs(run_id)
         answered = {output.ordinal for output in outputs}
         operations = await store.operations(run_id)
@@ -205,15 +213,29 @@ class Engine:
             )
             record_as = run_id
         effects = ReplayEffects(
-            turns, outputs, self.clock, started, live=live, in_flight=in_flight, record_as=record_as
+            turns, outputs, self.clock, began, live=live, in_flight=in_flight, record_as=record_as
         )
         known = await store.transitions(run_id)
-        run = self._new_run(run_id, spec, effects, started, known=known)
+        run = self._new_run(run_id, spec, effects, began, known=known)
         if self.runtime.pending is not None:  # claims made again while re-driving settle here
             for op in operations:
                 self.runtime.pending.adopt(op.key, run_id)
         self._hold(run)
-        return await self._drive(run)
+        return await self._drive_handed(run, live, started)
+
+    async def _drive_handed(
+        self, run: RunState, live: LiveEffects, started: Callable[[RunHandle], None] | None
+    ) -> RunResult:
+        """Drive `run`; with `started`, in a task of its own whose handle `started` is given."""
+        if started is None:
+            return await self._drive(run)
+        run_id = run.setup.run_id
+        task = asyncio.get_running_loop().create_task(self._drive(run), name=f"runner run {run_id}")
+        live.run_task = run.setup.cancel.task = task
+        live.cancellation = run.setup.cancel
+        handle = RunHandle(run_id=run_id, task=task, cancellation=run.setup.cancel)
+        started(handle)
+        return await handle.result()
 
     async def continue_approved(
         self,
@@ -224,6 +246,7 @@ class Engine:
         secret: ApprovalSecret,
         now: datetime,
         token: str | None = None,
+        started: Callable[[RunHandle], None] | None = None,
     ) -> RunResult:
         """Continue a run that ended waiting for approval, once its proposals are decided.
 
@@ -234,28 +257,29 @@ class Engine:
         waiting run's recorded inputs on this engine's clock, which must start where that run
         started, then goes on live: an approved write is sent once, under the key it was
         proposed with; a denied one ends the run `abstain`. Asked again for the same decisions, it
-        resumes (or reports) the continuation already made.
+        resumes (or reports) the continuation already made. `started`: as for `resume`.
         """
         new_id, continuing = await begin_continuation(
             self.runtime, self._reader, run_id, spec, secret=secret, now=now, token=token
         )
         if continuing is None:  # made already (asked again after a crash): go on with it
-            return await self.resume(new_id, spec, model)
+            return await self.resume(new_id, spec, model, started=started)
         check_start(
             self.runtime, continuing, asyncio.get_running_loop(), self.retrievers, continuing=True
         )
-        started = self.clock.monotonic()
+        began = self.clock.monotonic()
         redactor = Redactor(run_secrets(continuing, model))
-        live = LiveEffects(new_id, model, self.clock, started, redactor)
+        live = LiveEffects(new_id, model, self.clock, began, redactor)
         effects = ReplayEffects(
             await self._reader.turns(run_id),
             await self._reader.outputs(run_id),
             self.clock,
-            started,
+            began,
             live=live,
             record_as=new_id,
         )
-        return await self._drive(self._begin(new_id, continuing, effects, started, model))
+        run = self._begin(new_id, continuing, effects, began, model)
+        return await self._drive_handed(run, live, started)
 
     async def replay(
         self,

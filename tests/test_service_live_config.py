@@ -122,7 +122,7 @@ def test_a_worker_without_the_config_refuses_a_queued_live_run(
     document = yaml.safe_load((tmp_path / f"{WORLD}.yaml").read_text())
     play = fixture_player(contracts, tmp_path / "world")
     with pytest.raises(ConfigError, match="start the worker with --config"):
-        play(MemoryStore(), "run-1", {**document, "live_model": "openai:hotels-again"}, 0)
+        play(MemoryStore(), "run-1", {**document, "live_model": "openai:hotels-again"}, 0, print)
 
 
 def test_the_sample_configs_live_section_starts_without_keys(

@@ -1,7 +1,7 @@
 """`runner serve` on PostgreSQL: two service processes and two `runner worker`s on one store (a
 throwaway cluster, tests/pg.py). Runs submitted to either service are driven by the workers and
 read, listed and streamed from the other; tenant isolation holds across processes; a cancel of a
-run a worker drives is refused (409), as the README says."""
+run that ended is refused (409). Cancel and approvals: tests/test_service_postgres_control.py."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_two_services_and_two_workers_share_one_postgres_store(pg_url: str, tmp_
                 refused = client.post(f"/v1/runs/{submitted[2][1]}/cancel")
             assert events[-1][0] == "end" and events[-1][2]["terminal"] == "complete"
             assert listed["total"] == RUNS
-            assert refused.status_code == 409
+            assert refused.status_code == 409 and refused.json()["error"]["code"] == "ended"
             for service in services:
                 with service.client(B) as other_tenant:
                     for _, run_id in submitted[:3]:

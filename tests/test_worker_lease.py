@@ -35,7 +35,7 @@ def test_a_driven_run_keeps_its_lease_past_expiry_and_frees_it_after(pg_url: str
     seen: list[Lease | None] = []
     lines: list[str] = []
 
-    def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> str:
+    def play(store: Store, run_id: str, document: dict[str, Any], seed: int, _: Any) -> str:
         for _ in range(3):  # 1.5 leases long: only renewals keep it
             time.sleep(LEASE_S / 2)
             seen.append(other.acquire_lease(run_id, "intruder", clock.now(), timedelta(seconds=9)))
@@ -60,7 +60,7 @@ def test_a_worker_waits_out_a_live_owner_then_takes_the_run(pg_url: str) -> None
     assert held is not None
     taken_at: list[float] = []
 
-    def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> None:
+    def play(store: Store, run_id: str, document: dict[str, Any], seed: int, _: Any) -> None:
         taken_at.append(time.monotonic())
 
     driver = RunDriver(
@@ -89,7 +89,7 @@ def test_a_run_handed_back_at_shutdown_is_free_at_once_and_its_straggler_fenced(
     taken = threading.Event()
     outcome: list[BaseException | None] = []
 
-    def play(driven: Store, run_id: str, document: dict[str, Any], seed: int) -> None:
+    def play(driven: Store, run_id: str, document: dict[str, Any], seed: int, _: Any) -> None:
         driven.append(record(1, run_id=run_id))
         taken.wait(timeout=10)  # still driving when the job is cancelled and the run taken
         try:
@@ -136,7 +136,7 @@ def test_a_job_requeued_while_its_worker_still_drives_it_is_not_driven_twice(
     overlapped: list[int] = []
     lines: list[str] = []
 
-    def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> str:
+    def play(store: Store, run_id: str, document: dict[str, Any], seed: int, _: Any) -> str:
         nonlocal driving
         driving += 1
         overlapped.append(driving)

@@ -10,19 +10,21 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._arguments import ArgumentParser, count, seconds, seed
 from ..clock import SystemClock
+from ..confirm import SECRET_ENV, ApprovalSecret
 from ..contracts import ContractSet
-from ..errors import ConfigError, LeaseLost, LoadError, StoreError
+from ..errors import ApprovalRefused, ConfigError, LeaseLost, LoadError, StoreError
+from ..handle import RunHandle
 from ..models.base import ModelAdapter
 from ..store.base import Leases, Store
 from ..trace import RunHeader
 from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
-from ..travel.scenario import resume_fixture, run_fixture
+from ..travel.scenario import continue_fixture, resume_fixture, run_fixture
 from ._common import Database, contracts_for, world_dir
 
 if TYPE_CHECKING:
@@ -54,6 +56,9 @@ def add_distributed_parsers(
         default=None,
         help="the service config whose `live` section (providers, key variables) builds the "
         "models of queued live runs",
+    )
+    worker.add_argument(
+        "--pace", type=seconds, default=0.0, help="real seconds a run pauses per transition (0)"
     )
     for sub in (submit, worker):
         with_db(sub)
@@ -102,13 +107,17 @@ def worker_command(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat,
         stalled_after_s=args.stalled_after,
         grace_s=args.grace,
+        pace_s=args.pace,
         **({"name": args.name} if args.name else {}),
     )
 
     def report(line: str) -> None:
         print(line, flush=True)
 
-    play = fixture_player(contracts_for(args.contracts), world_dir(args.db), _live(args.config))
+    secret = ApprovalSecret.from_env() if os.environ.get(SECRET_ENV) else None
+    play = fixture_player(
+        contracts_for(args.contracts), world_dir(args.db), live=_live(args.config), secret=secret
+    )
     asyncio.run(_check_store(url))
     asyncio.run(run_worker(url, play, settings, report))
     return 0
@@ -173,7 +182,7 @@ def _live(config: Path | None) -> LiveConfig | None:
     try:
         from ..service.config import ServiceConfig  # noqa: PLC0415  # the service extra
     except ImportError as exc:
-        raise ConfigError(f"--config needs: pip install 'runner[service]' ({exc})") from exc
+        raise ConfigError(f"--config needs: pip install '.[service]' ({exc})") from exc
     return ServiceConfig.load(config).live
 
 
@@ -196,14 +205,30 @@ def _live_model(
 
 
 def fixture_player(
-    contracts: ContractSet, world: Path, live: LiveConfig | None = None
-) -> Callable[[Store, str, dict[str, Any], int], str | None]:
-    """What a worker does with a queued fixture run (`distributed.worker.Play`); a live run
-    (queued by the service) gets its model from `live`, its key from this process's environment."""
+    contracts: ContractSet,
+    world: Path,
+    *,
+    live: LiveConfig | None = None,
+    secret: ApprovalSecret | None = None,
+) -> Callable[[Store, str, dict[str, Any], int, Callable[[RunHandle], None]], str | None]:
+    """What a worker does with a queued fixture run (`distributed.worker.Play`), or with the
+    continuation of one whose approvals were decided (which needs the approval `secret`); a
+    live run (queued by the service) gets its model from `live`, its key from this process's
+    environment."""
 
-    def play(store: Store, run_id: str, document: dict[str, Any], seed: int) -> str | None:
+    def play(
+        store: Store,
+        run_id: str,
+        document: dict[str, Any],
+        seed: int,
+        started: Callable[[RunHandle], None],
+    ) -> str | None:
+        from ..distributed.queue import CONTINUE  # noqa: PLC0415
+
+        if CONTINUE in document:
+            return _continued(store, run_id, document[CONTINUE], started)
+        spec = document.get(LIVE_MODEL)
         if store.header(run_id) is None:
-            spec = document.get(LIVE_MODEL)
             fixture = Fixture.model_validate({k: v for k, v in document.items() if k != LIVE_MODEL})
             outcome = run_fixture(
                 fixture,
@@ -212,17 +237,50 @@ def fixture_player(
                 seed=seed,
                 world_dir=world,
                 run_id=run_id,
+                started=started,
                 model=_live_model(live, run_id, spec) if spec is not None else None,
             )
             how = "ran"
         elif store.summary(run_id) is not None:
             return None  # ended under an earlier owner, after this job was re-queued
         else:
-            spec = document.get(LIVE_MODEL)
             model = _live_model(live, run_id, spec, store.header(run_id)) if spec else None
-            outcome = resume_fixture(run_id, contracts, store, store_dir=world, model=model)
+            outcome = resume_fixture(
+                run_id, contracts, store, store_dir=world, model=model, started=started
+            )
             how = "resumed"
         result = outcome.result
         return f"{run_id} {how} {result.terminal.value} ({result.reason})"
+
+    def _continued(
+        store: Store, run_id: str, job: dict[str, Any], started: Callable[[RunHandle], None]
+    ) -> str:
+        if secret is None:  # the job fails and is retried: a worker with the secret may take it
+            raise ConfigError(f"continuing run {run_id} needs {SECRET_ENV} on the worker")
+        now = datetime.fromisoformat(str(job["now"]))
+        try:
+            outcome = continue_fixture(
+                run_id,
+                contracts,
+                store,
+                secret=secret,
+                now=now,
+                store_dir=world,
+                started=started,
+                model=_continuing(store.header(run_id)),
+            )
+        except ApprovalRefused as exc:  # decided for good: retrying would refuse it again
+            return f"{run_id} not continued: {exc}"
+        result = outcome.result
+        return f"{run_id} continued as {result.run_id}: {result.terminal.value} ({result.reason})"
+
+    def _continuing(header: RunHeader | None) -> ModelAdapter | None:
+        """A live waiting run's model as this worker's config offers it (without one, the
+        continuation rebuilds it from the header and the environment alone)."""
+        if live is None:
+            return None
+        from ..service.live import continuing_model  # noqa: PLC0415  # the service extra
+
+        return continuing_model(live, header)
 
     return play

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Final
 
 import psycopg
@@ -50,6 +51,17 @@ async def ensure_queue_schema(app: App, url: str) -> None:
 def job_arguments(document: dict[str, Any], seed: int) -> dict[str, Any]:
     """One queued run: a new run id, what to run, and its seed."""
     return {"run_id": str(uuid.uuid4()), "document": document, "seed": seed}
+
+
+CONTINUE: Final = "continue_after_approval"
+"""The key of a queued document that continues a run whose approvals were decided (its job's
+run id is the waiting run's; the continuation is a run of its own: `Engine.continue_approved`)."""
+
+
+def continuation_job(run_id: str, decided_at: datetime) -> dict[str, Any]:
+    """A queued continuation of `run_id`, its tokens checked at `decided_at` (the approver's
+    clock, as on one process)."""
+    return {"run_id": run_id, "document": {CONTINUE: {"now": decided_at.isoformat()}}, "seed": 0}
 
 
 async def submit(app: App, runs: Sequence[dict[str, Any]]) -> list[str]:

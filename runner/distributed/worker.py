@@ -20,6 +20,13 @@ the queue's own stalled-job handling, and the re-queued job resumes the run. On 
 their jobs are aborted for shutdown and handed back to the queue (the task retries), and their
 leases released.
 
+A cancel asked for through the service is a row in the store (`runner_cancels`): the worker
+reads it with every transition the run appends (the same statement, so no extra round trip and no
+listening connection) and passes it on to the run's handle in the run's own thread, between two
+steps; the run ends `abstain (cancelled)` as on one process. A run cancelled while still queued
+is asked once before its first step and ends at once; a resumed one is told at its first new
+transition (cut short while re-driving its record, it would diverge from it).
+
 What a queued document means is the caller's (`Play`: the command line plays fixtures). It is
 called on a worker thread, since a fixture run keeps a `FakeClock` whose loop is its own; the
 store (one pool per worker) serves every run from its own loop (`BlockingStore`).
@@ -32,6 +39,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,17 +50,23 @@ from procrastinate import App, JobContext, RetryStrategy
 
 from ..clock import Clock, SystemClock
 from ..errors import LeaseLost, StoreError
+from ..handle import RunHandle
 from ..store.adapters import BlockingStore
 from ..store.base import Lease, Store
 from ..store.postgres import PostgresStore
+from ..trace import TransitionRecord
 from .queue import QUEUE, TASK, ensure_queue_schema, make_app
 
 log = logging.getLogger("runner.worker")
 
-Play = Callable[[Store, str, dict[str, Any], int], str | None]
-"""`(store, run_id, document, seed)`: start the run, or resume it when the store has begun it,
-or do nothing when it ended; one line for the worker's output (None: nothing was driven). The
-caller holds the run's lease throughout."""
+Started = Callable[[RunHandle], None]
+"""Told the handle of the run a `Play` drives, once its header is stored (before its first step)."""
+
+Play = Callable[[Store, str, dict[str, Any], int, Started], str | None]
+"""`(store, run_id, document, seed, started)`: start the run, or resume it when the store has
+begun it, or do nothing when it ended; one line for the worker's output (None: nothing was
+driven). The caller holds the run's lease throughout; `started` must be given the handle of the
+run driven (so a cancel reaches it)."""
 
 
 def _default_name() -> str:
@@ -71,6 +85,9 @@ class WorkerSettings:
     """A worker silent this long is dead: its jobs are re-queued."""
     grace_s: float = 30.0
     """On SIGTERM, how long runs in flight may take to finish before they are handed back."""
+    pace_s: float = 0.0
+    """Real seconds a run pauses after each transition it records (0: none): scripted runs keep
+    virtual time and end in milliseconds; a pace lets a person (or a test) watch one, cancel it."""
     name: str = field(default_factory=_default_name)
 
 
@@ -103,6 +120,16 @@ class RunDriver:
         # The run stays marked until its thread ends: a job cancelled at shutdown leaves its
         # thread going (fenced once another worker takes the run), and this handle's fence.
         guard, started, abandoned = threading.Lock(), [False], [False]
+        watched: list[str] = []
+
+        def handed(handle: RunHandle) -> None:
+            watched.append(handle.run_id)
+            self.store.watch(handle.run_id, lambda record: self._appended(record, handle))
+            # Asked while it was queued: it ends at once. A resumed run (transitions stored) is
+            # told at its first new transition, once it is past re-driving what it recorded.
+            fresh = not self.store.transitions_after(handle.run_id, 0, 1)
+            if fresh and self.store.cancel_requested(handle.run_id):
+                handle.cancel()
 
         def play() -> str | None:
             with guard:
@@ -110,8 +137,10 @@ class RunDriver:
                     return None
                 started[0] = True
             try:
-                return self.play(self.store, run_id, document, seed)
+                return self.play(self.store, run_id, document, seed, handed)
             finally:
+                for driven in watched:
+                    self.store.watch(driven, None)
                 self._driving.discard(run_id)
 
         renewing = asyncio.create_task(self._renew(lease), name=f"lease {run_id}")
@@ -126,6 +155,13 @@ class RunDriver:
             await asyncio.to_thread(self.store.release_lease, lease)
         if line is not None:
             self.report(line)
+
+    def _appended(self, record: TransitionRecord, handle: RunHandle) -> None:
+        """After each transition the run records, in its thread: pace it, pass a cancel on."""
+        if self.settings.pace_s:
+            time.sleep(self.settings.pace_s)
+        if self.store.cancel_seen(record.run_id):
+            handle.cancel()  # idempotent; acted on before the next model request
 
     async def _take(self, run_id: str, owner: str) -> Lease:
         """The run's lease, once its previous owner's has expired or this worker's own drive of

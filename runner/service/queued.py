@@ -2,22 +2,32 @@
 drive, and every service process reads the one store, so any of them serves any run.
 
 A run accepted by one process and not yet started by a worker is found through its queued job
-(its document carries the tenant). Cancel and approvals need a channel to the worker driving the
-run (and an approval ledger in PostgreSQL), which this store does not have yet: a cancel is 409
-and no approvals are listed.
+(its document carries the tenant). A cancel is a request kept in the store (`runner_cancels`),
+which the worker driving the run reads with each transition it appends and passes on to the run's
+handle; a run cancelled while still queued ends `cancelled` as soon as a worker takes it. The
+approval ledger is the store's (`runner_approvals`); a decided run's continuation is queued for
+the workers (they need the same `RUNNER_APPROVAL_SECRET` as this service's `approval_secret`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio.from_thread
 import psycopg
 
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
-from ..distributed.queue import ensure_queue_schema, job_arguments, make_app, submit
+from ..distributed.queue import (
+    continuation_job,
+    ensure_queue_schema,
+    job_arguments,
+    make_app,
+    submit,
+)
 from ..store.adapters import BlockingStore
 from ..store.postgres import PostgresStore
 from .config import ApiKey, ServiceConfig
@@ -26,7 +36,12 @@ from .live import LiveRun, live_document
 from .runs import RunService
 
 _QUEUED_TENANT = (
-    "SELECT args->'document'->>'tenant' FROM procrastinate_jobs WHERE args->>'run_id' = %s LIMIT 1"
+    "SELECT args->'document'->>'tenant' FROM procrastinate_jobs WHERE args->>'run_id' = %s "
+    "AND args->'document' ? 'tenant' LIMIT 1"
+)
+_CONTINUED_AS = (  # indexed (migration 3)
+    "SELECT run_id FROM runner_runs WHERE (header::jsonb)->'continues'->>'run_id' = %s "
+    "ORDER BY listed DESC LIMIT 1"
 )
 
 
@@ -40,12 +55,13 @@ class QueuedRunService(RunService):
         world: Path,
     ) -> None:
         self.url = url
+        self.shared = BlockingStore(lambda: PostgresStore.open(url))
         super().__init__(
             config,
             world / "unused.sqlite",
             contracts,
             secret,
-            shared=BlockingStore(lambda: PostgresStore.open(url)),
+            shared=self.shared,
             world=world,
         )
         self.db = world / "store"  # holds paths resolve against the shared world folder
@@ -63,24 +79,43 @@ class QueuedRunService(RunService):
         return await self._enqueue(live_document(self.live.fixture(key, request), request.model))
 
     async def _enqueue(self, document: dict[str, Any]) -> str:
+        (run_id,) = await self._defer([job_arguments(document, 0)])
+        return run_id
+
+    async def _defer(self, jobs: list[dict[str, Any]]) -> list[str]:
         async with self._opening:
             if not self._opened:
                 await self._queue.open_async()
                 await ensure_queue_schema(self._queue, self.url)
                 self._opened = True
-        (run_id,) = await submit(self._queue, [job_arguments(document, 0)])
-        return run_id
+        return await submit(self._queue, jobs)
 
-    def queued_tenant(self, run_id: str) -> str | None:
+    def _query(self, sql: str, run_id: str) -> str | None:
         with psycopg.connect(self.url, autocommit=True) as connection:
             try:
-                row = connection.execute(_QUEUED_TENANT, (run_id,)).fetchone()
+                row = connection.execute(sql, (run_id,)).fetchone()
             except psycopg.errors.UndefinedTable:
                 return None  # nothing was ever queued
-        return row[0] if row else None
+        return str(row[0]) if row and row[0] is not None else None
 
-    def cancel(self, key: ApiKey, run_id: str) -> dict[str, object]:
+    def queued_tenant(self, run_id: str) -> str | None:
+        return self._query(_QUEUED_TENANT, run_id)
+
+    def continuation_of(self, run_id: str) -> str | None:
+        """The run continuing `run_id` (a worker made it, so it is found in the store)."""
+        summary = self.shared.summary(run_id)
+        if summary is None or summary.terminal != "escalate":
+            return None  # only a run that ended waiting for approval is ever continued
+        return self._query(_CONTINUED_AS, run_id)
+
+    def cancel(self, key: ApiKey, run_id: str) -> dict[str, Any]:
         self.check_tenant(key, run_id)
-        if self.store().summary(run_id) is not None:
+        if self.shared.summary(run_id) is not None:
             raise ApiError(409, "ended", f"run {run_id} already ended")
-        raise ApiError(409, "not_here", "a worker drives this run; cancel is not available yet")
+        # Kept in the store: the worker driving the run (or the next to take it) acts on it.
+        self.shared.request_cancel(run_id, datetime.now(UTC), key.principal.id)
+        return {"run_id": run_id, "cancel_requested": True}
+
+    def continue_decided(self, key: ApiKey, run_id: str, now: datetime) -> None:
+        """Queue the continuation for the workers (called on a request's worker thread)."""
+        anyio.from_thread.run(self._defer, [continuation_job(run_id, now)])

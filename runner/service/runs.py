@@ -36,12 +36,16 @@ from ..travel import fixtures_dir
 from ..travel.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
 from ..travel.scenario import continue_fixture, resume_fixture, run_fixture, stored_world
 from ..travel.supplier import SupplierDatabase, locate
+from ._logs import RunLogs
 from .config import ApiKey, ServiceConfig
 from .errors import ApiError
 from .jobs import Job, ServiceJobs
 from .live import LiveRun, LiveRuns
 
 _log = structlog.get_logger("runner.service")
+
+EVENTS_PAGE = 500
+"""Transitions an events stream sends per read of the store (the rest on the next one)."""
 
 
 class RunThreadStore(SqliteStore):
@@ -129,6 +133,7 @@ class RunService:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._shared = shared
+        self._logs = RunLogs()
         self.live = LiveRuns(config.live, self.fixtures, contracts, needs_keys=shared is None)
         self._jobs: ServiceJobs | None = None
         if shared is None:
@@ -353,7 +358,7 @@ class RunService:
                 "accepted_at": accepted_at,
             }
         summary = store.summary(run_id)
-        records = store.transitions(run_id)
+        records = self._logs.read(store, run_id)  # only what it appended since the last read
         data = run_json(RunView.of_stored(header, summary, records), None)
         state = summary.terminal if summary else (records[-1].to_state if records else State.PLAN)
         data.update(
@@ -363,7 +368,7 @@ class RunService:
             started_at=header.started_at.isoformat(),
             accepted_at=accepted_at,
             continues=continued_from(header.continues),
-            continued_as=accepted.continued_as if accepted else None,
+            continued_as=self.continuation_of(run_id),
             continuation_error=accepted.continuation_error if accepted else None,
             holds=self._holds(stored_world(header).get("supplier_db")),
         )
@@ -407,7 +412,7 @@ class RunService:
             if summary is not None:
                 state = summary.terminal
             else:
-                records = store.transitions(header.run_id)
+                records = self._logs.read(store, header.run_id)
                 state = records[-1].to_state if records else State.PLAN
             items.append(
                 {
@@ -452,7 +457,7 @@ class RunService:
 
     def transitions(self, key: ApiKey, run_id: str, after: int, limit: int) -> dict[str, Any]:
         self.check_tenant(key, run_id)
-        records = [r for r in self.store().transitions(run_id) if r.seq > after][:limit]
+        records = self.store().transitions_after(run_id, after, limit)
         return {
             "run_id": run_id,
             "transitions": [transition_json(r) for r in records],
@@ -461,10 +466,10 @@ class RunService:
 
     def events_after(self, run_id: str, after: int) -> tuple[list[dict[str, Any]], Any]:
         """Transitions after `after` and the run's end (its summary, or the failure that kept it
-        from starting), for the events stream."""
+        from starting), for the events stream: a poll reads only what follows `after`."""
         store = self.store()
-        records = [r for r in store.transitions(run_id) if r.seq > after]
-        summary = store.summary(run_id)
+        summary = store.summary(run_id)  # first: an end read means every transition is stored
+        records = store.transitions_after(run_id, after, EVENTS_PAGE)
         end: dict[str, Any] | None = None
         if summary is not None:
             end = {"run_id": run_id, "terminal": str(summary.terminal), "reason": summary.reason}
@@ -477,13 +482,9 @@ class RunService:
     # -- approvals -----------------------------------------------------------------------------
 
     def approvals(self, key: ApiKey) -> list[dict[str, Any]]:
-        if self._shared is not None:
-            return []  # the PostgreSQL store keeps no approval ledger yet
         return [proposal_json(p) for p in pending_approvals(self.store()) if p.tenant == key.tenant]
 
     def _proposal(self, key: ApiKey, approval_id: str) -> Proposal:
-        if self._shared is not None:
-            raise ApiError(404, "no_approval", f"no pending approval {approval_id}")
         run_id, _, operation = approval_id.partition("~")
         for proposal in pending_approvals(self.store(), run_id or None):
             if proposal.operation_key == operation and proposal.tenant == key.tenant:
@@ -529,14 +530,25 @@ class RunService:
                 )
         except ApprovalRefused as exc:
             raise ApiError(409, exc.problem, str(exc)) from None
-        accepted = self._accepted.get(proposal.run_id)
+        self.continue_decided(key, proposal.run_id, now)
+        return {
+            "approval_id": approval_id,
+            "run_id": proposal.run_id,
+            "verdict": "approved" if verdict == "approve" else "denied",
+            "approver": key.principal.id,
+        }
+
+    def continue_decided(self, key: ApiKey, run_id: str, now: datetime) -> None:
+        """Continue `run_id`, its approvals decided at `now` (here: on this process's threads;
+        kept in the service's jobs first, so a restart continues it if this process stops)."""
+        accepted = self._accepted.get(run_id)
         if accepted is None:  # a run from before this process: continued here all the same
-            accepted = Accepted(proposal.run_id, key.tenant, "", now, finished=True)
+            accepted = Accepted(run_id, key.tenant, "", now, finished=True)
             with self._lock:
-                self._accepted[proposal.run_id] = accepted
-        if self._jobs is not None:  # continued after a restart if this process stops first
+                self._accepted[run_id] = accepted
+        if self._jobs is not None:
             self._jobs.add(
-                proposal.run_id,
+                run_id,
                 "continue",
                 tenant=key.tenant,
                 name=accepted.name,
@@ -545,12 +557,6 @@ class RunService:
                 accepted_at=now,
             )
         self._executor.submit(self._continue, accepted, now)
-        return {
-            "approval_id": approval_id,
-            "run_id": proposal.run_id,
-            "verdict": "approved" if verdict == "approve" else "denied",
-            "approver": key.principal.id,
-        }
 
     def _continue(self, accepted: Accepted, now: datetime, *, recovered: bool = False) -> None:
         try:

@@ -114,6 +114,18 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             used_at timestamptz NOT NULL
         )""",
     ),
+    # 3: cancel requests (the service asks, the worker driving the run acts): a row per run,
+    # kept, no foreign key (a run still queued has no row in runner_runs yet)
+    (
+        """CREATE TABLE runner_cancels (
+            run_id text PRIMARY KEY,
+            requested_at timestamptz NOT NULL,
+            requested_by text NOT NULL
+        )""",
+        # the run that continues a run decided through the service (GET /v1/runs/{id})
+        "CREATE INDEX runner_runs_continues ON runner_runs "
+        "(((header::jsonb) -> 'continues' ->> 'run_id'))",
+    ),
 )
 
 

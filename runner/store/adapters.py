@@ -20,7 +20,7 @@ from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
 from .approvals import ApprovalDecision, AsyncApprovalLedger, Proposal
-from .base import AsyncStore, Lease, Leases, RunListing, Store, UnreadableRun
+from .base import AsyncStore, CancelRequests, Lease, Leases, RunListing, Store, UnreadableRun
 
 T = TypeVar("T")
 
@@ -58,6 +58,11 @@ class AsyncAdapter:
 
     async def transitions(self, run_id: str) -> list[TransitionRecord]:
         return self.store.transitions(run_id)
+
+    async def transitions_after(
+        self, run_id: str, after: int, limit: int
+    ) -> list[TransitionRecord]:
+        return self.store.transitions_after(run_id, after, limit)
 
     async def turns(self, run_id: str) -> list[RecordedTurn]:
         return self.store.turns(run_id)
@@ -115,6 +120,7 @@ class BlockingStore:
             target=self._loop.run_forever, name="runner-store-loop", daemon=True
         )
         self._thread.start()
+        self._watchers: dict[str, Callable[[TransitionRecord], None]] = {}
         try:
             self.store: AsyncStore = self._call(_awaited(opener))
         except BaseException:
@@ -135,6 +141,9 @@ class BlockingStore:
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
         self._call(self.store.append(record, inputs))
+        watcher = self._watchers.get(record.run_id)
+        if watcher is not None:
+            watcher(record)  # in the appending thread: the run's own, between two of its steps
 
     def end_run(self, summary: RunSummary) -> None:
         self._call(self.store.end_run(summary))
@@ -155,6 +164,9 @@ class BlockingStore:
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
         return self._call(self.store.transitions(run_id))
+
+    def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
+        return self._call(self.store.transitions_after(run_id, after, limit))
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
         return self._call(self.store.turns(run_id))
@@ -207,6 +219,32 @@ class BlockingStore:
 
     def use_token(self, token_id: str, run_id: str, at: datetime) -> None:
         self._call(self._ledger().use_token(token_id, run_id, at))
+
+    # -- cancel requests, when the awaited store keeps them (PostgreSQL) ------------------------
+
+    def _cancels(self) -> CancelRequests:
+        if not isinstance(self.store, CancelRequests):
+            raise ConfigError(f"{type(self.store).__name__} keeps no cancel requests")
+        return self.store
+
+    def request_cancel(self, run_id: str, at: datetime, by: str) -> bool:
+        return self._call(self._cancels().request_cancel(run_id, at, by))
+
+    def cancel_requested(self, run_id: str) -> bool:
+        return self._call(self._cancels().cancel_requested(run_id))
+
+    def cancel_seen(self, run_id: str) -> bool:
+        """Whether a transition appended through this store found a cancel of `run_id` asked
+        for (no I/O: read with the append)."""
+        return self._cancels().cancel_seen(run_id)
+
+    def watch(self, run_id: str, watcher: Callable[[TransitionRecord], None] | None) -> None:
+        """Call `watcher` with each transition of `run_id` once it is appended, in the thread
+        that appended it (a worker passes a cancel on to the run's handle there); None: stop."""
+        if watcher is None:
+            self._watchers.pop(run_id, None)
+        else:
+            self._watchers[run_id] = watcher
 
 
 async def _awaited(opener: Callable[[], Awaitable[T]]) -> T:

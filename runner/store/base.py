@@ -68,6 +68,11 @@ class Store(RunLog, Protocol):
         """Every transition of a run, in `seq` order."""
         ...
 
+    def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
+        """At most `limit` transitions with `seq > after`, in `seq` order: what a reader
+        following a run reads each time, at a cost that does not grow with the run's length."""
+        ...
+
     def turns(self, run_id: str) -> list[RecordedTurn]: ...
 
     def outputs(self, run_id: str) -> list[RecordedOutput]: ...
@@ -137,6 +142,22 @@ class Leases(Protocol):
         ...
 
 
+@runtime_checkable
+class CancelRequests(Protocol):
+    """A cancel asked for in one process and acted on by the one driving the run (PostgreSQL,
+    where a service process asks and a worker drives)."""
+
+    async def request_cancel(self, run_id: str, at: datetime, by: str) -> bool:
+        """Keep a request to cancel `run_id`; whether it is the first."""
+        ...
+
+    async def cancel_requested(self, run_id: str) -> bool: ...
+
+    def cancel_seen(self, run_id: str) -> bool:
+        """Whether a transition this handle appended for `run_id` found a cancel requested."""
+        ...
+
+
 class AsyncStore(Protocol):
     """`Store` and `Leases`, awaited: what the engine and the workers talk to."""
 
@@ -153,6 +174,10 @@ class AsyncStore(Protocol):
     async def summary(self, run_id: str) -> RunSummary | None: ...
 
     async def transitions(self, run_id: str) -> list[TransitionRecord]: ...
+
+    async def transitions_after(
+        self, run_id: str, after: int, limit: int
+    ) -> list[TransitionRecord]: ...
 
     async def turns(self, run_id: str) -> list[RecordedTurn]: ...
 

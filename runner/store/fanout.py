@@ -44,6 +44,9 @@ class FanoutStore:
     def transitions(self, run_id: str) -> list[TransitionRecord]:
         return self.primary.transitions(run_id)
 
+    def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
+        return self.primary.transitions_after(run_id, after, limit)
+
     def turns(self, run_id: str) -> list[RecordedTurn]:
         return self.primary.turns(run_id)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -85,6 +86,11 @@ class MemoryStore(MemoryApprovals):
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
         return list(self.records.get(run_id, []))
+
+    def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
+        records = self.records.get(run_id, [])
+        start = bisect.bisect_right(records, after, key=lambda r: r.seq)
+        return records[start : start + max(limit, 0)]
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
         return list(self.turn_log.get(run_id, []))

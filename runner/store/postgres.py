@@ -36,6 +36,7 @@ from ..trace import (
     TransitionRecord,
 )
 from ._pg_approvals import PostgresApprovals
+from ._pg_cancels import PostgresCancels
 from ._pg_leases import Connection, PostgresLeases, _utc
 from ._pg_schema import LEASE_LOST, migrate
 from ._rows import OPERATION_COLUMNS, _fast_json, _json, _read_json, listing, operation_of
@@ -60,7 +61,7 @@ async def reach(url: str, *, timeout_s: float = 10.0) -> None:
     await conn.close()
 
 
-class PostgresStore(PostgresLeases, PostgresApprovals):
+class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
     """`AsyncStore` on a PostgreSQL database; open it with `await PostgresStore.open(url)`."""
 
     def __init__(self, pool: AsyncConnectionPool[Connection], url: str) -> None:
@@ -72,6 +73,7 @@ class PostgresStore(PostgresLeases, PostgresApprovals):
         self._last_seq: dict[str, int] = {}
         """The last seq this handle appended per run (read once per run, then kept): a lease
         taken over fences a stale one, and a duplicate seq is refused by the primary key."""
+        self._seen_cancels: set[str] = set()
 
     @classmethod
     async def open(
@@ -160,9 +162,11 @@ class PostgresStore(PostgresLeases, PostgresApprovals):
                 last = await self._last_stored_seq(conn, run_id)
             if record.seq != last + 1:
                 raise StoreError(f"run {run_id}: seq {record.seq} after {last}")
-            await conn.execute(  # one round trip: the fence check and every insert
+            # One round trip: the fence check, every insert, and whether a cancel was asked for.
+            cursor = await conn.execute(
                 "SELECT runner_append(%s, %s, %s, %s, %s, %s::integer[], %s::text[], "
-                "%s::integer[], %s::text[])",
+                "%s::integer[], %s::text[]), "
+                "EXISTS (SELECT 1 FROM runner_cancels WHERE run_id = %s)",
                 (
                     run_id,
                     record.seq,
@@ -173,8 +177,12 @@ class PostgresStore(PostgresLeases, PostgresApprovals):
                     [_fast_json(t, TURN_ADAPTER) for t in turns],
                     [o.ordinal for o in outputs],
                     [_fast_json(o, OUTPUT_ADAPTER) for o in outputs],
+                    run_id,
                 ),
             )
+            row = await cursor.fetchone()
+        if row is not None and row[1]:
+            self._seen_cancels.add(run_id)
         self._last_seq[run_id] = record.seq
         _failpoints.committed()  # the crash sweep's kill point, as for SQLite's commits
 
@@ -203,6 +211,7 @@ class PostgresStore(PostgresLeases, PostgresApprovals):
                 raise StoreError(f"run {summary.run_id} is unknown or already ended")
         self._last_seq.pop(summary.run_id, None)
         self._fences.pop(summary.run_id, None)
+        self._seen_cancels.discard(summary.run_id)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -226,6 +235,17 @@ class PostgresStore(PostgresLeases, PostgresApprovals):
     async def transitions(self, run_id: str) -> list[TransitionRecord]:
         sql = "SELECT seq, record FROM runner_transitions WHERE run_id = %s ORDER BY seq"
         return await self._logged(RECORD_ADAPTER, sql, run_id, "transition")
+
+    async def transitions_after(
+        self, run_id: str, after: int, limit: int
+    ) -> list[TransitionRecord]:
+        rows = await self._rows(
+            "SELECT seq, record FROM runner_transitions WHERE run_id = %s AND seq > %s "
+            "ORDER BY seq LIMIT %s",
+            (run_id, after, max(limit, 0)),
+        )
+        where = f"run {run_id} transition"
+        return [_read_json(RECORD_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
 
     async def turns(self, run_id: str) -> list[RecordedTurn]:
         sql = "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal"

@@ -268,6 +268,14 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         sql = "SELECT seq, record FROM transitions WHERE run_id = ? ORDER BY seq"
         return self._logged(RECORD_ADAPTER, sql, run_id, "transition")
 
+    def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
+        sql = (
+            "SELECT seq, record FROM transitions WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+        )
+        where = f"run {run_id} transition"
+        rows = self._read(sql, (run_id, after, max(limit, 0)))
+        return [_read_json(RECORD_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
+
     def turns(self, run_id: str) -> list[RecordedTurn]:
         sql = "SELECT ordinal, turn FROM turns WHERE run_id = ? ORDER BY ordinal"
         return self._logged(TURN_ADAPTER, sql, run_id, "model turn")

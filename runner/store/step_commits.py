@@ -97,6 +97,10 @@ class StepCommits:
         self.flush(run_id)
         return self.inner.transitions(run_id)
 
+    def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
+        self.flush(run_id)
+        return self.inner.transitions_after(run_id, after, limit)
+
     def turns(self, run_id: str) -> list[RecordedTurn]:
         self.flush(run_id)
         return self.inner.turns(run_id)

@@ -136,6 +136,9 @@ class PendingWrites:
     def transitions(self, run_id: str) -> list[TransitionRecord]:
         raise self._refused()
 
+    def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
+        raise self._refused()
+
     def turns(self, run_id: str) -> list[RecordedTurn]:
         raise self._refused()
 

@@ -179,6 +179,7 @@ def resume_fixture(
     store_dir: Path | None = None,
     mcp: McpConfig | None = None,
     durability: Durability = "transition",
+    started: Callable[[RunHandle], None] | None = None,
 ) -> ScenarioRun:
     """Continue a killed fixture run from its store (and its supplier database).
 
@@ -186,7 +187,7 @@ def resume_fixture(
     record), or `model` if that is the same one; `store_dir` (the store file's folder) anchors
     world paths recorded by older runners. Raises `ResumeRefused` when either cannot be had.
     A run that used MCP servers goes on with the tools its header pinned, on the servers `mcp`
-    says how to reach (never re-listed).
+    says how to reach (never re-listed). `started`: as for `run_fixture`.
     """
     header = store.header(run_id)
     if header is None:
@@ -216,7 +217,9 @@ def resume_fixture(
         policy=policy,
         seed=header.seed,
         consumed=consumed,
-        drive=lambda engine, scripted: engine.resume(run_id, spec, live or scripted),
+        drive=lambda engine, scripted: engine.resume(
+            run_id, spec, live or scripted, started=started
+        ),
         live=live is not None,  # a live model goes on in real time, as the run began
         mcp=tools,
         durability=durability,
@@ -257,6 +260,7 @@ def continue_fixture(
     store_dir: Path | None = None,
     mcp: McpConfig | None = None,
     model: ModelAdapter | None = None,
+    started: Callable[[RunHandle], None] | None = None,
 ) -> ScenarioRun:
     """Continue a fixture run that ended waiting for approval, its proposals decided.
 
@@ -264,7 +268,8 @@ def continue_fixture(
     `policy`: the policy in force now, if not the run's (a token given under another is refused);
     `mcp`: how to reach the MCP servers of a run that pinned some (as for `resume_fixture`);
     `model`: the live model that planned the waiting run (default: rebuilt from its header, as
-    `resume_fixture` does); a live run goes on with it, in real time, never with the script.
+    `resume_fixture` does); a live run goes on with it, in real time, never with the script;
+    `started`: told the continuation's handle (as for `run_fixture`).
     Raises `ApprovalRefused` (nothing stored or sent) when a decision cannot be used.
     """
     header = store.header(run_id)
@@ -298,7 +303,7 @@ def continue_fixture(
         seed=header.seed,
         consumed=consumed,
         drive=lambda engine, scripted: engine.continue_approved(
-            run_id, spec, model or scripted, secret=secret, now=now, token=token
+            run_id, spec, model or scripted, secret=secret, now=now, token=token, started=started
         ),
         live=model is not None,
         mcp=tools,

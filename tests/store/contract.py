@@ -102,6 +102,23 @@ class StoreContract:
         [listing] = await store.runs()
         assert listing.header.run_id == "r1" and listing.summary == summary
 
+    async def test_transitions_after_a_seq_read_only_what_follows_it(
+        self, store: AsyncStore
+    ) -> None:
+        await store.begin_run(header())
+        await store.begin_run(header("r2"))
+        for seq in range(1, 8):
+            await store.append(record(seq))
+        await store.append(record(1, "r2"))
+        assert await store.transitions_after("r1", 0, 100) == [record(n) for n in range(1, 8)]
+        assert await store.transitions_after("r1", -1, 3) == [record(1), record(2), record(3)]
+        assert await store.transitions_after("r1", 3, 2) == [record(4), record(5)]
+        assert await store.transitions_after("r1", 6, 100) == [record(7)]
+        assert await store.transitions_after("r1", 7, 100) == []
+        assert await store.transitions_after("r1", 2, 0) == []
+        assert await store.transitions_after("r2", 0, 100) == [record(1, "r2")]
+        assert await store.transitions_after("nobody", 0, 100) == []
+
     async def test_inputs_round_trip(self, store: AsyncStore) -> None:
         await store.begin_run(header())
         reply = ModelReply(
