@@ -44,7 +44,13 @@ def test_two_services_and_two_workers_share_one_postgres_store(pg_url: str, tmp_
             submitted.append((n % 2, response.json()["run_id"]))
         with second.client() as client:  # queued, not started: still found, by its job
             queued = client.get(f"/v1/runs/{submitted[0][1]}").json()
-        assert queued["status"] in {"queued", "running", "ended"}
+            waiting = client.get("/v1/runs", params={"limit": 100}).json()
+        assert queued["status"] == "queued"
+        assert waiting["total"] == RUNS  # listed while no worker has begun them
+        assert {item["status"] for item in waiting["runs"]} == {"queued"}
+        assert [item["run_id"] for item in waiting["runs"]] == [run for _, run in submitted]
+        with second.client(B) as other_tenant:
+            assert other_tenant.get("/v1/runs").json()["total"] == 0
         workers = [_worker(pg_url, tmp_path, env, f"w{n}") for n in range(2)]
         try:
             for where, run_id in submitted:

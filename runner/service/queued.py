@@ -33,11 +33,15 @@ from ..store.postgres import PostgresStore
 from .config import ApiKey, ServiceConfig
 from .errors import ApiError
 from .live import LiveRun, live_document
-from .runs import RunService
+from .runs import RunService, queued_item
 
 _QUEUED_TENANT = (
     "SELECT args->'document'->>'tenant' FROM procrastinate_jobs WHERE args->>'run_id' = %s "
     "AND args->'document' ? 'tenant' LIMIT 1"
+)
+_QUEUED_RUNS = (  # runs a worker has not begun: their jobs wait (or one is just taking them)
+    "SELECT args->>'run_id', args->'document'->>'name' FROM procrastinate_jobs "
+    "WHERE args->'document'->>'tenant' = %s AND status IN ('todo', 'doing') ORDER BY id"
 )
 _CONTINUED_AS = (  # indexed (migration 3)
     "SELECT run_id FROM runner_runs WHERE (header::jsonb)->'continues'->>'run_id' = %s "
@@ -100,6 +104,19 @@ class QueuedRunService(RunService):
 
     def queued_tenant(self, run_id: str) -> str | None:
         return self._query(_QUEUED_TENANT, run_id)
+
+    def _not_started(self, tenant: str, stored: set[str]) -> list[dict[str, Any]]:
+        """The tenant's queued runs that no worker has begun (no header stored yet)."""
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            try:
+                rows = connection.execute(_QUEUED_RUNS, (tenant,)).fetchall()
+            except psycopg.errors.UndefinedTable:
+                return []  # nothing was ever queued
+        return [
+            queued_item(run_id, name or "")
+            for run_id, name in rows
+            if run_id is not None and run_id not in stored
+        ]
 
     def continuation_of(self, run_id: str) -> str | None:
         """The run continuing `run_id` (a worker made it, so it is found in the store)."""

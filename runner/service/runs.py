@@ -441,18 +441,7 @@ class RunService:
             failure = job.failure or (accepted.failure if accepted is not None else None)
             if job.done and failure is None:
                 continue  # ended (its header may have been stored after `runs()` was read)
-            items.append(
-                {
-                    "run_id": job.run_id,
-                    "name": job.name,
-                    "status": "failed" if failure else "queued",
-                    "state": State.PLAN.value,
-                    "reason": failure,
-                    "attempts": None,
-                    "started_at": None,
-                    "continues": None,
-                }
-            )
+            items.append(queued_item(job.run_id, job.name, failure))
         return items
 
     def transitions(self, key: ApiKey, run_id: str, after: int, limit: int) -> dict[str, Any]:
@@ -598,6 +587,20 @@ class RunService:
     def continuation_of(self, run_id: str) -> str | None:
         accepted = self._accepted.get(run_id)
         return accepted.continued_as if accepted else None
+
+
+def queued_item(run_id: str, name: str, failure: str | None = None) -> dict[str, Any]:
+    """A listed run with no header stored yet: `queued`, or `failed` to start (and why)."""
+    return {
+        "run_id": run_id,
+        "name": name,
+        "status": "failed" if failure else "queued",
+        "state": State.PLAN.value,
+        "reason": failure,
+        "attempts": None,
+        "started_at": None,
+        "continues": None,
+    }
 
 
 def continued_from(continues: dict[str, Any] | None) -> str | None:
