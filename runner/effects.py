@@ -285,6 +285,8 @@ def _plain(answer: object) -> ToolResponse | MalformedOutput:
         payload = json_value(answer.payload)
     except NotJson as exc:
         return MalformedOutput(f"the payload is not plain JSON: {exc}")
+    if type(answer) is ToolResponse and payload is answer.payload and retry_after is None:
+        return answer  # plain already (frozen): nothing to rebuild
     return ToolResponse(
         payload=payload, retry_after=None if retry_after is None else safe_str(retry_after)
     )
