@@ -102,10 +102,8 @@ class Transcript:
         self.full_chars += len(text) if full_size is None else full_size
         part = text if fingerprint is None else fingerprint
         self.stable_chars += len(part)
-        # sha256(f"{digest}\x1e{role}\x1f{part}"), fed in pieces: no copy of the part made
-        chained = hashlib.sha256(f"{self.digest}\x1e{message.role}\x1f".encode())
-        chained.update(part.encode())
-        self.digest = chained.hexdigest()
+        chained = f"{self.digest}\x1e{message.role}\x1f{part}"
+        self.digest = hashlib.sha256(chained.encode()).hexdigest()
 
     def tool_result(
         self,
