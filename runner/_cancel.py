@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Final
 
 CANCELLED: Final = "cancelled"
@@ -61,14 +61,13 @@ class Cancellation:
             self._abandonable = False
 
 
-@contextmanager
-def abandonable(cancellation: Cancellation | None) -> Iterator[None]:
-    """`cancellation.abandonable()`, or nothing for a run that has no handle."""
-    if cancellation is None:
-        yield
-        return
-    with cancellation.abandonable():
-        yield
+_NOTHING: Final[AbstractContextManager[None]] = nullcontext()
+
+
+def abandonable(cancellation: Cancellation | None) -> AbstractContextManager[None]:
+    """`cancellation.abandonable()`, or nothing (one shared, reusable context) for a run that
+    has no handle: asked on every model request, so not a generator."""
+    return _NOTHING if cancellation is None else cancellation.abandonable()
 
 
 def take_cancellation(cancellation: Cancellation, exc: asyncio.CancelledError) -> bool:

@@ -39,32 +39,36 @@ class Core:
 
     def move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:
         """Fire `trigger` on the machine and record the transition it made."""
-        source = run.lifecycle.current
-        dest = fire(run.lifecycle, trigger)
+        lifecycle, setup, records = run.lifecycle, run.setup, run.records
+        source = lifecycle.current
+        dest = fire(lifecycle, trigger)
         assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.end"
+        seq = len(records) + 1
+        runtime = self.runtime
         record = TransitionRecord(
-            run_id=run.setup.run_id,
-            seq=len(run.records) + 1,
-            time=self.clock.now(),
+            run_id=setup.run_id,
+            seq=seq,
+            time=runtime.clock.now(),
             from_state=source,
             to_state=dest,
             trigger=trigger,
             attempt=run.usage.attempts,
             **fields,
         )
-        run.records.append(record)
-        if record.seq <= len(run.setup.known):  # re-driving a stored run: it must say the same
-            stored = run.setup.known[record.seq - 1]
+        records.append(record)
+        known = setup.known
+        if seq <= len(known):  # re-driving a stored run: it must say the same
+            stored = known[seq - 1]
             differing = differing_fields(stored, record)
             if differing:
                 raise ReplayDivergence(
-                    f"seq {record.seq}", brief(stored, differing), brief(record, differing)
+                    f"seq {seq}", brief(stored, differing), brief(record, differing)
                 )
         else:
-            self.runtime.store.append(record, run.setup.effects.drain())
-        if not run.setup.logging:
+            runtime.store.append(record, setup.effects.drain())
+        if not setup.logging:
             return
-        run.setup.log.info(
+        setup.log.info(
             "transition",
             seq=record.seq,
             state=source,

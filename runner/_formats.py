@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ._schema_walk import DATA_KEYWORDS as _DATA_KEYWORDS
 from ._schema_walk import subschemas
 from .errors import ConfigError
 
@@ -259,6 +260,51 @@ ASSERTED_FORMATS: Final[Mapping[str, Callable[[str], bool]]] = {
 }
 """Every format a contract may use. Any other (idn-email, idn-hostname, iri, iri-reference,
 uri-template, regex, custom names) is refused at load rather than silently accepted."""
+
+
+# What the compiled validator may accept without calling back into Python (`with_shortcuts`):
+# for each format, the ECMA-262 text of a plainly valid value (as `_plainly_valid_date` and the
+# common case of `is_date_time` read it: a day up to 28, no leap second, a year other than 0000).
+# Each accepts only what its format's function accepts; what it leaves out goes to the function.
+_YEAR: Final = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+_PLAIN_DATE: Final = f"{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])"
+_PLAIN_TIME: Final = (
+    "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]+)?"
+    "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+)
+PLAIN_PATTERNS: Final[Mapping[str, str]] = {
+    "date": f"^{_PLAIN_DATE}$",
+    "date-time": f"^{_PLAIN_DATE}[Tt]{_PLAIN_TIME}$",
+    "time": f"^{_PLAIN_TIME}$",
+}
+"""Format -> a pattern every match of which the format's function accepts."""
+
+
+def with_shortcuts(schema: Any) -> Any:
+    """A copy of `schema` in which each `format` with a plain pattern reads `anyOf: [{pattern},
+    {format}]`: the same verdict, but a plainly valid value (every timestamp of an ordinary
+    payload) is settled in the compiled validator, not by a call into Python per value
+    (eleven of them a step were most of the result check). Where the object has an `anyOf`
+    already, the pair is appended to its `allOf`, so no `$ref` pointer into the schema moves.
+    """
+    if isinstance(schema, list):
+        return [with_shortcuts(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    copy = {
+        key: value if key in _DATA_KEYWORDS else with_shortcuts(value)
+        for key, value in schema.items()
+    }
+    name = copy.get("format")
+    if not isinstance(name, str) or name not in PLAIN_PATTERNS:
+        return copy
+    del copy["format"]
+    either = [{"pattern": PLAIN_PATTERNS[name]}, {"format": name}]
+    if "anyOf" in copy:
+        copy["allOf"] = [*copy.get("allOf", []), {"anyOf": either}]
+    else:
+        copy["anyOf"] = either
+    return copy
 
 
 @functools.cache

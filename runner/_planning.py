@@ -111,7 +111,8 @@ async def _ask(
     run.meters.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
     price = run.setup.spec.price
     if price is not None:
-        run.usage.cost_usd += price.cost_of(reply.usage)
+        run.meters.model_cost = price.cost_of(reply.usage)
+        run.usage.cost_usd += run.meters.model_cost
     elided = run.transcript.full_chars - run.transcript.chars
     run.meters.prefill.append(reply.usage.input_tokens)
     run.meters.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
@@ -131,14 +132,15 @@ def _projected_cost(run: RunState) -> Decimal:
 
 
 def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
-    """A model request's tokens and cost, as its transition records them."""
+    """A model request's tokens and cost (as `_ask` worked it out), as its transition records
+    them."""
     if reply is None:
         return {"tokens_in": None, "tokens_out": None}
     price = run.setup.spec.price
     return {
         "tokens_in": reply.usage.input_tokens,
         "tokens_out": reply.usage.output_tokens,
-        "cost_usd": usd(price.cost_of(reply.usage)) if price is not None else None,
+        "cost_usd": usd(run.meters.model_cost) if price is not None else None,
     }
 
 
@@ -167,7 +169,11 @@ async def plan(core: Core, run: RunState) -> None:
     now = core.clock.monotonic()
     limits = run.setup.spec.limits
     bound = run.tripped or bounds.spent(limits, run.usage, now)
-    if bound is None and bounds.cost_spent(limits, run.usage, _projected_cost(run)):
+    if (  # the projection is only worked out for a run with a money budget
+        bound is None
+        and limits.max_cost_usd is not None
+        and bounds.cost_spent(limits, run.usage, _projected_cost(run))
+    ):
         bound = Bound.COST
     if bound is not None:
         await _final_request(core, run, bound)

@@ -10,6 +10,8 @@ place in the batch with no arguments and an `arguments_error`, so the model is t
 
 from __future__ import annotations
 
+import operator
+
 from ._jsonsafe import MAX_INT, NotJson, clean_text, json_value
 from .models.base import ModelReply, TokenUsage, ToolCall
 
@@ -27,7 +29,7 @@ def _count(value: object, what: str) -> int:
 def _text(value: object, what: str) -> str:
     if type(value) is not str:
         raise MalformedReply(f"{what} is {type(value).__name__}, not a string")
-    return clean_text(value)
+    return value if value.isascii() else clean_text(value)  # ASCII holds no lone surrogate
 
 
 def _call(call: object, index: int) -> ToolCall:
@@ -45,12 +47,18 @@ def _call(call: object, index: int) -> ToolCall:
                 arguments = json_value(arguments, refuse_surrogates=True)
             except NotJson as exc:
                 problem = f"arguments are not plain JSON: {exc}"
-    return ToolCall(
-        id=_text(call.id, f"tool call {index} id"),
-        name=_text(call.name, f"tool call {index} name"),
-        arguments={} if problem is not None else arguments,
-        arguments_error=problem,
-    )
+    call_id = _text(call.id, f"tool call {index} id")
+    name = _text(call.name, f"tool call {index} name")
+    if problem is None:
+        if (
+            type(call) is ToolCall
+            and arguments is call.arguments
+            and call_id is call.id
+            and name is call.name
+        ):
+            return call  # plain already (frozen): nothing to rebuild
+        return ToolCall(id=call_id, name=name, arguments=arguments)
+    return ToolCall(id=call_id, name=name, arguments={}, arguments_error=problem)
 
 
 def checked_reply(reply: object) -> ModelReply:
@@ -63,9 +71,20 @@ def checked_reply(reply: object) -> ModelReply:
     calls: object = reply.tool_calls
     if not isinstance(calls, tuple | list):
         raise MalformedReply(f"tool_calls is {type(calls).__name__}, not a sequence")
+    text = _text(reply.text, "text")
+    checked = tuple([_call(call, index) for index, call in enumerate(calls)])
+    stop_reason = _text(reply.stop_reason, "stop_reason")
+    if (
+        type(reply) is ModelReply
+        and text is reply.text
+        and stop_reason is reply.stop_reason
+        and type(calls) is tuple
+        and all(map(operator.is_, checked, calls))
+    ):
+        return reply  # plain already (frozen): nothing to rebuild
     return ModelReply(
-        text=_text(reply.text, "text"),
-        tool_calls=tuple(_call(call, index) for index, call in enumerate(calls)),
+        text=text,
+        tool_calls=checked,
         usage=usage,  # its counts are untrusted: `models._usage.accounted` checks them next
-        stop_reason=_text(reply.stop_reason, "stop_reason"),
+        stop_reason=stop_reason,
     )

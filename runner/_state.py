@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from enum import Enum
 from typing import Any
 
@@ -191,6 +192,8 @@ class Meters:
     dispatches: int = 0
     model_tokens: tuple[int, int] = (0, 0)
     """Input and output tokens of the latest model reply (the one that proposed the calls)."""
+    model_cost: Decimal = Decimal(0)
+    """What the latest model reply cost at the run's price (priced runs)."""
     waits: list[float] = field(default_factory=list)
     prefill: list[int] = field(default_factory=list)
     """Input tokens of each model request, in order."""

@@ -18,6 +18,9 @@ from typing import Any, Protocol, TypeVar
 
 from .errors import ConfigError
 
+_NO_IO_SPAN: AbstractContextManager[None] = nullcontext()
+"""What `SystemClock.real_io` gives: nothing to mark (one shared context, reusable)."""
+
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 T = TypeVar("T")
 
@@ -67,7 +70,7 @@ class SystemClock:
         return None
 
     def real_io(self) -> AbstractContextManager[None]:
-        return nullcontext()
+        return _NO_IO_SPAN
 
 
 class InstantLatency:

@@ -34,7 +34,7 @@ from ._documents import (
     load_json,
     read_text,
 )
-from ._formats import ASSERTED_FORMATS, format_checker, unasserted_formats
+from ._formats import ASSERTED_FORMATS, format_checker, unasserted_formats, with_shortcuts
 from ._patterns import (
     PatternRefused,
     for_fast,
@@ -108,7 +108,7 @@ class ArgumentProblem:
 def fast_validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
     """The compiled validator, its formats checked by the same functions as the reference's."""
     return jsonschema_rs.validator_for(
-        for_fast(schema),
+        with_shortcuts(for_fast(schema)),
         validate_formats=True,
         ignore_unknown_formats=False,
         formats=dict(ASSERTED_FORMATS),

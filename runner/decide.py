@@ -144,6 +144,8 @@ class Verdict:
 
 def why(observation: ToolObservation) -> str | None:
     """A short, secret-free reason for the log where the class alone does not say enough."""
+    if type(observation) in _SAY_NOTHING:  # the usual outcome, without walking the cases
+        return None
     match observation:
         case ArgumentsRejected(field=field, reason=reason):
             return f"{field}: {reason}" if field else reason
@@ -173,6 +175,12 @@ def why(observation: ToolObservation) -> str | None:
             return None
         case unreachable:
             assert_never(unreachable)
+
+
+_SAY_NOTHING: Final = frozenset(
+    {ToolSucceeded, ToolFoundNothing, ToolRateLimited, ToolUnknown, WriteNotApplied}
+)
+"""The observations whose class says it all (`why` is None for them)."""
 
 
 def _by_rules(policy: Policy, observation: ToolObservation, facts: Facts) -> Decision:

@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, Protocol
 
 from ._cancel import Cancellation, abandonable
-from ._jsonsafe import NotJson, json_value, safe_str
+from ._jsonsafe import MAX_INT, MIN_INT, NotJson, json_value, safe_str
 from ._replies import checked_reply
 from .clock import Clock, within
 from .errors import RunFailure
@@ -232,10 +232,30 @@ def _model_state(model: object) -> dict[str, Any] | None:
     if not callable(snapshot):
         return None
     try:
-        state = json_value(snapshot())
+        state = snapshot()
+        if not _flat_and_plain(state):  # else it is plain JSON as it is
+            state = json_value(state)
     except Exception:  # an adapter that cannot say where it stands: its turns record no state
         return None
     return state if isinstance(state, dict) else None
+
+
+def _flat_and_plain(state: object) -> bool:
+    """Whether `state` is a dict of ASCII keys to integers in JSON's range, ASCII strings,
+    booleans or None (a cursor, a step count: what a snapshot usually is), so plain JSON as it
+    is; `json_value` decides anything else."""
+    if type(state) is not dict:
+        return False
+    for key, value in state.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        kind = type(value)
+        if kind is int:
+            if not MIN_INT <= value <= MAX_INT:
+                return False
+        elif not (value is None or kind is bool or (kind is str and value.isascii())):
+            return False
+    return True
 
 
 def _current_task() -> asyncio.Task[Any] | None:
@@ -265,6 +285,8 @@ def _plain(answer: object) -> ToolResponse | MalformedOutput:
         payload = json_value(answer.payload)
     except NotJson as exc:
         return MalformedOutput(f"the payload is not plain JSON: {exc}")
+    if type(answer) is ToolResponse and payload is answer.payload and retry_after is None:
+        return answer  # plain already (frozen): nothing to rebuild
     return ToolResponse(
         payload=payload, retry_after=None if retry_after is None else safe_str(retry_after)
     )

@@ -208,7 +208,8 @@ class _DirectEvent(Event):
         dest = moves[0].dest if moves else None
         if dest is None:  # no edge (or an internal transition, which the table never has)
             raise MachineError(f"Can't trigger event {self.name} from state {state}!")
-        self.machine.set_state(dest, model)
+        # The machine's own `State` object for `dest`: `set_state` skips looking the name up.
+        self.machine.set_state(self.machine.states[dest], model)
         return True
 
 

@@ -23,7 +23,6 @@ Reading validates every line and names the first bad one (`LogFormatError`).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -120,8 +119,8 @@ class TransitionRecord:
 def recorded_observation(observation: ToolObservation) -> ToolObservation:
     """An observation as a `classify` record keeps it: an ok or empty result's body is left out
     (`result` is `{}`), since the call's `tool_output` record holds the whole raw outcome."""
-    if isinstance(observation, ToolSucceeded | ToolFoundNothing):
-        return dataclasses.replace(observation, result={})
+    if isinstance(observation, ToolSucceeded | ToolFoundNothing):  # (not `replace`: per step)
+        return type(observation)(call_id=observation.call_id, tool=observation.tool, result={})
     return observation
 
 

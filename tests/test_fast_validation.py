@@ -17,6 +17,7 @@ does there too (`test_non_finite_numbers_fall_back_to_the_reference`).
 from __future__ import annotations
 
 import copy
+import re
 from datetime import UTC, timedelta, timezone
 from typing import Any
 
@@ -25,7 +26,8 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from bench.workloads import contracts as bench_contracts
-from runner._formats import ASSERTED_FORMATS
+from runner import _formats as formats_module
+from runner._formats import ASSERTED_FORMATS, PLAIN_PATTERNS
 from runner.contracts import (
     CompiledContract,
     fast_validator,
@@ -293,3 +295,41 @@ def test_the_strings_around_each_format_hold_valid_and_invalid_ones() -> None:
         assert check(find(_around(form), check, settings=quick)), form
         invalid = find(_around(form), lambda text, check=check: not check(text), settings=quick)
         assert not check(invalid), form
+
+
+@pytest.mark.parametrize("form", sorted(PLAIN_PATTERNS))
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_a_plain_pattern_accepts_only_what_its_format_accepts(
+    form: str, data: st.DataObject
+) -> None:
+    """The shortcut the compiled validator takes (`with_shortcuts`) never accepts a value the
+    format's own function refuses: on the format's edge strings, and on strings of the
+    pattern itself."""
+    pattern = re.compile(PLAIN_PATTERNS[form].removeprefix("^").removesuffix("$"), re.ASCII)
+    for text in (data.draw(_around(form)), data.draw(st.from_regex(pattern, fullmatch=True))):
+        if pattern.fullmatch(text):
+            assert ASSERTED_FORMATS[form](text), f"{form}: {text!r}"
+
+
+def test_plainly_valid_values_are_settled_without_calling_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ordinary timestamp is accepted inside the compiled validator; the format function is
+    asked only about what the plain pattern leaves out (a leap second, the 29th-31st)."""
+    asked: list[str] = []
+    check = ASSERTED_FORMATS["date-time"]
+
+    def counted(text: str) -> bool:
+        asked.append(text)
+        return check(text)
+
+    monkeypatch.setitem(formats_module.ASSERTED_FORMATS, "date-time", counted)  # type: ignore[arg-type]
+    schema = {"type": "array", "items": {"type": "string", "format": "date-time"}}
+    fast = fast_validator(schema)
+    assert fast.is_valid(["2027-03-01T09:00:00Z", "2027-04-01T10:00:00.5+09:00"])
+    assert asked == []
+    assert fast.is_valid(["2027-03-31T09:00:00Z", "1998-12-31T23:59:60Z"])
+    assert asked == ["2027-03-31T09:00:00Z", "1998-12-31T23:59:60Z"]
+    assert not fast.is_valid(["2027-02-30T09:00:00Z"])
+    assert not fast.is_valid(["2027-03-01T09:00:00Z\n"])

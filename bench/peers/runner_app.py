@@ -11,6 +11,7 @@ from pathlib import Path
 from bench import workloads
 from runner.clock import SystemClock
 from runner.engine import Engine
+from runner.models.scripted import ScriptedModel
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
 
@@ -34,10 +35,13 @@ def make(durability: str | None, folder: Path, *, logging_: str) -> Callable[[],
     )
     # `transition` is the default; `step` is asked for on the spec.
     options = {"durability": durability} if durability == "step" else {}
+    # The script is data, validated once (as the peers build theirs once); each run plays it
+    # with a new model, whose cursor starts at the first turn.
+    turns = workloads.script(STEPS)
 
     async def one_run() -> None:
         spec = dataclasses.replace(workloads.spec(STEPS), **options)
-        result = await engine.run(spec, workloads.model(STEPS))
+        result = await engine.run(spec, ScriptedModel(turns))
         assert result.terminal.value == "complete", result.reason
 
     return one_run

@@ -60,6 +60,13 @@ def checked_usage(
 def accounted(reply: ModelReply, transcript: Transcript) -> ModelReply:
     """`reply` with usage the runner can count, whichever adapter built it."""
     usage = reply.usage
+    if (  # believable counts, not an estimate: the reply as it is (the usual case)
+        type(usage) is TokenUsage
+        and usage.estimated is False
+        and counted(usage.input_tokens) is not None
+        and counted(usage.output_tokens) is not None
+    ):
+        return reply
     checked = checked_usage(
         usage.input_tokens,
         usage.output_tokens,
