@@ -334,3 +334,35 @@ def test_a_live_hold_is_approved_through_the_api_and_the_model_goes_on_live(
     for stored in (run_id, continued):
         assert main(["replay", stored, "--db", str(service.db), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["identical"] is True
+
+
+def test_live_runs_accepted_before_a_crash_go_on_live_after_the_restart(
+    tmp_path: Path, llm: RecordedLLMServer
+) -> None:
+    settings = {**live_settings(tmp_path, llm.url), "workers": 1}
+    slow = live(
+        "openai:hotels-again",
+        tools=["search_hotels"],
+        budget={"max_attempts": SEARCHES + 2, "max_seconds": 60},
+    )
+    with serving(tmp_path, env=ENV, **settings) as first:
+        cut_short = submit(first, slow)
+        waiting = submit(first, live("anthropic:fixture-read_only_success"))
+        with first.client() as client:
+            read_events(client, cut_short, stop_after=4)  # searching; the other waits its turn
+            assert client.get(f"/v1/runs/{waiting}").json()["status"] == "queued"
+        first.process.kill()
+        first.process.wait(10)
+    with serving(tmp_path, env=ENV, **settings) as second:
+        resumed, started = second.wait_ended(cut_short), second.wait_ended(waiting)
+    assert (resumed["state"], resumed["answer"]) == ("complete", "Shiba Park Hotel."), resumed[
+        "reason"
+    ]
+    assert (started["state"], started["reason"]) == ("complete", "model_final")
+    seqs = [t["seq"] for t in resumed["transitions"]]
+    assert seqs == list(range(1, len(seqs) + 1))
+    searches = [t for t in resumed["transitions"] if t["trigger"] == "classify"]
+    assert len(searches) == SEARCHES  # each search made once, across the two processes
+    for run_id in (cut_short, waiting):
+        header = _stored_header(second, run_id)
+        assert header.model is not None and header.model.live
