@@ -106,6 +106,20 @@ class Service:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
+    def submit(self, fixture: str, key: str = A) -> str:
+        """POST a fixture run; its id (the answer must be 202)."""
+        with self.client(key) as client:
+            response = client.post("/v1/runs", json={"fixture": fixture})
+        assert response.status_code == 202, response.text
+        run_id: str = response.json()["run_id"]
+        return run_id
+
+    def pending(self, run_id: str, key: str = A) -> list[dict[str, Any]]:
+        """The approvals pending for `run_id`, as `key` lists them."""
+        with self.client(key) as client:
+            listed: list[dict[str, Any]] = client.get("/v1/approvals").json()["approvals"]
+        return [p for p in listed if p["run_id"] == run_id]
+
     def wait_ended(self, run_id: str, key: str = A, timeout_s: float = 60.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         with self.client(key) as client:

@@ -27,16 +27,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         yield running
 
 
-def _submit(service: Service, fixture: str, key: str = A) -> str:
-    with service.client(key) as client:
-        response = client.post("/v1/runs", json={"fixture": fixture})
-    assert response.status_code == 202, response.text
-    run_id: str = response.json()["run_id"]
-    return run_id
-
-
 def test_a_fixture_run_goes_from_post_to_complete(service: Service) -> None:
-    run_id = _submit(service, "read_only_success")
+    run_id = service.submit("read_only_success")
     run = service.wait_ended(run_id)
     assert (run["status"], run["state"], run["terminal"], run["reason"]) == (
         "ended",
@@ -65,7 +57,7 @@ def test_a_fixture_run_goes_from_post_to_complete(service: Service) -> None:
 def test_the_events_stream_delivers_every_transition_in_order_and_resumes(
     service: Service,
 ) -> None:
-    run_id = _submit(service, "transient_timeout_retry")
+    run_id = service.submit("transient_timeout_retry")
     with service.client() as client:
         first = read_events(client, run_id, stop_after=2)
         assert [event for event, _, _ in first] == ["transition", "transition"]
@@ -81,13 +73,10 @@ def test_the_events_stream_delivers_every_transition_in_order_and_resumes(
 def test_a_hold_needing_approval_is_approved_through_the_api_and_commits_once(
     service: Service,
 ) -> None:
-    run_id = _submit(service, "hold_approved")
+    run_id = service.submit("hold_approved")
     run = service.wait_ended(run_id)
     assert (run["state"], run["reason"], run["holds"]) == ("escalate", "approval_required", 0)
-    with service.client() as client:
-        pending = [
-            p for p in client.get("/v1/approvals").json()["approvals"] if p["run_id"] == run_id
-        ]
+    pending = service.pending(run_id)
     assert len(pending) == 1 and pending[0]["tool"] == "hold_room"
     approval_id = pending[0]["approval_id"]
     with service.client(A_READ) as reader:
@@ -122,7 +111,7 @@ def test_a_hold_needing_approval_is_approved_through_the_api_and_commits_once(
 
 
 def test_cancel_ends_the_run_abstain_cancelled(service: Service) -> None:
-    run_id = _submit(service, LONG)
+    run_id = service.submit(LONG)
     with service.client() as client:
         read_events(client, run_id, stop_after=1)  # it is going
         response = client.post(f"/v1/runs/{run_id}/cancel")
@@ -139,7 +128,7 @@ def test_cancel_ends_the_run_abstain_cancelled(service: Service) -> None:
 def test_tenant_b_can_neither_read_stream_cancel_nor_approve_tenant_as_runs(
     service: Service,
 ) -> None:
-    waiting = _submit(service, "hold_approved")
+    waiting = service.submit("hold_approved")
     service.wait_ended(waiting)
     with service.client() as client:
         approval = next(
@@ -213,7 +202,7 @@ def test_errors_have_one_shape_and_the_right_status(  # noqa: PLR0917
 
 
 def test_a_bad_last_event_id_is_400(service: Service) -> None:
-    run_id = _submit(service, "read_only_success")
+    run_id = service.submit("read_only_success")
     with service.client() as client:
         response = client.get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": "seven"})
     assert response.status_code == 400 and response.json()["error"]["code"] == "bad_last_event_id"

@@ -309,11 +309,9 @@ def test_a_live_hold_is_approved_through_the_api_and_the_model_goes_on_live(
     run_id = submit(service, body)
     run = service.wait_ended(run_id)
     assert (run["state"], run["reason"], run["holds"]) == ("escalate", "approval_required", 0)
+    pending = service.pending(run_id)
+    assert len(pending) == 1 and pending[0]["tool"] == "hold_room"
     with service.client() as client:
-        pending = [
-            p for p in client.get("/v1/approvals").json()["approvals"] if p["run_id"] == run_id
-        ]
-        assert len(pending) == 1 and pending[0]["tool"] == "hold_room"
         asked = len(llm.requests[(protocol, "live-hold")])
         decided = client.post(f"/v1/approvals/{pending[0]['approval_id']}/approve")
         assert decided.status_code == 200, decided.text

@@ -90,14 +90,6 @@ def two_services(url: str, folder: Path) -> Iterator[tuple[Service, Service, dic
         yield first, second, env
 
 
-def _submit(service: Service, fixture: str) -> str:
-    with service.client() as client:
-        response = client.post("/v1/runs", json={"fixture": fixture})
-    assert response.status_code == 202, response.text
-    run_id: str = response.json()["run_id"]
-    return run_id
-
-
 def _ends(run: dict[str, Any]) -> list[dict[str, Any]]:
     """The run's terminal transitions (exactly one for a run that ended)."""
     return [t for t in run["transitions"] if t["to"] in {s.value for s in TERMINAL}]
@@ -107,7 +99,7 @@ def test_cancel_through_the_other_service_ends_a_workers_run_and_a_queued_one(
     pg_url: str, tmp_path: Path
 ) -> None:
     with two_services(pg_url, tmp_path) as (first, second, env):
-        queued = _submit(first, LONG)  # no worker yet: it waits in the queue
+        queued = first.submit(LONG)  # no worker yet: it waits in the queue
         with second.client() as client:
             response = client.post(f"/v1/runs/{queued}/cancel")
             assert response.status_code == 202, response.text
@@ -116,7 +108,7 @@ def test_cancel_through_the_other_service_ends_a_workers_run_and_a_queued_one(
         with second.client(B) as other_tenant:
             assert other_tenant.post(f"/v1/runs/{queued}/cancel").status_code == 404
         with workers(pg_url, tmp_path, env):
-            going = _submit(first, LONG)
+            going = first.submit(LONG)
             with second.client() as client:
                 read_events(client, going, stop_after=2)  # a worker drives it
                 with second.client(B) as other_tenant:
@@ -163,7 +155,7 @@ def test_approvals_through_the_other_service_continue_on_a_worker_and_commit_onc
     pg_url: str, tmp_path: Path
 ) -> None:
     with two_services(pg_url, tmp_path) as (first, second, env), workers(pg_url, tmp_path, env):
-        approved, denied = _submit(first, "hold_approved"), _submit(first, "hold_denied")
+        approved, denied = first.submit("hold_approved"), first.submit("hold_denied")
         for run_id in (approved, denied):
             run = second.wait_ended(run_id)
             assert (run["state"], run["reason"], run["holds"]) == (

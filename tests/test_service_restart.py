@@ -22,14 +22,6 @@ __all__ = ["loopback"]
 pytestmark = pytest.mark.usefixtures("loopback")
 
 
-def _submit(service: Service, fixture: str) -> str:
-    with service.client() as client:
-        response = client.post("/v1/runs", json={"fixture": fixture})
-    assert response.status_code == 202, response.text
-    run_id: str = response.json()["run_id"]
-    return run_id
-
-
 def _kill(service: Service) -> None:
     service.process.kill()
     service.process.wait(10)
@@ -39,8 +31,8 @@ def test_runs_accepted_before_a_crash_are_started_or_resumed_by_the_next_process
     tmp_path: Path,
 ) -> None:
     with serving(tmp_path, workers=1, pace_s=0.1) as first:
-        in_flight = _submit(first, LONG)
-        queued = [_submit(first, "read_only_success") for _ in range(3)]
+        in_flight = first.submit(LONG)
+        queued = [first.submit("read_only_success") for _ in range(3)]
         with first.client() as client:
             read_events(client, in_flight, stop_after=3)  # it is going; the others wait
             listed = client.get("/v1/runs").json()
@@ -74,7 +66,7 @@ def test_an_approval_whose_continuation_was_cut_short_is_continued_once_after_a_
     tmp_path: Path,
 ) -> None:
     with serving(tmp_path, pace_s=0.0) as first:
-        waiting = _submit(first, "hold_approved")
+        waiting = first.submit("hold_approved")
         assert first.wait_ended(waiting)["reason"] == "approval_required"
     with serving(tmp_path, pace_s=0.3) as slow:  # the continuation re-drives slowly
         with slow.client() as client:
@@ -99,7 +91,7 @@ def test_an_approval_whose_continuation_was_cut_short_is_continued_once_after_a_
 
 def test_the_newest_runs_come_first_when_asked(tmp_path: Path) -> None:
     with serving(tmp_path, workers=1, pace_s=0.05) as service:
-        runs = [_submit(service, "read_only_success") for _ in range(3)]
+        runs = [service.submit("read_only_success") for _ in range(3)]
         with service.client() as client:
             oldest = client.get("/v1/runs").json()["runs"]
             newest = client.get("/v1/runs", params={"order": "newest", "limit": 2}).json()
