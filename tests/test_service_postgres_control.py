@@ -192,6 +192,10 @@ def test_approvals_through_the_other_service_continue_on_a_worker_and_commit_onc
         final = first.wait_ended(continuation)
         refused_run = second.wait_ended(_continued(second, denied))
         assert _pending(first, approved) == [] and _pending(second, denied) == []
+        with second.client() as client:  # in the order they were accepted, on the wall clock
+            newest = client.get("/v1/runs", params={"order": "newest"}).json()["runs"]
+        assert {item["run_id"] for item in newest[:2]} == {continuation, refused_run["run_id"]}
+        assert [item["run_id"] for item in newest[2:4]] == [denied, approved]
     assert (final["state"], final["reason"], final["holds"]) == ("complete", "model_final", 1)
     assert final["continues"] == approved and len(_ends(final)) == 1
     commits = [

@@ -120,3 +120,58 @@ def test_a_key_listed_twice_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"api_keys\[1\] repeats an earlier key"):
         ServiceConfig.load(path)
+
+
+def test_a_run_that_cannot_resume_says_why_ends_its_stream_and_goes_on_after_a_fix(
+    tmp_path: Path,
+) -> None:
+    with serving(tmp_path, pace_s=0.3) as first:
+        run_id = first.submit("hold_not_committed")
+        with first.client() as client:
+            read_events(client, run_id, stop_after=2)
+        _kill(first)
+    stored = SqliteStore(tmp_path / "runs.sqlite", read_only=True)
+    try:
+        header = stored.header(run_id)
+    finally:
+        stored.close()
+    assert header is not None
+    supplier = Path(header.annotations["world"]["supplier_db"])
+    supplier = supplier if supplier.is_absolute() else tmp_path / supplier
+    aside = supplier.rename(supplier.with_name("aside.sqlite"))
+    with serving(tmp_path) as second:  # its supplier database is gone: it cannot go on
+        deadline = time.monotonic() + 60
+        with second.client() as client:
+            while (run := client.get(f"/v1/runs/{run_id}").json())["status"] != "failed":
+                assert time.monotonic() < deadline, run
+                time.sleep(0.05)
+            assert "supplier database" in run["error"]
+            events = read_events(client, run_id)  # ends, rather than waiting forever
+            refused = client.post(f"/v1/runs/{run_id}/cancel")
+            listed = client.get("/v1/runs").json()["runs"]
+        assert events[-1][0] == "end" and events[-1][2]["terminal"] is None
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "stopped"
+        assert [(item["status"], item["reason"]) for item in listed] == [("failed", run["error"])]
+    aside.rename(supplier)
+    with serving(tmp_path) as third:  # put back: the next start takes it up again
+        final = third.wait_ended(run_id)
+    assert (final["state"], final["holds"]) == ("complete", 1)
+
+
+def test_a_continuation_made_before_a_restart_is_still_found(tmp_path: Path) -> None:
+    with serving(tmp_path) as first:
+        waiting = first.submit("hold_approved")
+        assert first.wait_ended(waiting)["reason"] == "approval_required"
+        (pending,) = first.pending(waiting)
+        with first.client() as client:
+            assert client.post(f"/v1/approvals/{pending['approval_id']}/approve").is_success
+        deadline = time.monotonic() + 60
+        with first.client() as client:
+            while (continued := client.get(f"/v1/runs/{waiting}").json()["continued_as"]) is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        first.wait_ended(continued)
+    with serving(tmp_path) as second, second.client() as client:
+        assert client.get(f"/v1/runs/{waiting}").json()["continued_as"] == continued
+        newest = client.get("/v1/runs", params={"order": "newest"}).json()["runs"]
+    assert [item["run_id"] for item in newest] == [continued, waiting]

@@ -90,11 +90,14 @@ class ServiceJobs:
                 row,
             )
 
-    def finish(self, run_id: str, kind: JobKind, failure: str | None = None) -> None:
+    def finish(
+        self, run_id: str, kind: JobKind, failure: str | None = None, *, done: bool = True
+    ) -> None:
+        """Cross the work off (`done`), or keep it for the next process with why it stopped."""
         with self._connection() as connection:
             connection.execute(
-                "UPDATE service_jobs SET done = 1, failure = ? WHERE run_id = ? AND kind = ?",
-                (failure, run_id, kind),
+                "UPDATE service_jobs SET done = ?, failure = ? WHERE run_id = ? AND kind = ?",
+                (int(done), failure, run_id, kind),
             )
 
     def unfinished(self) -> list[Job]:
@@ -104,6 +107,16 @@ class ServiceJobs:
     def fixture_runs(self, tenant: str) -> list[Job]:
         """The tenant's accepted fixture runs, oldest first (for listing those not started)."""
         return self._select("WHERE kind = 'fixture' AND tenant = ? ORDER BY accepted_at", tenant)
+
+    def accepted_times(self, tenant: str) -> dict[tuple[str, str], datetime]:
+        """When each of the tenant's fixture runs, and each continuation, was accepted."""
+        with self._connection() as connection:
+            rows = connection.execute(
+                "SELECT run_id, kind, accepted_at FROM service_jobs "
+                "WHERE tenant = ? OR kind = 'continue'",
+                (tenant,),
+            ).fetchall()
+        return {(row[0], row[1]): datetime.fromisoformat(row[2]) for row in rows}
 
     def get(self, run_id: str) -> Job | None:
         found = self._select("WHERE kind = 'fixture' AND run_id = ?", run_id)

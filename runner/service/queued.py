@@ -12,6 +12,7 @@ the workers (they need the same `RUNNER_APPROVAL_SECRET` as this service's `appr
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import psycopg
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..distributed.queue import (
+    CONTINUE,
     continuation_job,
     ensure_queue_schema,
     job_arguments,
@@ -39,10 +41,27 @@ _QUEUED_TENANT = (
     "SELECT args->'document'->>'tenant' FROM procrastinate_jobs WHERE args->>'run_id' = %s "
     "AND args->'document' ? 'tenant' LIMIT 1"
 )
-_QUEUED_RUNS = (  # runs a worker has not begun: their jobs wait (or one is just taking them)
-    "SELECT args->>'run_id', args->'document'->>'name' FROM procrastinate_jobs "
-    "WHERE args->'document'->>'tenant' = %s AND status IN ('todo', 'doing') ORDER BY id"
+_QUEUED_RUNS = (  # runs a worker has not begun: their jobs wait, or failed for good
+    "SELECT args->>'run_id', args->'document'->>'name', status::text FROM procrastinate_jobs "
+    "WHERE args->'document'->>'tenant' = %s AND status IN ('todo', 'doing', 'failed') "
+    "ORDER BY id"
 )
+_JOB_FAILED = (  # the run's own job (not a continuation's), failed after its retries
+    "SELECT 1 FROM procrastinate_jobs WHERE args->>'run_id' = %s "
+    "AND args->'document' ? 'tenant' AND status = 'failed' LIMIT 1"
+)
+_DEFERRED_AT = (  # when the run's job was queued: when this service accepted the run
+    "SELECT min(e.at) FROM procrastinate_jobs j JOIN procrastinate_events e ON e.job_id = j.id "
+    "WHERE j.args->>'run_id' = %s AND j.args->'document' ? 'tenant' AND e.type = 'deferred'"
+)
+_ACCEPTED_TIMES = (  # the tenant's runs and every continuation, with when each was queued
+    "SELECT j.args->>'run_id', CASE WHEN j.args->'document' ? %s THEN 'continue' "
+    "ELSE 'fixture' END, min(e.at) FROM procrastinate_jobs j "
+    "JOIN procrastinate_events e ON e.job_id = j.id AND e.type = 'deferred' "
+    "WHERE j.args->'document'->>'tenant' = %s OR j.args->'document' ? %s GROUP BY 1, 2"
+)
+FAILURE_CHECK_S = 2.0
+FAILED_ON_A_WORKER = "its job failed on every worker that took it (see the workers' logs)"
 _CONTINUED_AS = (  # indexed (migration 3)
     "SELECT run_id FROM runner_runs WHERE (header::jsonb)->'continues'->>'run_id' = %s "
     "ORDER BY listed DESC LIMIT 1"
@@ -72,6 +91,8 @@ class QueuedRunService(RunService):
         self._queue = make_app(url)
         self._opened = False
         self._opening = asyncio.Lock()
+        self._failures: dict[str, tuple[float, str | None]] = {}
+        """Each run's last failure check: when, and what it found."""
 
     async def submit_queued(self, key: ApiKey, name: str) -> str:
         fixture = self.fixture_for(key, name)
@@ -113,10 +134,37 @@ class QueuedRunService(RunService):
             except psycopg.errors.UndefinedTable:
                 return []  # nothing was ever queued
         return [
-            queued_item(run_id, name or "")
-            for run_id, name in rows
+            queued_item(run_id, name or "", FAILED_ON_A_WORKER if status == "failed" else None)
+            for run_id, name, status in rows
             if run_id is not None and run_id not in stored
         ]
+
+    def _acceptance_times(self, tenant: str) -> dict[tuple[str, str], datetime]:
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            try:
+                rows = connection.execute(_ACCEPTED_TIMES, (CONTINUE, tenant, CONTINUE)).fetchall()
+            except psycopg.errors.UndefinedTable:
+                return {}
+        return {(run_id, kind): at for run_id, kind, at in rows if run_id is not None}
+
+    def _accepted_at(self, run_id: str) -> datetime | None:
+        found = self._query(_DEFERRED_AT, run_id)
+        return datetime.fromisoformat(found) if found is not None else None
+
+    def _failure(self, run_id: str) -> str | None:
+        """Asked at most every `FAILURE_CHECK_S` for a run (an events stream polls far more
+        often), and never again once its job has failed (it stays failed)."""
+        now = time.monotonic()
+        checked = self._failures.get(run_id)
+        if checked is not None and (checked[1] is not None or now - checked[0] < FAILURE_CHECK_S):
+            return checked[1]
+        failed = self._query(_JOB_FAILED, run_id) is not None
+        found = FAILED_ON_A_WORKER if failed else None
+        self._failures[run_id] = (now, found)
+        if len(self._failures) > 10_000:  # forget the oldest half (a dict keeps insertion order)
+            for stale in list(self._failures)[:5_000]:
+                del self._failures[stale]
+        return found
 
     def continuation_of(self, run_id: str) -> str | None:
         """The run continuing `run_id` (a worker made it, so it is found in the store)."""

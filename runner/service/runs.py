@@ -44,6 +44,9 @@ from .live import LiveRun, LiveRuns
 
 _log = structlog.get_logger("runner.service")
 
+_BEFORE_ALL = datetime.min.replace(tzinfo=UTC)
+"""Where runs the service did not accept sort: before every run it did."""
+
 EVENTS_PAGE = 500
 """Transitions an events stream sends per read of the store (the rest on the next one)."""
 
@@ -134,6 +137,8 @@ class RunService:
         self._local = threading.local()
         self._shared = shared
         self._logs = RunLogs()
+        self._continuations: dict[str, str] = {}
+        """Continuations found in the store (a run continued once stays continued)."""
         self.live = LiveRuns(config.live, self.fixtures, contracts, needs_keys=shared is None)
         self._jobs: ServiceJobs | None = None
         if shared is None:
@@ -302,14 +307,22 @@ class RunService:
         finally:
             store.current = None
             accepted.finished = True
-            if self._jobs is not None:
-                self._jobs.finish(accepted.run_id, "fixture", accepted.failure)
+            if self._jobs is not None:  # a run begun and not ended is taken up at the next start
+                run_id = accepted.run_id
+                try:
+                    ended = store.summary(run_id) is not None or store.header(run_id) is None
+                except RunnerError:  # the store itself failed: the next start looks again
+                    ended = False
+                self._jobs.finish(run_id, "fixture", accepted.failure, done=ended)
 
     def cancel(self, key: ApiKey, run_id: str) -> dict[str, Any]:
         self.check_tenant(key, run_id)
         if self.store().summary(run_id) is not None:
             raise ApiError(409, "ended", f"run {run_id} already ended")
         accepted = self._accepted.get(run_id)
+        failure = self._failure(run_id)
+        if failure is not None:
+            raise ApiError(409, "stopped", f"run {run_id} stopped: {failure}")
         if accepted is None or accepted.finished:
             raise ApiError(409, "not_here", f"run {run_id} is not driven by this service")
         if accepted.resumed:
@@ -343,12 +356,10 @@ class RunService:
         store = self.store()
         header = store.header(run_id)
         accepted = self._accepted.get(run_id)
-        job = self._jobs.get(run_id) if self._jobs is not None else None
-        accepted_at = job.accepted_at.isoformat() if job is not None else None
+        when = self._accepted_at(run_id)
+        accepted_at = when.isoformat() if when is not None else None
+        failure = self._failure(run_id)
         if header is None:
-            failure = accepted.failure if accepted is not None else None
-            if failure is None and job is not None:
-                failure = job.failure
             return {
                 "run_id": run_id,
                 "tenant": key.tenant,  # check_tenant found it queued for this tenant
@@ -362,7 +373,8 @@ class RunService:
         data = run_json(RunView.of_stored(header, summary, records), None)
         state = summary.terminal if summary else (records[-1].to_state if records else State.PLAN)
         data.update(
-            status="ended" if summary is not None else "running",
+            status=_status(summary is not None, failure),
+            error=failure if summary is None else None,
             state=State(state).value,
             tenant=header.tenant,
             started_at=header.started_at.isoformat(),
@@ -396,10 +408,22 @@ class RunService:
             if isinstance(item, RunListing) and item.header.tenant == key.tenant
         ]
         stored = {item.header.run_id for item in listed}
-        mine: list[RunListing | dict[str, Any]] = [
-            *listed,
-            *self._not_started(key.tenant, stored),
-        ]
+        times = self._acceptance_times(key.tenant)
+
+        def accepted(item: RunListing | dict[str, Any]) -> datetime:
+            """When the service accepted it (a continuation: when it was decided); runs it did
+            not accept (stored by the command line) first, in the store's order."""
+            if isinstance(item, dict):
+                return times.get((item["run_id"], "fixture"), _BEFORE_ALL)
+            when = times.get((item.header.run_id, "fixture"))
+            waited = continued_from(item.header.continues)
+            if when is None and waited is not None:
+                when = times.get((waited, "continue"))
+            return when or _BEFORE_ALL
+
+        mine: list[RunListing | dict[str, Any]] = sorted(
+            [*listed, *self._not_started(key.tenant, stored)], key=accepted
+        )
         if newest_first:
             mine.reverse()
         page = mine[offset : offset + limit]
@@ -414,13 +438,14 @@ class RunService:
             else:
                 records = self._logs.read(store, header.run_id)
                 state = records[-1].to_state if records else State.PLAN
+            stopped = self._failure(header.run_id) if summary is None else None
             items.append(
                 {
                     "run_id": header.run_id,
                     "name": header.name,
-                    "status": "ended" if summary is not None else "running",
+                    "status": _status(summary is not None, stopped),
                     "state": State(state).value,
-                    "reason": summary.reason if summary else None,
+                    "reason": summary.reason if summary else stopped,
                     "attempts": summary.attempts if summary else None,
                     "started_at": header.started_at.isoformat(),
                     "continues": continued_from(header.continues),
@@ -428,6 +453,23 @@ class RunService:
             )
         following = offset + limit if offset + limit < len(mine) else None
         return {"runs": items, "total": len(mine), "next_offset": following}
+
+    def _acceptance_times(self, tenant: str) -> dict[tuple[str, str], datetime]:
+        """When this service accepted the tenant's runs and the continuations (wall clock)."""
+        return self._jobs.accepted_times(tenant) if self._jobs is not None else {}
+
+    def _accepted_at(self, run_id: str) -> datetime | None:
+        job = self._jobs.get(run_id) if self._jobs is not None else None
+        return job.accepted_at if job is not None else None
+
+    def _failure(self, run_id: str) -> str | None:
+        """Why a run this service accepted stopped without ending (None: it goes on, ended, or
+        is not this service's): it could not start, or it stopped and waits for a restart."""
+        accepted = self._accepted.get(run_id)
+        if accepted is not None:
+            return accepted.failure if accepted.finished else None
+        job = self._jobs.get(run_id) if self._jobs is not None else None
+        return job.failure if job is not None else None
 
     def _not_started(self, tenant: str, stored: set[str]) -> list[dict[str, Any]]:
         """The tenant's accepted runs with no header stored yet: queued, or failed to start."""
@@ -463,9 +505,9 @@ class RunService:
         if summary is not None:
             end = {"run_id": run_id, "terminal": str(summary.terminal), "reason": summary.reason}
         else:
-            accepted = self._accepted.get(run_id)
-            if accepted is not None and accepted.finished and store.header(run_id) is None:
-                end = {"run_id": run_id, "terminal": None, "reason": accepted.failure}
+            failure = self._failure(run_id)  # it stopped: nothing follows until a restart
+            if failure is not None:
+                end = {"run_id": run_id, "terminal": None, "reason": failure}
         return [transition_json(r) for r in records], end
 
     # -- approvals -----------------------------------------------------------------------------
@@ -574,19 +616,38 @@ class RunService:
                 self._jobs.finish(accepted.run_id, "continue", accepted.continuation_error)
 
     def _ended_continuation(self, run_id: str) -> str | None:
-        """The continuation of `run_id` that has already ended, if there is one (a scan of the
-        store's runs, made only for a job taken up after a restart)."""
-        store = self.store()
-        for item in store.runs():
-            if not isinstance(item, RunListing) or item.summary is None:
-                continue
-            if continued_from(item.header.continues) == run_id:
+        """The continuation of `run_id` that has already ended, if there is one (looked for only
+        for a job taken up after a restart)."""
+        found = self._continuation_in_store(run_id)
+        return found if found is not None and self.store().summary(found) is not None else None
+
+    def continuation_of(self, run_id: str) -> str | None:
+        """The run continuing `run_id`: the one this process made, or one found in the store
+        (made before a restart; looked for only for a run that ended waiting for approval)."""
+        accepted = self._accepted.get(run_id)
+        if accepted is not None and accepted.continued_as is not None:
+            return accepted.continued_as
+        found = self._continuations.get(run_id)
+        if found is None:
+            summary = self.store().summary(run_id)
+            if summary is None or summary.terminal != State.ESCALATE:
+                return None
+            found = self._continuation_in_store(run_id)
+            if found is not None:
+                self._continuations[run_id] = found
+        return found
+
+    def _continuation_in_store(self, run_id: str) -> str | None:
+        for item in self.store().runs():
+            if isinstance(item, RunListing) and continued_from(item.header.continues) == run_id:
                 return item.header.run_id
         return None
 
-    def continuation_of(self, run_id: str) -> str | None:
-        accepted = self._accepted.get(run_id)
-        return accepted.continued_as if accepted else None
+
+def _status(ended: bool, failure: str | None) -> str:
+    """A stored run's status: `ended`; `failed` when it stopped without ending (why is given
+    beside it); `running` otherwise."""
+    return "ended" if ended else "failed" if failure else "running"
 
 
 def queued_item(run_id: str, name: str, failure: str | None = None) -> dict[str, Any]:
