@@ -24,6 +24,12 @@ T = TypeVar("T")
 def _json(value: Any) -> str:
     """Canonical JSON that reads back: lone surrogates (no UTF-8 text holds them) become U+FFFD,
     and NaN or infinity (no JSON reader need accept them) is refused with `StoreError`."""
+    try:  # the common case in C: orjson, whose text is kept when it reads back as `value`
+        fast = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        if orjson.loads(fast) == value:  # NaN or infinity came out null, a tuple a list...
+            return fast.decode()
+    except (TypeError, ValueError, RecursionError):  # surrogates, big integers, other keys
+        pass
     try:
         text = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False

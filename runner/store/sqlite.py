@@ -240,9 +240,14 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
             read_only=read_only,
         )
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
-        with transaction(self._conn, self.path) as conn:
-            conn.execute(sql, params)
+    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+        """One statement, its own transaction (no BEGIN/COMMIT round trips); rows changed."""
+        try:
+            changed = self._conn.execute(sql, params).rowcount
+        except sqlite3.Error as exc:
+            raise translate(self.path, exc) from exc
+        _failpoints.committed()
+        return changed
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         try:
@@ -347,14 +352,16 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
 
     def end_run(self, summary: RunSummary) -> None:
         body = self._readable(SUMMARY_ADAPTER, summary, f"run {summary.run_id} summary")
-        with transaction(self._conn, self.path) as conn:
-            self._fenced(conn, summary.run_id)
-            updated = conn.execute(
-                "UPDATE runs SET terminal = ?, summary = ? WHERE run_id = ? AND summary IS NULL",
-                (summary.terminal, body, summary.run_id),
-            ).rowcount
-            if updated != 1:
-                raise StoreError(f"run {summary.run_id} is unknown or already ended")
+        sql = "UPDATE runs SET terminal = ?, summary = ? WHERE run_id = ? AND summary IS NULL"
+        params = (summary.terminal, body, summary.run_id)
+        if summary.run_id in self._fences:
+            with transaction(self._conn, self.path) as conn:
+                self._fenced(conn, summary.run_id)
+                updated = conn.execute(sql, params).rowcount
+                if updated != 1:
+                    raise StoreError(f"run {summary.run_id} is unknown or already ended")
+        elif self._write(sql, params) != 1:  # nothing was changed: nothing to undo
+            raise StoreError(f"run {summary.run_id} is unknown or already ended")
         self._tails.pop(summary.run_id, None)
         self._fences.pop(summary.run_id, None)
 
