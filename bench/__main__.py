@@ -25,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from runner import log
+from runner import _failpoints, log
 from runner.clock import SystemClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
@@ -141,13 +141,12 @@ def _raw_insert_per_step(
 def _commits_per_run(store: SqliteStore) -> int:
     """How many commits one 20-step run makes (the FULL store's: each is one flush)."""
     counted: list[int] = []
-    original = store._conn
-    store._conn.set_trace_callback(
-        lambda sql: counted.append(1) if sql.startswith(("INSERT", "UPDATE", "COMMIT")) else None
-    )
-    engine = _engine(workloads.contracts(), store)
-    _run(lambda: _one_run(engine, 20))
-    original.set_trace_callback(None)
+    count = _failpoints.committed  # what the crash sweep counts: every durable commit
+    _failpoints.committed = lambda: counted.append(1)
+    try:
+        _run(lambda: _one_run(_engine(workloads.contracts(), store), 20))
+    finally:
+        _failpoints.committed = count
     return len(counted)
 
 
