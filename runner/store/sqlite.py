@@ -40,7 +40,7 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
-from ._rows import _fast_json, _json, _read_json, listing, operation_of
+from ._rows import _json, _read_json, _row_json, listing, operation_of
 from ._sqlite_base import Synchronous, open_database, transaction, translate
 from ._sqlite_leases import SqliteLeases
 from .approvals import APPROVALS_MIGRATION, SqliteApprovals
@@ -301,13 +301,13 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
             for item in inputs:
                 position += 1
                 if isinstance(item, RecordedTurn):
-                    body = _fast_json(item, TURN_ADAPTER)
+                    body = _row_json(item, TURN_ADAPTER)
                     rows += (first + position, TURN, item.ordinal, body)
                 else:
-                    body = _fast_json(item, OUTPUT_ADAPTER)
+                    body = _row_json(item, OUTPUT_ADAPTER)
                     rows += (first + position, OUTPUT, item.ordinal, body)
             position += 1
-            rows += (first + position, TRANSITION, last, _fast_json(record, RECORD_ADAPTER))
+            rows += (first + position, TRANSITION, last, _row_json(record, RECORD_ADAPTER))
         if position > _LAST_POSITION:
             raise StoreError(f"run {run_id}: more than {_LAST_POSITION} rows in its log")
         self._insert(run_id, rows)
