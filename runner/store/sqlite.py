@@ -203,6 +203,14 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 )
 
 
+_BEGIN: Final = (
+    "INSERT INTO runs (run_id, started_at, header, run_no) VALUES (?, ?, ?, 1 + MAX("
+    "COALESCE((SELECT MAX(run_no) FROM runs), 0), "
+    f"COALESCE((SELECT MAX(entry) FROM run_log) >> {_RUN_BITS}, 0)))"
+)
+"""A run numbered past every number in use, in `runs` or in the log (a run whose `runs` row
+was deleted by hand leaves its log rows behind: its number is not given again)."""
+
 _LOGGED: Final = (
     "SELECT run_log.number, run_log.body FROM runs JOIN run_log "
     f"ON run_log.entry BETWEEN runs.run_no << {_RUN_BITS} "
@@ -274,13 +282,11 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
     def begin_run(self, header: RunHeader) -> None:
         body = self._readable(HEADER_ADAPTER, header, f"run {header.run_id} header")
         try:
-            self._write(
-                "INSERT INTO runs (run_id, started_at, header, run_no) VALUES (?, ?, ?, "
-                "(SELECT COALESCE(MAX(run_no), 0) + 1 FROM runs))",
-                (header.run_id, header.started_at.isoformat(), body),
-            )
+            self._write(_BEGIN, (header.run_id, header.started_at.isoformat(), body))
+            (run_no,) = self._read("SELECT run_no FROM runs WHERE run_id = ?", (header.run_id,))
         except StoreError as exc:
             raise StoreError(f"run {header.run_id} could not be begun: {exc}") from exc
+        self._tails[header.run_id] = (int(run_no[0]) << _RUN_BITS, 0, 0)  # a number never used
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
         self.append_all(((record, inputs),))

@@ -225,3 +225,18 @@ def test_a_log_is_one_table_keyed_by_run_and_position(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="never begun"):
         reopened.append(record(1, "nobody"))
     reopened.close()
+
+
+def test_a_run_number_is_never_given_again(tmp_path: Path) -> None:
+    """A run whose `runs` row was deleted by hand leaves its log rows: the next run is numbered
+    past them, so it never reads them as its own."""
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    store.begin_run(header("r1"))
+    store.append(record(1, "r1"))
+    store.append(record(2, "r1"))
+    store._conn.execute("DELETE FROM runs WHERE run_id = 'r1'")
+    store.begin_run(header("r2"))
+    assert store.transitions("r2") == []
+    store.append(record(1, "r2"))
+    assert store.transitions("r2") == [record(1, "r2")]
+    store.close()
