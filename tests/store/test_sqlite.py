@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 from pathlib import Path
 
@@ -239,4 +240,22 @@ def test_a_run_number_is_never_given_again(tmp_path: Path) -> None:
     assert store.transitions("r2") == []
     store.append(record(1, "r2"))
     assert store.transitions("r2") == [record(1, "r2")]
+    store.close()
+
+
+def test_a_row_leaves_out_only_what_reads_back_as_its_default(tmp_path: Path) -> None:
+    """Fields that are None by default are left out of a row's text and read back as None; a
+    field that is None without a default (an output's operation key) stays, as do defaults
+    that are not None (a transition's attempt 0)."""
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    store.begin_run(header())
+    bare = dataclasses.replace(record(1), tool=None, args=None, attempt=0, latency_ms=None)
+    store.append(bare, [_output("r1", 1)])
+    rows = dict(store._conn.execute("SELECT kind, body FROM run_log").fetchall())
+    transition, output = json.loads(rows[0]), json.loads(rows[2])
+    assert "tool" not in transition and "args" not in transition and "reason" not in transition
+    assert transition["attempt"] == 0
+    assert "operation_key" in output and output["operation_key"] is None
+    assert store.transitions("r1") == [bare]
+    assert store.outputs("r1") == [_output("r1", 1)]
     store.close()
