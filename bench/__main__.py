@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import platform
 import resource
 import sqlite3
@@ -24,7 +25,7 @@ from typing import Any
 
 import structlog
 
-from runner import log
+from runner import _failpoints, log
 from runner.clock import SystemClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
@@ -116,39 +117,74 @@ async def _paired(
     return a, b
 
 
-def _raw_insert_per_step(
-    rows: list[tuple[str, tuple[Any, ...]]], steps: int, folder: Path
-) -> float:
-    """The same rows the runner wrote, inserted raw, one transaction each (WAL, NORMAL)."""
+def _raw_insert_per_step(commits: list[list[tuple[Any, ...]]], steps: int, folder: Path) -> float:
+    """The same rows the runner wrote, in the same commits (a transition with its inputs),
+    inserted raw into a table of the same shape (WAL, NORMAL)."""
     conn = sqlite3.connect(folder / "raw.sqlite", isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    for table in ("transitions", "turns", "outputs"):
-        conn.execute(
-            f"CREATE TABLE {table} (run_id TEXT, n INTEGER, body TEXT, PRIMARY KEY (run_id, n))"
-        )
+    conn.execute("CREATE TABLE log (entry INTEGER PRIMARY KEY, kind INT, number INT, body TEXT)")
     started = time.perf_counter_ns()
-    for table, values in rows:
+    for rows in commits:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(f"INSERT INTO {table} VALUES (?, ?, ?)", values)
+        conn.executemany("INSERT INTO log VALUES (?, ?, ?, ?)", rows)
         conn.execute("COMMIT")
     elapsed = time.perf_counter_ns() - started
     conn.close()
     return elapsed / steps
 
 
-def _rows_of(db: Path) -> list[tuple[str, tuple[Any, ...]]]:
+def _commits_per_run(store: SqliteStore) -> int:
+    """How many commits one 20-step run makes (the FULL store's: each is one flush)."""
+    counted: list[int] = []
+    count = _failpoints.committed  # what the crash sweep counts: every durable commit
+    _failpoints.committed = lambda: counted.append(1)
+    try:
+        _run(lambda: _one_run(_engine(workloads.contracts(), store), 20))
+    finally:
+        _failpoints.committed = count
+    return len(counted)
+
+
+def _flush_ns(folder: Path, times: int = 60) -> float:
+    """The median time of one fdatasync of a freshly written 4 KB page in `folder`."""
+    path = folder / "flush.probe"
+    spent: list[float] = []
+    with path.open("wb", buffering=0) as probe:
+        for _ in range(times):
+            probe.write(b"x" * 4096)
+            started = time.perf_counter_ns()
+            os.fdatasync(probe.fileno())
+            spent.append(time.perf_counter_ns() - started)
+    path.unlink()
+    return statistics.median(spent)
+
+
+def _filesystem(folder: Path) -> str:
+    """The type of the filesystem `folder` is on (from /proc/mounts; "unknown" elsewhere)."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    best, kind = "", "unknown"
+    where = str(folder.resolve())
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 2 and where.startswith(parts[1]) and len(parts[1]) > len(best):
+            best, kind = parts[1], parts[2]
+    return kind
+
+
+def _commits_of(db: Path) -> list[list[tuple[Any, ...]]]:
+    """A store's log rows as it committed them: each transition with the inputs before it."""
     conn = sqlite3.connect(db)
-    rows: list[tuple[str, tuple[Any, ...]]] = []
-    for table, column, order in (
-        ("transitions", "record", "seq"),
-        ("turns", "turn", "ordinal"),
-        ("outputs", "output", "ordinal"),
-    ):
-        for run_id, n, body in conn.execute(f"SELECT run_id, {order}, {column} FROM {table}"):
-            rows.append((table, (run_id, n, body)))
+    commits: list[list[tuple[Any, ...]]] = [[]]
+    for row in conn.execute("SELECT entry, kind, number, body FROM run_log ORDER BY entry"):
+        commits[-1].append(row)
+        if row[1] == 0:  # a transition ends its commit
+            commits.append([])
     conn.close()
-    return rows
+    return [rows for rows in commits if rows]
 
 
 async def _concurrent(contracts: ContractSet, runs: int, steps: int) -> dict[str, float]:
@@ -192,14 +228,27 @@ def _stores(contracts: ContractSet, engine: Engine, folder: Path, results: dict[
     step_engine = _engine(contracts, step_store, durability="step")
     results["durable_step"] = _stats(_run(lambda: _timed_runs(step_engine, 20, 150)))
     step_store.close()
+    # FULL against NORMAL, alternating (a FULL run alone, minutes later, met other load); the
+    # disk's own flush is measured beside it: FULL's extra cost is one flush per commit, and a
+    # disk that acknowledges a flush at once (tmpfs, a write-back cache) makes FULL look free.
     full_store = SqliteStore(folder / "FULL.sqlite", synchronous="FULL")
-    full_engine = _engine(contracts, full_store)
-    results["durable_full"] = _stats(_run(lambda: _timed_runs(full_engine, 20, 60)))
+    again_store = SqliteStore(folder / "NORMAL-2.sqlite", synchronous="NORMAL")
+    full_engine, again_engine = _engine(contracts, full_store), _engine(contracts, again_store)
+    full, normal = _run(
+        lambda: _paired(lambda: _one_run(full_engine, 20), lambda: _one_run(again_engine, 20), 60)
+    )
+    commits = _commits_per_run(full_store)
     full_store.close()
-    rows = _rows_of(folder / "NORMAL.sqlite")
-    raw = _raw_insert_per_step(rows, 150 * 20, folder)
+    again_store.close()
+    results["durable_full"] = _stats(full)
+    results["durable_full_normal"] = _stats(normal)
+    results["commits_per_step"] = round(commits / 20, 2)
+    results["flush_us"] = _us(_flush_ns(folder))
+    results["folder_filesystem"] = _filesystem(folder)
+    logged = _commits_of(folder / "NORMAL.sqlite")
+    raw = _raw_insert_per_step(logged, 150 * 20, folder)
     results["raw_sqlite_insert_per_step_us"] = _us(raw)
-    results["rows_per_step"] = round(len(rows) / (150 * 20), 2)
+    results["rows_per_step"] = round(sum(len(rows) for rows in logged) / (150 * 20), 2)
 
 
 def _replay_speed(contracts: ContractSet, folder: Path, results: dict[str, Any]) -> None:
@@ -277,7 +326,8 @@ def main() -> int:
     progress("concurrency measured")
     engine = _engine(contracts, MemoryStore())
     _steps(contracts, engine, results)
-    with tempfile.TemporaryDirectory() as tmp:
+    # The SQLite files live beside the results, not in /tmp, which is often tmpfs (no flush).
+    with tempfile.TemporaryDirectory(dir=RESULTS.parent, prefix=".bench-") as tmp:
         _stores(contracts, engine, Path(tmp), results)
         progress("stores measured")
         _replay_speed(contracts, Path(tmp), results)
@@ -312,13 +362,22 @@ def _report(r: dict[str, Any]) -> None:
         f"{'step, SQLite a commit a step, NORMAL (us)':<44} {r['durable_step']['median_us']:>10} "
         f'{r["durable_step"]["p90_us"]:>10}  durability="step"'
     )
+    per_commit = (full - r["durable_full_normal"]["median_us"]) / r["commits_per_step"]
     print(
         f"{'step, SQLite every transition, FULL (us)':<44} {full:>10} "
-        f"{r['durable_full']['p90_us']:>10}"
+        f"{r['durable_full']['p90_us']:>10}  NORMAL alternating: "
+        f"{r['durable_full_normal']['median_us']} us; {per_commit:.0f} us more a commit "
+        f"({r['commits_per_step']} a step), one fdatasync {r['flush_us']} us "
+        f"({r['folder_filesystem']})"
     )
+    if r["flush_us"] < 20:
+        print(
+            f"{'':<44} this disk acknowledges a flush at once (tmpfs or a write-back cache): "
+            "FULL cannot cost more than NORMAL here"
+        )
     print(
         f"{'store share of a step (durable - memory, us)':<44} {store_share:>10.1f} {'':>10}  "
-        f"{store_share / raw:.2f}x raw inserts of the same rows ({raw} us)"
+        f"{store_share / raw:.2f}x raw inserts of the same rows, same commits ({raw} us)"
     )
     print(
         f"{'fixed cost per run (us)':<44} {r['fixed_per_run']['median_us']:>10} "

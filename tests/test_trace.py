@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from runner.contracts import ContractSet
 from runner.errors import LogFormatError
+from runner.machine import Trigger
+from runner.states import State
 from runner.store import FanoutStore, JsonlLog, MemoryStore
-from runner.trace import read_log
+from runner.trace import RECORD_ADAPTER, TransitionRecord, read_log
 from runner.travel.scenario import run_fixture
 
 from .conftest import make_fixture
@@ -57,3 +61,28 @@ def test_unknown_version_is_refused(tmp_path: Path, contracts: ContractSet) -> N
     path.write_text(text)
     with pytest.raises(LogFormatError, match="line 1: format"):
         read_log(path)
+
+
+def test_a_record_is_built_as_its_dataclass_would_build_it() -> None:
+    """`TransitionRecord`'s quicker `__init__` keeps the dataclass's contract: keyword-only,
+    required fields required, unknown ones refused, defaults filled in, frozen, and equal to
+    the record read back from its JSON."""
+    at = datetime(2027, 3, 1, 9, tzinfo=UTC)
+    record = TransitionRecord(
+        run_id="r1", seq=1, time=at, from_state=State.PLAN, to_state=State.CALL,
+        trigger=Trigger.PROPOSE, tokens_in=3,
+    )  # fmt: skip
+    assert record.tool is None and record.attempt == 0 and record.tokens_in == 3
+    assert RECORD_ADAPTER.validate_json(RECORD_ADAPTER.dump_json(record)) == record
+    assert dataclasses.replace(record, seq=2).seq == 2 and record.seq == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.seq = 5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        TransitionRecord(run_id="r1", seq=1, time=at)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        TransitionRecord(  # type: ignore[call-arg]
+            run_id="r1", seq=1, time=at, from_state=State.PLAN, to_state=State.CALL,
+            trigger=Trigger.PROPOSE, colour="red",
+        )  # fmt: skip
+    with pytest.raises(TypeError):
+        TransitionRecord("r1", 1, at, State.PLAN, State.CALL, Trigger.PROPOSE)  # type: ignore[call-arg]

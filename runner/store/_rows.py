@@ -3,6 +3,7 @@ reads back, a row decoded or `StoreCorrupt` naming it, a run's listing, an opera
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from datetime import datetime
@@ -24,6 +25,12 @@ T = TypeVar("T")
 def _json(value: Any) -> str:
     """Canonical JSON that reads back: lone surrogates (no UTF-8 text holds them) become U+FFFD,
     and NaN or infinity (no JSON reader need accept them) is refused with `StoreError`."""
+    try:  # the common case in C: orjson, whose text is kept when it reads back as `value`
+        fast = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        if orjson.loads(fast) == value:  # NaN or infinity came out null, a tuple a list...
+            return fast.decode()
+    except (TypeError, ValueError, RecursionError):  # surrogates, big integers, other keys
+        pass
     try:
         text = json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
@@ -38,6 +45,42 @@ def _fast_json(value: Any, adapter: Any) -> str:
     try:
         return orjson.dumps(value).decode()
     except TypeError:  # orjson.JSONEncodeError: a lone surrogate, an integer past 64 bits...
+        return _json(adapter.dump_python(value, mode="json"))
+
+
+_ROW_MAKERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+
+
+def _row_maker(kind: type) -> Callable[[Any], dict[str, Any]]:
+    """A function from a `kind` instance to the dict of its fields, without those that are None
+    where None is the default. Generated once per dataclass as straight-line code (as
+    `dataclasses` makes `__init__`): a loop over the fields, or orjson's own walk of a slots
+    dataclass, cost about twice as much per row."""
+    lines = ["def row(value):", "    kept = {}"]
+    for field in dataclasses.fields(kind):
+        if field.default is None:
+            lines += [
+                f"    item = value.{field.name}",
+                f"    if item is not None: kept[{field.name!r}] = item",
+            ]
+        else:
+            lines.append(f"    kept[{field.name!r}] = value.{field.name}")
+    lines.append("    return kept")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)  # field names only, from the dataclass
+    maker: Callable[[Any], dict[str, Any]] = namespace["row"]
+    _ROW_MAKERS[kind] = maker
+    return maker
+
+
+def _row_json(value: Any, adapter: Any) -> str:
+    """A dataclass as a row's JSON, leaving out the fields that are None by default (about a
+    third of a transition's text: most of its 25 fields are None on any one move); reading
+    the row back gives them their default. What orjson refuses goes as `_fast_json` does."""
+    maker = _ROW_MAKERS.get(type(value)) or _row_maker(type(value))
+    try:
+        return orjson.dumps(maker(value)).decode()
+    except TypeError:  # as `_fast_json`: the whole value by pydantic
         return _json(adapter.dump_python(value, mode="json"))
 
 

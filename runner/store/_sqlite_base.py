@@ -115,6 +115,20 @@ def _version(
     return version
 
 
+def statements(script: str) -> Iterator[str]:
+    """`script`'s statements one by one: split at each ';' that ends a complete statement (not
+    the ones inside a trigger's BEGIN ... END)."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip().strip(";"):
+                yield pending
+            pending = ""
+    if pending.strip().strip(";"):
+        yield pending
+
+
 def _migrate(
     conn: sqlite3.Connection, path: Path | str, kind: str, migrations: Sequence[str]
 ) -> None:
@@ -131,9 +145,8 @@ def _migrate(
         if version == len(migrations):
             conn.execute(f"PRAGMA user_version={version}")
         for number in range(version, len(migrations)):
-            for statement in migrations[number].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(migrations[number]):
+                conn.execute(statement)
             conn.execute(f"PRAGMA user_version={number + 1}")
         conn.execute("COMMIT")
     except BaseException:

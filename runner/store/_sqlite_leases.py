@@ -23,6 +23,7 @@ class SqliteLeases:
     _fences: dict[str, int]
     """The lease generation this handle was granted, per run: its writes for the run check
     it in their transaction (runs driven without a lease cost nothing)."""
+    _tails: dict[str, tuple[int, int, int]]
 
     def _fenced(self, conn: sqlite3.Connection, run_id: str) -> None:
         granted = self._fences.get(run_id)
@@ -54,6 +55,7 @@ class SqliteLeases:
                 (run_id, owner, generation, lease.expires_at.isoformat()),
             )
         self._fences[run_id] = generation
+        self._tails.pop(run_id, None)  # another owner may have appended since
         return lease
 
     def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:

@@ -39,7 +39,7 @@ from ._pg_approvals import PostgresApprovals
 from ._pg_cancels import PostgresCancels
 from ._pg_leases import Connection, PostgresLeases, _utc
 from ._pg_schema import LEASE_LOST, migrate
-from ._rows import OPERATION_COLUMNS, _fast_json, _json, _read_json, listing, operation_of
+from ._rows import OPERATION_COLUMNS, _json, _read_json, _row_json, listing, operation_of
 from .base import Lease, RunListing, UnreadableRun
 from .urls import hide_password, password_of
 
@@ -170,13 +170,13 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
                 (
                     run_id,
                     record.seq,
-                    _fast_json(record, RECORD_ADAPTER),
+                    _row_json(record, RECORD_ADAPTER),
                     fence.owner if fence else None,
                     fence.generation if fence else None,
                     [t.ordinal for t in turns],
-                    [_fast_json(t, TURN_ADAPTER) for t in turns],
+                    [_row_json(t, TURN_ADAPTER) for t in turns],
                     [o.ordinal for o in outputs],
-                    [_fast_json(o, OUTPUT_ADAPTER) for o in outputs],
+                    [_row_json(o, OUTPUT_ADAPTER) for o in outputs],
                     run_id,
                 ),
             )

@@ -2,6 +2,13 @@
 
 It keeps runs, every transition, every model turn and tool output (enough to rebuild a run's
 transcript by re-driving it), and the operation records behind exactly-once writes.
+
+A run's log (its transitions and the inputs each took in) is one table, `run_log`, keyed by an
+integer: the run's number (`runs.run_no`) in the high 32 bits, the row's position in the run in
+the low 32. Appending a transition is one INSERT of its rows, a commit of its own, touching one
+b-tree at its end: no text key, no second index, no foreign-key lookup (the store checks the run
+once per connection). The views `transitions`, `turns` and `outputs` show the log as the tables
+of that name held it before schema 5.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import TypeAdapter
 
+from .. import _failpoints
 from .._jsonsafe import safe_str
 from ..errors import StoreConflict, StoreCorrupt, StoreError
 from ..operations import Operation, OperationStatus
@@ -32,7 +40,7 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
-from ._rows import _fast_json, _json, _read_json, listing, operation_of
+from ._rows import _json, _read_json, _row_json, listing, operation_of
 from ._sqlite_base import Synchronous, open_database, transaction, translate
 from ._sqlite_leases import SqliteLeases
 from .approvals import APPROVALS_MIGRATION, SqliteApprovals
@@ -73,6 +81,62 @@ ROWID_LOG_MIGRATION: Final = """
     ALTER TABLE outputs_rowid RENAME TO outputs
 """
 """Migration 4 (see `MIGRATIONS`): transitions, turns and outputs rebuilt as rowid tables."""
+
+TRANSITION, TURN, OUTPUT = 0, 1, 2
+"""`run_log.kind`: what a row holds (its `number`: the transition's seq, the input's ordinal)."""
+
+_RUN_BITS: Final = 32
+_LAST_POSITION: Final = (1 << _RUN_BITS) - 1
+
+
+def _log_view(name: str, number: str, body: str, kind: int) -> str:
+    """A view of one kind of `run_log` rows under the table's old name and columns, with a
+    trigger that turns an UPDATE of its body into one of `run_log` (tools and tests that edit
+    a stored row, e.g. to tamper with it, go on working)."""
+    run = f"(SELECT run_no << {_RUN_BITS} FROM runs WHERE run_id = OLD.run_id)"
+    return (
+        f"CREATE VIEW {name} (run_id, {number}, {body}) AS "
+        "SELECT runs.run_id, run_log.number, run_log.body FROM runs JOIN run_log "
+        f"ON run_log.entry BETWEEN runs.run_no << {_RUN_BITS} "
+        f"AND (runs.run_no << {_RUN_BITS}) + {_LAST_POSITION} WHERE run_log.kind = {kind};"
+        f"CREATE TRIGGER {name}_update INSTEAD OF UPDATE OF {body} ON {name} BEGIN "
+        f"UPDATE run_log SET body = NEW.{body} WHERE kind = {kind} AND number = OLD.{number} "
+        f"AND entry BETWEEN {run} AND {run} + {_LAST_POSITION}; END"
+    )
+
+
+ONE_LOG_MIGRATION: Final = f"""
+    ALTER TABLE runs ADD COLUMN run_no INTEGER;
+    UPDATE runs SET run_no = rowid;
+    CREATE UNIQUE INDEX runs_by_no ON runs (run_no);
+    CREATE TABLE run_log (
+        entry INTEGER PRIMARY KEY,
+        kind INTEGER NOT NULL,
+        number INTEGER NOT NULL,
+        body TEXT NOT NULL
+    );
+    INSERT INTO run_log (entry, kind, number, body)
+        SELECT (runs.run_no << {_RUN_BITS}) + ROW_NUMBER() OVER (
+                PARTITION BY runs.run_no ORDER BY logged.kind DESC, logged.number
+            ), logged.kind, logged.number, logged.body
+        FROM (
+            SELECT run_id, {TRANSITION} AS kind, seq AS number, record AS body FROM transitions
+            UNION ALL SELECT run_id, {TURN}, ordinal, turn FROM turns
+            UNION ALL SELECT run_id, {OUTPUT}, ordinal, output FROM outputs
+        ) AS logged JOIN runs ON runs.run_id = logged.run_id;
+    DROP TABLE transitions;
+    DROP TABLE turns;
+    DROP TABLE outputs;
+    {_log_view("transitions", "seq", "record", TRANSITION)};
+    {_log_view("turns", "ordinal", "turn", TURN)};
+    {_log_view("outputs", "ordinal", "output", OUTPUT)}
+"""
+"""Migration 5: the three log tables become one integer-keyed table (see the module). A run's
+rows are copied as they are, inputs before transitions (only the order within a kind is read)."""
+
+_MANY_ROWS: Final = 48
+"""Past this many rows an append is an explicit transaction of single-row inserts, not one
+multi-row INSERT (which SQLite builds before 3.32 allow at most 999 parameters)."""
 
 MIGRATIONS: Final[tuple[str, ...]] = (
     # 1: runs, transitions, model turns, tool outputs, operations
@@ -132,7 +196,29 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     # WITHOUT ROWID suits (rows well under a twentieth of a page): a commit of a step's rows
     # cost about a seventh more CPU there. Rows are copied as they are, in one transaction.
     ROWID_LOG_MIGRATION,
+    # 5: one integer-keyed log table for transitions, turns and outputs: a commit of a
+    # transition's rows writes one b-tree page where the three tables and their (run_id, n)
+    # indexes wrote two to four (about half the CPU of a durable step's SQLite work).
+    ONE_LOG_MIGRATION,
 )
+
+
+_BEGIN: Final = (
+    "INSERT INTO runs (run_id, started_at, header, run_no) VALUES (?, ?, ?, 1 + MAX("
+    "COALESCE((SELECT MAX(run_no) FROM runs), 0), "
+    f"COALESCE((SELECT MAX(entry) FROM run_log) >> {_RUN_BITS}, 0)))"
+)
+"""A run numbered past every number in use, in `runs` or in the log (a run whose `runs` row
+was deleted by hand leaves its log rows behind: its number is not given again)."""
+
+_LOGGED: Final = (
+    "SELECT run_log.number, run_log.body FROM runs JOIN run_log "
+    f"ON run_log.entry BETWEEN runs.run_no << {_RUN_BITS} "
+    f"AND (runs.run_no << {_RUN_BITS}) + {_LAST_POSITION} "
+    "WHERE runs.run_id = ? AND run_log.kind = ? ORDER BY run_log.number"
+)
+"""A run's rows of one kind (`number`, `body`) by number: seq, or ordinal (the inputs a
+transition took in are appended in the order they arrived, not always their ordinals')."""
 
 
 class SqliteStore(SqliteApprovals, SqliteLeases):
@@ -147,8 +233,12 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         self, path: Path | str, *, synchronous: Synchronous = "NORMAL", read_only: bool = False
     ) -> None:
         self.path = path
-        self._last_seq: dict[str, int] = {}
-        """The last seq appended per run by this connection: no query per transition."""
+        self._tails: dict[str, tuple[int, int, int]] = {}
+        """Per run appended to by this connection: its first `entry` (run_no << 32), its last
+        row's position and its last seq. No query per transition; dropped when a lease is
+        (re)acquired, since another owner may have appended since."""
+        self._inserts: dict[int, str] = {}
+        """The INSERT of n rows, per n."""
         self._fences: dict[str, int] = {}
         self._conn = open_database(
             path,
@@ -158,9 +248,14 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
             read_only=read_only,
         )
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
-        with transaction(self._conn, self.path) as conn:
-            conn.execute(sql, params)
+    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+        """One statement, its own transaction (no BEGIN/COMMIT round trips); rows changed."""
+        try:
+            changed = self._conn.execute(sql, params).rowcount
+        except sqlite3.Error as exc:
+            raise translate(self.path, exc) from exc
+        _failpoints.committed()
+        return changed
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         try:
@@ -187,12 +282,11 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
     def begin_run(self, header: RunHeader) -> None:
         body = self._readable(HEADER_ADAPTER, header, f"run {header.run_id} header")
         try:
-            self._write(
-                "INSERT INTO runs (run_id, started_at, header) VALUES (?, ?, ?)",
-                (header.run_id, header.started_at.isoformat(), body),
-            )
+            self._write(_BEGIN, (header.run_id, header.started_at.isoformat(), body))
+            (run_no,) = self._read("SELECT run_no FROM runs WHERE run_id = ?", (header.run_id,))
         except StoreError as exc:
             raise StoreError(f"run {header.run_id} could not be begun: {exc}") from exc
+        self._tails[header.run_id] = (int(run_no[0]) << _RUN_BITS, 0, 0)  # a number never used
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
         self.append_all(((record, inputs),))
@@ -203,46 +297,78 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         if not entries:
             return
         run_id = entries[0][0].run_id
-        last = self._last_seq.get(run_id)
-        if last is None:
-            rows = self._read(
-                "SELECT COALESCE(MAX(seq), 0) FROM transitions WHERE run_id = ?", (run_id,)
-            )
-            last = int(rows[0][0])
-        for offset, (record, _) in enumerate(entries, start=1):
-            if record.run_id != run_id or record.seq != last + offset:
-                raise StoreError(f"run {record.run_id}: seq {record.seq} after {last + offset - 1}")
+        tail = self._tails.get(run_id)
+        first, position, last = tail if tail is not None else self._tail(run_id)
+        rows: list[Any] = []
+        for record, inputs in entries:
+            last += 1
+            if record.seq != last or record.run_id != run_id:
+                raise StoreError(f"run {record.run_id}: seq {record.seq} after {last - 1}")
+            for item in inputs:
+                position += 1
+                if isinstance(item, RecordedTurn):
+                    body = _row_json(item, TURN_ADAPTER)
+                    rows += (first + position, TURN, item.ordinal, body)
+                else:
+                    body = _row_json(item, OUTPUT_ADAPTER)
+                    rows += (first + position, OUTPUT, item.ordinal, body)
+            position += 1
+            rows += (first + position, TRANSITION, last, _row_json(record, RECORD_ADAPTER))
+        if position > _LAST_POSITION:
+            raise StoreError(f"run {run_id}: more than {_LAST_POSITION} rows in its log")
+        self._insert(run_id, rows)
+        self._tails[run_id] = (first, position, last)
+
+    def _insert(self, run_id: str, rows: list[Any]) -> None:
+        """`rows` (four values a row) into `run_log`: one statement, its own commit, unless the
+        run's lease must be checked in the same transaction or there are many rows."""
+        count = len(rows) // 4
+        if count <= _MANY_ROWS and run_id not in self._fences:
+            sql = self._inserts.get(count)
+            if sql is None:
+                values = ", ".join(["(?, ?, ?, ?)"] * count)
+                sql = self._inserts[count] = f"INSERT INTO run_log VALUES {values}"
+            try:
+                self._conn.execute(sql, rows)
+            except sqlite3.Error as exc:
+                raise translate(self.path, exc) from exc
+            _failpoints.committed()
+            return
         with transaction(self._conn, self.path) as conn:
             self._fenced(conn, run_id)
-            for record, inputs in entries:
-                for item in inputs:
-                    if isinstance(item, RecordedTurn):
-                        conn.execute(
-                            "INSERT INTO turns (run_id, ordinal, turn) VALUES (?, ?, ?)",
-                            (item.run_id, item.ordinal, _fast_json(item, TURN_ADAPTER)),
-                        )
-                    else:
-                        conn.execute(
-                            "INSERT INTO outputs (run_id, ordinal, output) VALUES (?, ?, ?)",
-                            (item.run_id, item.ordinal, _fast_json(item, OUTPUT_ADAPTER)),
-                        )
-                conn.execute(
-                    "INSERT INTO transitions (run_id, seq, record) VALUES (?, ?, ?)",
-                    (record.run_id, record.seq, _fast_json(record, RECORD_ADAPTER)),
-                )
-        self._last_seq[run_id] = last + len(entries)
+            conn.executemany(
+                "INSERT INTO run_log VALUES (?, ?, ?, ?)",
+                [rows[n : n + 4] for n in range(0, len(rows), 4)],
+            )
+
+    def _tail(self, run_id: str) -> tuple[int, int, int]:
+        """Where `run_id`'s log ends: its first entry, its last position and its last seq."""
+        found = self._read("SELECT run_no FROM runs WHERE run_id = ?", (run_id,))
+        if not found or found[0][0] is None:
+            raise StoreError(f"run {run_id} was never begun")
+        first = int(found[0][0]) << _RUN_BITS
+        span = (first, first + _LAST_POSITION)
+        ((end,),) = self._read("SELECT MAX(entry) FROM run_log WHERE entry BETWEEN ? AND ?", span)
+        seqs = self._read(
+            "SELECT number FROM run_log WHERE entry BETWEEN ? AND ? AND kind = ? "
+            "ORDER BY entry DESC LIMIT 1",
+            (*span, TRANSITION),
+        )
+        return first, (int(end) - first if end is not None else 0), int(seqs[0][0]) if seqs else 0
 
     def end_run(self, summary: RunSummary) -> None:
         body = self._readable(SUMMARY_ADAPTER, summary, f"run {summary.run_id} summary")
-        with transaction(self._conn, self.path) as conn:
-            self._fenced(conn, summary.run_id)
-            updated = conn.execute(
-                "UPDATE runs SET terminal = ?, summary = ? WHERE run_id = ? AND summary IS NULL",
-                (summary.terminal, body, summary.run_id),
-            ).rowcount
-            if updated != 1:
-                raise StoreError(f"run {summary.run_id} is unknown or already ended")
-        self._last_seq.pop(summary.run_id, None)
+        sql = "UPDATE runs SET terminal = ?, summary = ? WHERE run_id = ? AND summary IS NULL"
+        params = (summary.terminal, body, summary.run_id)
+        if summary.run_id in self._fences:
+            with transaction(self._conn, self.path) as conn:
+                self._fenced(conn, summary.run_id)
+                updated = conn.execute(sql, params).rowcount
+                if updated != 1:
+                    raise StoreError(f"run {summary.run_id} is unknown or already ended")
+        elif self._write(sql, params) != 1:  # nothing was changed: nothing to undo
+            raise StoreError(f"run {summary.run_id} is unknown or already ended")
+        self._tails.pop(summary.run_id, None)
         self._fences.pop(summary.run_id, None)
 
     def close(self) -> None:
@@ -265,8 +391,7 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         return _read_json(SUMMARY_ADAPTER, rows[0][0], self.path, f"run {run_id} summary")
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
-        sql = "SELECT seq, record FROM transitions WHERE run_id = ? ORDER BY seq"
-        return self._logged(RECORD_ADAPTER, sql, run_id, "transition")
+        return self._logged(RECORD_ADAPTER, TRANSITION, run_id, "transition")
 
     def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
         sql = (
@@ -277,17 +402,15 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         return [_read_json(RECORD_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
-        sql = "SELECT ordinal, turn FROM turns WHERE run_id = ? ORDER BY ordinal"
-        return self._logged(TURN_ADAPTER, sql, run_id, "model turn")
+        return self._logged(TURN_ADAPTER, TURN, run_id, "model turn")
 
     def outputs(self, run_id: str) -> list[RecordedOutput]:
-        sql = "SELECT ordinal, output FROM outputs WHERE run_id = ? ORDER BY ordinal"
-        return self._logged(OUTPUT_ADAPTER, sql, run_id, "tool output")
+        return self._logged(OUTPUT_ADAPTER, OUTPUT, run_id, "tool output")
 
-    def _logged(self, adapter: TypeAdapter[T], sql: str, run_id: str, what: str) -> list[T]:
-        """A run's numbered rows (`sql` selects number, body), each decoded or named corrupt."""
+    def _logged(self, adapter: TypeAdapter[T], kind: int, run_id: str, what: str) -> list[T]:
+        """A run's rows of one kind, in order, each decoded or named corrupt."""
         where = f"run {run_id} {what}"
-        rows = self._read(sql, (run_id,))
+        rows = self._read(_LOGGED, (run_id, kind))
         return [_read_json(adapter, row, self.path, f"{where} {n}") for n, row in rows]
 
     def runs(self) -> list[RunListing | UnreadableRun]:
