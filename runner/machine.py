@@ -7,10 +7,10 @@ has no edge from the current state raises `IllegalTransition`, which is a bug, n
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 from transitions import Event, Machine, MachineError
 
@@ -140,55 +140,15 @@ def decide(decision: Decision) -> Trigger:
 class Lifecycle:
     """The object a run hands to the shared machine; `state` is kept by `transitions`.
 
-    With `model_override=True` the machine binds only the triggers declared here, so each one is a
-    typed stub (which is also how mypy sees them).
+    The machine binds nothing to it (`_PlainMachine.add_model`): a run moves only through `fire`.
     """
+
+    __slots__ = ("current", "state")
 
     state: str
     """Kept by `transitions`."""
-    current: State = State.PLAN
+    current: State
     """`state` as a `State`, refreshed by `fire` (read on every iteration, so kept, not parsed)."""
-
-    def propose(self) -> bool:
-        raise NotImplementedError
-
-    def answer(self) -> bool:
-        raise NotImplementedError
-
-    def give_up(self) -> bool:
-        raise NotImplementedError
-
-    def insist(self) -> bool:
-        raise NotImplementedError
-
-    def classify(self) -> bool:
-        raise NotImplementedError
-
-    def resume(self) -> bool:
-        raise NotImplementedError
-
-    def next_call(self) -> bool:
-        raise NotImplementedError
-
-    def retry(self) -> bool:
-        raise NotImplementedError
-
-    def reconcile(self) -> bool:
-        raise NotImplementedError
-
-    def escalate(self) -> bool:
-        raise NotImplementedError
-
-    def abstain(self) -> bool:
-        raise NotImplementedError
-
-    def mark_unknown(self) -> bool:
-        raise NotImplementedError
-
-
-# `model_override` logs a warning for every convenience method (is_<state>, may_<trigger>) it
-# declines to bind; the stubs above are the only methods we want, so those warnings are noise.
-logging.getLogger("transitions.core").setLevel(logging.ERROR)
 
 
 class _DirectEvent(Event):
@@ -198,7 +158,7 @@ class _DirectEvent(Event):
     before, enter, exit, after and finalize callback lists (about 7 us a trigger here). This
     machine configures none of them (`_check_plain` below refuses one), so the walk decides
     nothing: the destination is the one transition `transitions` registered for the model's
-    state on this event, set through `Machine.set_state`; no transition from that state raises
+    state on this event, set as `Machine.set_state` sets it; no transition from that state raises
     `MachineError`, as `Event.trigger` does with `ignore_invalid_triggers=False`.
     """
 
@@ -208,13 +168,60 @@ class _DirectEvent(Event):
         dest = moves[0].dest if moves else None
         if dest is None:  # no edge (or an internal transition, which the table never has)
             raise MachineError(f"Can't trigger event {self.name} from state {state}!")
-        # The machine's own `State` object for `dest`: `set_state` skips looking the name up.
-        self.machine.set_state(self.machine.states[dest], model)
+        # What `Machine.set_state` does for one model and a state of plain name (`dest`).
+        setattr(model, self.machine.model_attribute, dest)
         return True
+
+
+class _Models:
+    """The machine's models, in the list operations `transitions` uses (append, remove, `in`,
+    iteration, len, [i]) over a dict: attaching and detaching a run cost the same however many
+    runs are attached (a list scans them all)."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held: dict[object, None] = {}
+
+    def append(self, model: object) -> None:
+        self._held[model] = None
+
+    def remove(self, model: object) -> None:
+        try:
+            del self._held[model]
+        except KeyError:
+            raise ValueError("model not attached") from None
+
+    def __contains__(self, model: object) -> bool:
+        return model in self._held
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(tuple(self._held))
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __getitem__(self, index: int) -> object:
+        return tuple(self._held)[index]
 
 
 class _PlainMachine(Machine):
     event_cls = _DirectEvent
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self.models = _Models()  # type: ignore[assignment]  # used as a list (see `_Models`)
+
+    def add_model(self, model: Any, initial: Any = None) -> None:
+        """Register `model`, setting its initial state, and bind nothing to it: its triggers
+        are fired through the machine's events (`fire`). Bound triggers would hold the model in
+        a reference cycle (each run's garbage for the collector) and cost more than a step."""
+        start = self.initial if initial is None else initial
+        assert start is not None, "the machine has an initial state"
+        for mod in model if isinstance(model, list) else [model]:
+            if mod not in self.models:
+                self.set_state(start, model=mod)
+                self.models.append(mod)
 
 
 def _check_plain(machine: Machine) -> None:
@@ -251,7 +258,6 @@ _MACHINE: Final = _PlainMachine(
     auto_transitions=False,
     ignore_invalid_triggers=False,
     send_event=False,
-    model_override=True,
 )
 _check_plain(_MACHINE)
 _EVENTS: Final[dict[Trigger, Event]] = {t: _MACHINE.events[t.value] for t in Trigger}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 from typing import Any
 
@@ -343,3 +345,30 @@ def test_scenario_runner_checks_expectations(contracts: ContractSet) -> None:
 def test_limits_reject_nonsense() -> None:
     with pytest.raises(ValidationError):
         Limits(max_attempts=0)
+
+
+def test_a_run_leaves_no_reference_cycle_for_the_collector(contracts: ContractSet) -> None:
+    """A run's objects are freed as it lets go of them: garbage in a reference cycle (a model
+    holding its own bound triggers, as every run's machine model once did) waits for the
+    collector, whose passes over everything the process keeps cost every step."""
+    answers = [{"respond": FLIGHTS_OK}, {"respond": FLIGHTS_OK}]  # one per run
+    fixture = make_fixture(environment={"search_flights": answers})
+    clock = FakeClock(fixture.clock.start)
+    environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock)
+    engine = Engine(contracts=contracts, toolbox=environment, store=MemoryStore(), clock=clock)
+
+    async def garbage_of_one_run() -> int:
+        await engine.run(spec_for(fixture, 0), ScriptedModel(fixture.model))  # caches warm
+        gc.collect()
+        gc.disable()
+        try:
+            gc.collect()
+            result = await engine.run(spec_for(fixture, 0), ScriptedModel(fixture.model))
+            assert result.terminal.value == "complete"
+            del result
+            return gc.collect()
+        finally:
+            gc.enable()
+
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+        assert runner.run(garbage_of_one_run()) == 0

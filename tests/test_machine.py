@@ -1,3 +1,5 @@
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -84,6 +86,26 @@ def test_detach_releases_the_model() -> None:
     assert machine.attached_count() == before + 1
     detach(lifecycle)
     assert machine.attached_count() == before
+
+
+def _attach_detach_seconds(rounds: int = 300) -> float:
+    started = time.perf_counter()
+    for _ in range(rounds):
+        detach(attach())
+    return time.perf_counter() - started
+
+
+def test_attaching_costs_the_same_however_many_runs_are_attached() -> None:
+    """The machine holds every run in flight: registering and releasing one must not scan them
+    all (a list's `in` and `remove` did, so a thousand concurrent runs slowed each other)."""
+    alone = min(_attach_detach_seconds() for _ in range(3))
+    others = [attach() for _ in range(20_000)]
+    try:
+        crowded = min(_attach_detach_seconds() for _ in range(3))
+    finally:
+        for lifecycle in others:
+            detach(lifecycle)
+    assert crowded < 10 * alone, (crowded, alone)
 
 
 def test_machine_is_built_once_per_process() -> None:
