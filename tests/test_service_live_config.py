@@ -139,3 +139,31 @@ def test_the_sample_configs_live_section_starts_without_keys(
     with pytest.raises(ApiError, match=r"\$OPENAI_API_KEY is not set"):
         service.live.fixture(key, request)
     service.close()
+
+
+def test_a_cost_bound_is_taken_for_a_model_the_price_table_prices_and_refused_for_one_it_does_not(
+    tmp_path: Path, contracts: ContractSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    providers = {"openai": {"api_key_env": "RUNNER_TEST_OPENAI_KEY",
+                            "models": ["gpt-4o-mini", "no-such-priced-model"]}}  # fmt: skip
+    service = _service(tmp_path, contracts, providers=providers)
+    key = service.config.key_for("key-a-all-roles")
+    assert key is not None
+    priced = live("openai:gpt-4o-mini", budget={"max_cost_usd": 0.25})
+    assert service.live.fixture(key, LiveRun.model_validate(priced)).budget.max_cost_usd == 0.25
+    unpriced = live("openai:no-such-priced-model", budget={"max_cost_usd": 0.25})
+    with pytest.raises(ApiError) as refused:
+        service.live.fixture(key, LiveRun.model_validate(unpriced))
+    assert (refused.value.status, refused.value.code) == (422, "unpriced_model")
+    assert "openai:no-such-priced-model" in refused.value.message
+    uncapped = live("openai:no-such-priced-model", budget={"max_attempts": 3})
+    assert service.live.fixture(key, LiveRun.model_validate(uncapped)).budget.max_cost_usd is None
+    service.close()
+    capped = _service(tmp_path, contracts, providers=providers,
+                      max_budget={**CEILING, "max_cost_usd": 1.0})  # fmt: skip
+    with pytest.raises(ApiError, match="this service's max_budget sets it") as ceiling:
+        capped.live.fixture(key, LiveRun.model_validate(uncapped))
+    assert ceiling.value.code == "unpriced_model"
+    capped.close()

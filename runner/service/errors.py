@@ -25,9 +25,19 @@ _CODES = {
     405: "method_not_allowed",
     409: "conflict",
     413: "too_large",
+    415: "not_json",
     422: "invalid",
     429: "too_many",
 }
+
+
+RUN_KIND = "run_kind"
+"""The error type of a submitted body that is no run at all (`app.run_kind`)."""
+_RUN_TAGS = frozenset({"FixtureRun", "LiveRun"})
+"""The submit body's kinds: in a problem's location after `body`, not a field of it."""
+_FIELD_CODES = {"budget": "invalid_budget"}
+"""A problem in one of these body fields has its own code (the README promises them)."""
+_FROM_THE_KEY = frozenset({"tenant", "principal", "api_key", "key"})
 
 
 class ErrorDetail(BaseModel):
@@ -84,12 +94,28 @@ def install_error_handlers(app: FastAPI) -> None:
         if any(p.get("type") == "json_invalid" for p in problems):
             return error_response(400, "bad_json", "the body is not valid JSON")
         first = problems[0] if problems else {}
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        return error_response(422, "invalid", f"{where}: {first.get('msg', 'invalid request')}")
+        status, code, message = _explained(first)
+        return error_response(status, code, message)
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
+
+
+def _explained(problem: Mapping[str, Any]) -> tuple[int, str, str]:
+    """A validation problem as the status, code and message of its refusal: where it is (the
+    field of the body's own kind of run) and what is wrong there."""
+    loc = [str(part) for part in problem.get("loc", ())]
+    if loc[:1] == ["body"] and loc[1:2] and loc[1] in _RUN_TAGS:
+        del loc[1]
+    where, kind = ".".join(loc), problem.get("type")
+    if kind == RUN_KIND and isinstance(problem.get("input"), str | bytes):
+        return 415, "not_json", "send the run as JSON (Content-Type: application/json)"
+    field = loc[1] if loc[:1] == ["body"] and len(loc) > 1 else None
+    if kind == "extra_forbidden" and field in _FROM_THE_KEY:
+        return 422, "invalid", f"{where}: not taken from a body: the API key gives it"
+    code = _FIELD_CODES.get(field or "", "invalid")
+    return 422, code, f"{where}: {problem.get('msg', 'invalid request')}"
 
 
 def _allowed(request: Request) -> list[str]:

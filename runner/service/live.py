@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -23,6 +24,8 @@ from ..budget import Limits
 from ..contracts import ContractSet
 from ..errors import ConfigError
 from ..models.base import ModelAdapter
+from ..models.identity import ModelIdentity, redact_url
+from ..pricing import PRICES_EXTRA, default_prices
 from ..trace import RunHeader
 from ..travel.fixtures import Fixture
 from .config import ApiKey, LiveConfig, ProviderConfig
@@ -36,14 +39,16 @@ LIVE_RUN_NAME = "live"
 
 class LiveBudget(BaseModel):
     """A live run's budget: each field at most the service's ceiling; one left out is the
-    ceiling's (see `runner.budget.Limits` for what each bounds)."""
+    ceiling's (see `runner.budget.Limits` for what each bounds). Strict: a count is a JSON
+    integer, seconds and dollars a number; `"10"`, `true` or `1e5` for a count are refused,
+    never read as something the caller may not have meant."""
 
     model_config = ConfigDict(extra="forbid")
-    max_attempts: int | None = Field(default=None, ge=1)
-    max_model_steps: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_attempts: int | None = Field(default=None, ge=1, strict=True)
+    max_model_steps: int | None = Field(default=None, ge=1, strict=True)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
 
 
 class LiveRun(BaseModel):
@@ -51,9 +56,9 @@ class LiveRun(BaseModel):
     tools the service's config offers; tenant and principal are the API key's."""
 
     model_config = ConfigDict(extra="forbid")
-    task: str = Field(min_length=1, max_length=20_000)
-    tools: list[str] = Field(min_length=1, max_length=200)
-    model: str = Field(pattern=r"^(openai|anthropic):.+$", max_length=200)
+    task: str = Field(min_length=1, max_length=20_000, strict=True)
+    tools: list[str] = Field(min_length=1, max_length=200, strict=True)
+    model: str = Field(pattern=r"^(openai|anthropic):.+$", max_length=200, strict=True)
     budget: LiveBudget = Field(default_factory=LiveBudget)
 
 
@@ -121,6 +126,10 @@ class LiveRuns:
             )
         if len(set(tools)) != len(tools):
             raise ApiError(422, "duplicate_tool", "tools: a tool is named twice")
+        limits = budget(config.max_budget, request.budget.model_dump(exclude_none=True))
+        if limits.max_cost_usd is not None:
+            asked = request.budget.max_cost_usd is not None
+            self._check_priced(request.model, settings, limits.max_cost_usd, asked=asked)
         document: dict[str, Any] = world.model_dump(mode="json", exclude_unset=True)
         document.update(
             name=LIVE_RUN_NAME,
@@ -128,15 +137,36 @@ class LiveRuns:
             task=request.task,
             tenant=key.tenant,  # from the key, never the body
             principal={"id": key.principal.id, "scopes": list(key.principal.scopes)},
-            budget=budget(
-                config.max_budget, request.budget.model_dump(exclude_none=True)
-            ).model_dump(mode="json"),
+            budget=limits.model_dump(mode="json"),
             tools=tools,
             environment={t: o for t, o in document.get("environment", {}).items() if t in tools},
         )
         for scripted_only in ("expect", "price", "prohibited"):
             document.pop(scripted_only, None)  # the script's, not a live model's
         return Fixture.model_validate(document)
+
+    def _check_priced(
+        self, spec: str, settings: ProviderConfig, cap: float, *, asked: bool
+    ) -> None:
+        """A cost bound needs the model's price (the engine refuses to start an unpriced run
+        with one): looked up as the engine will, in the default price table, and refused now
+        rather than accepted to fail at its start (or be retried by every worker)."""
+        provider, _, name = spec.partition(":")
+        identity = ModelIdentity(
+            provider=provider, name=name, base_url=redact_url(settings.base_url)
+        )
+        if default_prices().price_of(identity, datetime.now(UTC)) is None:
+            raise ApiError(
+                422,
+                "unpriced_model",
+                f"budget.max_cost_usd: {cap} needs a price for {spec}, and the price table "
+                f"({PRICES_EXTRA}) has none: "
+                + (
+                    "leave max_cost_usd out, or use a model it prices"
+                    if asked
+                    else "this service's max_budget sets it; use a model the table prices"
+                ),
+            )
 
     @staticmethod
     def _check_model(config: LiveConfig, spec: str) -> None:
