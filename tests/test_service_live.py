@@ -8,6 +8,7 @@ keys come from environment variables (never from the body or the config), and a 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -390,3 +391,30 @@ def test_live_runs_accepted_before_a_crash_go_on_live_after_the_restart(
     for run_id in (cut_short, waiting):
         header = _stored_header(second, run_id)
         assert header.model is not None and header.model.live
+
+
+def test_a_provider_whose_sdk_is_not_installed_is_refused_409_and_warned_of_at_start(
+    tmp_path: Path, llm: RecordedLLMServer
+) -> None:
+    """`pip install '.[service]'` alone: the openai SDK missing (blocked in the service process by
+    a sitecustomize), its runs are refused at submit, never accepted to fail at their start."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['openai'] = None  # as if not installed\n", encoding="utf-8"
+    )
+    path = os.pathsep.join(p for p in (str(shim), os.environ.get("PYTHONPATH")) if p)
+    folder = tmp_path / "service"
+    folder.mkdir()
+    with serving(folder, env={**ENV, "PYTHONPATH": path}, **live_settings(folder, llm.url)) as svc:
+        with svc.client() as client:
+            refused = client.post("/v1/runs", json=live("openai:fixture-read_only_success"))
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["error"]["code"] == "no_model_sdk"
+            assert "pip install 'runner[service,openai]'" in refused.json()["error"]["message"]
+            assert client.get("/v1/runs").json()["total"] == 0  # nothing accepted
+        run_id = submit(svc, live("anthropic:fixture-read_only_success"))  # its SDK is there
+        assert svc.wait_ended(run_id)["state"] == "complete"
+    logged = (folder / "serve.log").read_text()
+    assert "its SDK is not installed" in logged and "openai" in logged
+    assert "anthropic" not in logged.split("its SDK is not installed")[1].splitlines()[0]

@@ -12,6 +12,7 @@ model is in the loop: `run_fixture` puts it on the system clock).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -74,9 +75,11 @@ class LiveRuns:
         needs_keys: bool,
     ) -> None:
         """`needs_keys`: this process builds the models (the SQLite service): a run of a provider
-        whose key is not in its environment is refused (409), and the start logs a warning."""
+        whose key is not in its environment, or whose SDK is not installed, is refused (409),
+        and the start logs a warning."""
         self.config = config
         self.needs_keys = needs_keys
+        self.no_sdk: set[str] = set()
         self.world: Fixture | None = None
         if config is None:
             return
@@ -92,6 +95,13 @@ class LiveRuns:
         unknown = [tool for tool in config.tools if tool not in contracts]
         if unknown:
             raise ConfigError("service config: live.tools: no contract for " + ", ".join(unknown))
+        self.no_sdk = {p for p in config.providers if needs_keys and not sdk_installed(p)}
+        for provider in sorted(self.no_sdk):
+            _log.warning(
+                "its SDK is not installed: its live runs are refused (409) until it is",
+                provider=provider,
+                install=f"pip install 'runner[service,{provider}]'",
+            )
         for provider, settings in config.providers.items():
             if needs_keys and not os.environ.get(settings.api_key_env):
                 _log.warning(
@@ -110,7 +120,15 @@ class LiveRuns:
         if not request.task.strip():
             raise ApiError(422, "empty_task", "task: give the task in words")
         self._check_model(config, request.model)
-        settings = config.providers[request.model.partition(":")[0]]  # type: ignore[index]
+        provider = request.model.partition(":")[0]
+        settings = config.providers[provider]  # type: ignore[index]
+        if provider in self.no_sdk:
+            raise ApiError(
+                409,
+                "no_model_sdk",
+                f"model: this service cannot build {provider} models: its SDK is not installed "
+                f"(pip install 'runner[service,{provider}]' where the service runs)",
+            )
         if self.needs_keys and not os.environ.get(settings.api_key_env):
             raise ApiError(
                 409,
@@ -239,6 +257,15 @@ def budget(ceiling: Limits, asked: Mapping[str, float | int]) -> Limits:
                 422, "over_budget_ceiling", f"budget.{name}: {got} is over this service's {cap}"
             )
     return limits
+
+
+def sdk_installed(provider: str) -> bool:
+    """Whether the provider's SDK (the `openai` or `anthropic` extra) can be imported here;
+    looked up, not imported (a service that never runs that provider pays nothing for it)."""
+    try:
+        return importlib.util.find_spec(provider) is not None
+    except (ImportError, ValueError):  # a broken install, or one blocked in sys.modules
+        return False
 
 
 def build_model(provider: str, name: str, settings: ProviderConfig) -> ModelAdapter:
