@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from runner.contracts import ContractSet
-from runner.errors import ConfigError
+from runner.errors import ConfigError, NotDrivableHere
 from runner.service import RunService, ServiceConfig
 from runner.service.errors import ApiError
 from runner.service.live import LiveRun, budget
@@ -121,7 +121,7 @@ def test_a_worker_without_the_config_refuses_a_queued_live_run(
     _config(tmp_path)  # writes the world fixture
     document = yaml.safe_load((tmp_path / f"{WORLD}.yaml").read_text())
     play = fixture_player(contracts, tmp_path / "world")
-    with pytest.raises(ConfigError, match="start the worker with --config"):
+    with pytest.raises(NotDrivableHere, match=r"run-1 .*start the worker with --config"):
         play(MemoryStore(), "run-1", {**document, "live_model": "openai:hotels-again"}, 0, print)
 
 

@@ -18,7 +18,14 @@ from .._arguments import ArgumentParser, count, seconds, seed
 from ..clock import SystemClock
 from ..confirm import SECRET_ENV, ApprovalSecret
 from ..contracts import ContractSet
-from ..errors import ApprovalRefused, ConfigError, LeaseLost, LoadError, StoreError
+from ..errors import (
+    ApprovalRefused,
+    ConfigError,
+    LeaseLost,
+    LoadError,
+    NotDrivableHere,
+    StoreError,
+)
 from ..handle import RunHandle
 from ..models.base import ModelAdapter
 from ..store.base import Leases, Store
@@ -59,6 +66,13 @@ def add_distributed_parsers(
     )
     worker.add_argument(
         "--pace", type=seconds, default=0.0, help="real seconds a run pauses per transition (0)"
+    )
+    worker.add_argument(
+        "--handback",
+        type=seconds,
+        default=30.0,
+        help="a run this worker cannot drive (a live run without --config) goes back to the "
+        "queue for this long, seconds (30)",
     )
     for sub in (submit, worker):
         with_db(sub)
@@ -108,6 +122,7 @@ def worker_command(args: argparse.Namespace) -> int:
         stalled_after_s=args.stalled_after,
         grace_s=args.grace,
         pace_s=args.pace,
+        handback_s=args.handback,
         **({"name": args.name} if args.name else {}),
     )
 
@@ -194,14 +209,23 @@ def _live_model(
     live: LiveConfig | None, run_id: str, spec: str, header: RunHeader | None = None
 ) -> ModelAdapter | None:
     """The live model of a queued live run: `spec` for a new run, the one its `header` names
-    for a run an earlier worker began."""
+    for a run an earlier worker began; `NotDrivableHere` (said, and the job handed back) when
+    this worker cannot build it."""
     if live is None:
-        raise ConfigError(
-            f"run {run_id} is a live run ({spec}): start the worker with --config SERVICE_YAML"
+        raise NotDrivableHere(
+            f"run {run_id} is a live run ({spec}) and this worker has no service config: "
+            "start the worker with --config SERVICE_YAML"
         )
     from ..service.live import continuing_model, model_for  # noqa: PLC0415  # the service extra
 
-    return continuing_model(live, header) if header is not None else model_for(live, spec)
+    try:
+        return continuing_model(live, header) if header is not None else model_for(live, spec)
+    except NotDrivableHere:
+        raise
+    except ConfigError as exc:  # its provider, key or SDK is not here: maybe on another worker
+        raise NotDrivableHere(
+            f"run {run_id} is a live run this worker cannot drive: {exc}"
+        ) from exc
 
 
 def fixture_player(
@@ -255,8 +279,8 @@ def fixture_player(
     def _continued(
         store: Store, run_id: str, job: dict[str, Any], started: Callable[[RunHandle], None]
     ) -> str:
-        if secret is None:  # the job fails and is retried: a worker with the secret may take it
-            raise ConfigError(f"continuing run {run_id} needs {SECRET_ENV} on the worker")
+        if secret is None:  # handed back: a worker with the secret may take it
+            raise NotDrivableHere(f"continuing run {run_id} needs {SECRET_ENV} on the worker")
         now = datetime.fromisoformat(str(job["now"]))
         try:
             outcome = continue_fixture(
