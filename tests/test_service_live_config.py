@@ -3,6 +3,7 @@ for; where the providers' keys come from (the environment, by the name the confi
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,20 @@ def test_a_cost_bound_is_taken_for_a_model_the_price_table_prices_and_refused_fo
         capped.live.fixture(key, LiveRun.model_validate(uncapped))
     assert ceiling.value.code == "unpriced_model"
     capped.close()
+
+
+def test_a_worker_says_at_start_which_providers_it_cannot_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.cli._distributed import unready_providers  # noqa: PLC0415
+
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RUNNER_TEST_ANTHROPIC_KEY", ENV["RUNNER_TEST_ANTHROPIC_KEY"])
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if its SDK were not installed
+    live_config = ServiceConfig.load(_config(tmp_path)).live
+    assert set(unready_providers(live_config)) == {
+        "live runs of openai are handed back: $RUNNER_TEST_OPENAI_KEY is not set",
+        "live runs of anthropic are handed back: pip install 'runner[anthropic]'",
+    }
+    assert unready_providers(None) == []

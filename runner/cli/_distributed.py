@@ -130,8 +130,11 @@ def worker_command(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     secret = ApprovalSecret.from_env() if os.environ.get(SECRET_ENV) else None
+    live = _live(args.config)
+    for line in unready_providers(live):
+        report(line)
     play = fixture_player(
-        contracts_for(args.contracts), world_dir(args.db), live=_live(args.config), secret=secret
+        contracts_for(args.contracts), world_dir(args.db), live=live, secret=secret
     )
     asyncio.run(_check_store(url))
     asyncio.run(run_worker(url, play, settings, report))
@@ -199,6 +202,26 @@ def _live(config: Path | None) -> LiveConfig | None:
     except ImportError as exc:
         raise ConfigError(f"--config needs: pip install '.[service]' ({exc})") from exc
     return ServiceConfig.load(config).live
+
+
+def unready_providers(live: LiveConfig | None) -> list[str]:
+    """A line for each configured provider this worker cannot build models of (its SDK or its
+    key missing here): said at start, since its runs would be handed back."""
+    if live is None:
+        return []
+    from ..service.live import sdk_installed  # noqa: PLC0415  # the service extra
+
+    lines = []
+    for provider, settings in live.providers.items():
+        if not sdk_installed(provider):
+            lines.append(
+                f"live runs of {provider} are handed back: pip install 'runner[{provider}]'"
+            )
+        if not os.environ.get(settings.api_key_env):
+            lines.append(
+                f"live runs of {provider} are handed back: ${settings.api_key_env} is not set"
+            )
+    return lines
 
 
 LIVE_MODEL = "live_model"
