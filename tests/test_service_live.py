@@ -259,6 +259,7 @@ def test_cancel_ends_a_live_run_abstain_cancelled(service: Service) -> None:
          "body.model: Field required"),
         ({"model": "openai:hotels-again"}, A, 422, "invalid", "body.task: Field required"),
         ([live()], A, 422, "invalid", "a run is a JSON object"),
+        ("a run", A, 422, "invalid", "a run is a JSON object"),  # JSON, but no object
         (live(), A_READ, 403, "forbidden", "role"),
         (live(), None, 401, "unauthorized", "Bearer"),
     ],
