@@ -9,6 +9,7 @@ infrastructure during one::
     │   ├── ContractError         a tool contract does not compile or breaks a rule
     │   ├── FixtureError          a scenario file is malformed or fails its schema
     │   ├── ConfigError           settings or environment unusable (policy, budget, checker)
+    │   │   └── NotDrivableHere   this worker lacks what a queued run needs (another may not)
     │   ├── LogFormatError        a persisted transition log cannot be read
     │   └── ResumeRefused         a stored run cannot go on as it began (its model or world)
     └── RunFailure                the run itself cannot go on
@@ -59,6 +60,11 @@ class FixtureError(LoadError):
 
 class ConfigError(LoadError):
     """Settings, policy or environment cannot be used as given."""
+
+
+class NotDrivableHere(ConfigError):
+    """A queued run this worker cannot drive: it lacks what the run needs (a live run's model
+    config, key or SDK; a continuation's approval secret), which another worker may have."""
 
 
 class LogFormatError(LoadError):

@@ -8,6 +8,7 @@ keys come from environment variables (never from the body or the config), and a 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -222,34 +223,49 @@ def test_cancel_ends_a_live_run_abstain_cancelled(service: Service) -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "key", "status", "code"),
+    ("body", "key", "status", "code", "names"),
     [
-        (live(tools=["search_flights", "book_flight"]), A, 422, "unknown_tool"),
-        (live(tools=["lookup_hold"]), A, 422, "unknown_tool"),  # in the world, not offered
-        (live(tools=["search_hotels", "search_hotels"]), A, 422, "duplicate_tool"),
-        (live(tools=[]), A, 422, "invalid"),
-        (live("openai:gpt-unlisted"), A, 422, "unknown_model"),
-        (live("mistral:large"), A, 422, "invalid"),
-        (live("openai:"), A, 422, "invalid"),
-        (live(task=""), A, 422, "invalid"),
-        (live(task="   \n"), A, 422, "empty_task"),
-        (live(budget={"max_attempts": 21}), A, 422, "over_budget_ceiling"),
-        (live(budget={"max_seconds": 61}), A, 422, "over_budget_ceiling"),
-        (live(budget={"max_seconds": 10**12}), A, 422, "invalid_budget"),
-        (live(budget={"max_attempts": 0}), A, 422, "invalid"),
-        (live(budget={"max_attempts": 2.5}), A, 422, "invalid"),
-        (live(budget={"max_retries": 3}), A, 422, "invalid"),
-        (live(budget={"max_seconds": "soon"}), A, 422, "invalid"),
-        (live(tenant="othercorp"), A, 422, "invalid"),
-        (live(principal={"id": "root", "scopes": ["*"]}), A, 422, "invalid"),
-        (live(api_key="sk-from-the-body"), A, 422, "invalid"),
-        ({k: v for k, v in live().items() if k != "model"}, A, 422, "invalid"),
-        (live(), A_READ, 403, "forbidden"),
-        (live(), None, 401, "unauthorized"),
+        (live(tools=["search_flights", "book_flight"]), A, 422, "unknown_tool", "book_flight"),
+        (live(tools=["lookup_hold"]), A, 422, "unknown_tool", "lookup_hold"),  # not offered
+        (live(tools=["search_hotels", "search_hotels"]), A, 422, "duplicate_tool", "tools"),
+        (live(tools=[]), A, 422, "invalid", "body.tools: List should have at least 1 item"),
+        (live(tools="search_hotels"), A, 422, "invalid", "body.tools: Input should be a valid li"),
+        (live(tools=[7]), A, 422, "invalid", "body.tools.0: Input should be a valid string"),
+        (live("openai:gpt-unlisted"), A, 422, "unknown_model", "gpt-unlisted"),
+        (live("mistral:large"), A, 422, "invalid", "body.model: String should match pattern"),
+        (live("openai:"), A, 422, "invalid", "body.model"),
+        (live(model=7), A, 422, "invalid", "body.model: Input should be a valid string"),
+        (live(task=""), A, 422, "invalid", "body.task"),
+        (live(task="   \n"), A, 422, "empty_task", "task"),
+        (live(budget={"max_attempts": 21}), A, 422, "over_budget_ceiling", "max_attempts"),
+        (live(budget={"max_seconds": 61}), A, 422, "over_budget_ceiling", "max_seconds"),
+        (live(budget={"max_seconds": 10**12}), A, 422, "invalid_budget", "max_seconds"),
+        (live(budget={"max_attempts": 0}), A, 422, "invalid_budget", "budget.max_attempts"),
+        (live(budget={"max_attempts": -3}), A, 422, "invalid_budget", "budget.max_attempts"),
+        (live(budget={"max_attempts": 2.5}), A, 422, "invalid_budget", "budget.max_attempts"),
+        (live(budget={"max_retries": 3}), A, 422, "invalid_budget", "budget.max_retries"),
+        (live(budget={"max_seconds": "soon"}), A, 422, "invalid_budget", "budget.max_seconds"),
+        (live(budget={"max_seconds": "10"}), A, 422, "invalid_budget", "budget.max_seconds"),
+        (live(budget={"max_seconds": True}), A, 422, "invalid_budget", "budget.max_seconds"),
+        (live(budget={"max_tokens": 1e5}), A, 422, "invalid_budget", "budget.max_tokens"),
+        (live(budget={"max_attempts": "3"}), A, 422, "invalid_budget", "budget.max_attempts"),
+        (live(budget=[1]), A, 422, "invalid_budget", "body.budget"),
+        (live(budget={"max_cost_usd": 1.0}), A, 422, "unpriced_model",
+         "max_cost_usd: 1.0 needs a price for openai:fixture-read_only_success"),
+        (live(tenant="othercorp"), A, 422, "invalid", "body.tenant: not taken from a body"),
+        (live(principal={"id": "root", "scopes": ["*"]}), A, 422, "invalid", "body.principal"),
+        (live(api_key="sk-from-the-body"), A, 422, "invalid", "body.api_key"),
+        ({k: v for k, v in live().items() if k != "model"}, A, 422, "invalid",
+         "body.model: Field required"),
+        ({"model": "openai:hotels-again"}, A, 422, "invalid", "body.task: Field required"),
+        ([live()], A, 422, "invalid", "a run is a JSON object"),
+        ("a run", A, 422, "invalid", "a run is a JSON object"),  # JSON, but no object
+        (live(), A_READ, 403, "forbidden", "role"),
+        (live(), None, 401, "unauthorized", "Bearer"),
     ],
 )  # fmt: skip
-def test_a_bad_live_run_is_refused_with_the_one_error_shape(
-    service: Service, body: dict[str, Any], key: str | None, status: int, code: str
+def test_a_bad_live_run_is_refused_with_the_one_error_shape_naming_its_problem(  # noqa: PLR0917
+    service: Service, body: Any, key: str | None, status: int, code: str, names: str
 ) -> None:
     with service.client(key) as client:
         before = client.get("/v1/runs", headers={"Authorization": f"Bearer {A}"}).json()["total"]
@@ -258,8 +274,20 @@ def test_a_bad_live_run_is_refused_with_the_one_error_shape(
     assert response.status_code == status, response.text
     assert set(response.json()) == {"error"}
     assert response.json()["error"]["code"] == code
-    assert isinstance(response.json()["error"]["message"], str)
+    message = response.json()["error"]["message"]
+    assert names in message, message
+    assert "body.fixture" not in message and "LiveRun" not in message  # the body's own kind
     assert after == before  # nothing was run
+
+
+def test_a_run_sent_as_text_is_refused_415_not_json(service: Service) -> None:
+    with service.client() as client:
+        response = client.post(
+            "/v1/runs", content=json.dumps(live()), headers={"Content-Type": "text/plain"}
+        )
+    assert response.status_code == 415, response.text
+    assert response.json()["error"]["code"] == "not_json"
+    assert "application/json" in response.json()["error"]["message"]
 
 
 def test_a_live_run_replays_identical_and_grades_from_its_store(
@@ -364,3 +392,30 @@ def test_live_runs_accepted_before_a_crash_go_on_live_after_the_restart(
     for run_id in (cut_short, waiting):
         header = _stored_header(second, run_id)
         assert header.model is not None and header.model.live
+
+
+def test_a_provider_whose_sdk_is_not_installed_is_refused_409_and_warned_of_at_start(
+    tmp_path: Path, llm: RecordedLLMServer
+) -> None:
+    """`pip install '.[service]'` alone: the openai SDK missing (blocked in the service process by
+    a sitecustomize), its runs are refused at submit, never accepted to fail at their start."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['openai'] = None  # as if not installed\n", encoding="utf-8"
+    )
+    path = os.pathsep.join(p for p in (str(shim), os.environ.get("PYTHONPATH")) if p)
+    folder = tmp_path / "service"
+    folder.mkdir()
+    with serving(folder, env={**ENV, "PYTHONPATH": path}, **live_settings(folder, llm.url)) as svc:
+        with svc.client() as client:
+            refused = client.post("/v1/runs", json=live("openai:fixture-read_only_success"))
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["error"]["code"] == "no_model_sdk"
+            assert "pip install 'runner[service,openai]'" in refused.json()["error"]["message"]
+            assert client.get("/v1/runs").json()["total"] == 0  # nothing accepted
+        run_id = submit(svc, live("anthropic:fixture-read_only_success"))  # its SDK is there
+        assert svc.wait_ended(run_id)["state"] == "complete"
+    logged = (folder / "serve.log").read_text()
+    assert "its SDK is not installed" in logged and "openai" in logged
+    assert "anthropic" not in logged.split("its SDK is not installed")[1].splitlines()[0]

@@ -3,6 +3,7 @@ for; where the providers' keys come from (the environment, by the name the confi
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from runner.contracts import ContractSet
-from runner.errors import ConfigError
+from runner.errors import ConfigError, NotDrivableHere
 from runner.service import RunService, ServiceConfig
 from runner.service.errors import ApiError
 from runner.service.live import LiveRun, budget
@@ -121,7 +122,7 @@ def test_a_worker_without_the_config_refuses_a_queued_live_run(
     _config(tmp_path)  # writes the world fixture
     document = yaml.safe_load((tmp_path / f"{WORLD}.yaml").read_text())
     play = fixture_player(contracts, tmp_path / "world")
-    with pytest.raises(ConfigError, match="start the worker with --config"):
+    with pytest.raises(NotDrivableHere, match=r"run-1 .*start the worker with --config"):
         play(MemoryStore(), "run-1", {**document, "live_model": "openai:hotels-again"}, 0, print)
 
 
@@ -139,3 +140,48 @@ def test_the_sample_configs_live_section_starts_without_keys(
     with pytest.raises(ApiError, match=r"\$OPENAI_API_KEY is not set"):
         service.live.fixture(key, request)
     service.close()
+
+
+def test_a_cost_bound_is_taken_for_a_model_the_price_table_prices_and_refused_for_one_it_does_not(
+    tmp_path: Path, contracts: ContractSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    providers = {"openai": {"api_key_env": "RUNNER_TEST_OPENAI_KEY",
+                            "models": ["gpt-4o-mini", "no-such-priced-model"]}}  # fmt: skip
+    service = _service(tmp_path, contracts, providers=providers)
+    key = service.config.key_for("key-a-all-roles")
+    assert key is not None
+    priced = live("openai:gpt-4o-mini", budget={"max_cost_usd": 0.25})
+    assert service.live.fixture(key, LiveRun.model_validate(priced)).budget.max_cost_usd == 0.25
+    unpriced = live("openai:no-such-priced-model", budget={"max_cost_usd": 0.25})
+    with pytest.raises(ApiError) as refused:
+        service.live.fixture(key, LiveRun.model_validate(unpriced))
+    assert (refused.value.status, refused.value.code) == (422, "unpriced_model")
+    assert "openai:no-such-priced-model" in refused.value.message
+    uncapped = live("openai:no-such-priced-model", budget={"max_attempts": 3})
+    assert service.live.fixture(key, LiveRun.model_validate(uncapped)).budget.max_cost_usd is None
+    service.close()
+    capped = _service(tmp_path, contracts, providers=providers,
+                      max_budget={**CEILING, "max_cost_usd": 1.0})  # fmt: skip
+    with pytest.raises(ApiError, match="this service's max_budget sets it") as ceiling:
+        capped.live.fixture(key, LiveRun.model_validate(uncapped))
+    assert ceiling.value.code == "unpriced_model"
+    capped.close()
+
+
+def test_a_worker_says_at_start_which_providers_it_cannot_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.cli._distributed import unready_providers  # noqa: PLC0415
+
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RUNNER_TEST_ANTHROPIC_KEY", ENV["RUNNER_TEST_ANTHROPIC_KEY"])
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if its SDK were not installed
+    live_config = ServiceConfig.load(_config(tmp_path)).live
+    assert set(unready_providers(live_config)) == {
+        "live runs of openai are handed back: $RUNNER_TEST_OPENAI_KEY is not set",
+        "live runs of anthropic are handed back: pip install 'runner[anthropic]'",
+    }
+    assert unready_providers(None) == []

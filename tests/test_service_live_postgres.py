@@ -16,7 +16,7 @@ import pytest
 
 from tests.llm_server import RecordedLLMServer, load_recordings
 from tests.service_harness import serving
-from tests.test_service_live import ENV, KEYS, live, live_settings, loopback
+from tests.test_service_live import ENV, KEYS, live, live_settings, loopback, submit
 
 __all__ = ["loopback"]
 
@@ -78,3 +78,51 @@ def _queued_documents(url: str) -> list[dict[str, object]]:
     with psycopg.connect(url, autocommit=True) as connection:
         rows = connection.execute("SELECT args->'document' FROM procrastinate_jobs").fetchall()
     return [row[0] for row in rows]
+
+
+@pytest.mark.usefixtures("loopback")
+def test_a_worker_without_the_config_says_so_and_hands_the_live_run_back_until_one_with_it_comes(
+    pg_url: str, tmp_path: Path, llm: RecordedLLMServer
+) -> None:
+    folder = tmp_path / "service"
+    folder.mkdir()
+    world = {**os.environ, "RUNNER_WORLD": str(tmp_path / "world")}
+    with serving(folder, url=pg_url, env=world, **live_settings(folder, llm.url)) as service:
+        run_id = submit(service, live("openai:fixture-read_only_success"))
+        bare = subprocess.Popen(
+            [sys.executable, "-m", "runner", "worker", "--db", pg_url, "--heartbeat", "0.5",
+             "--handback", "0.5"],
+            cwd=folder, env={**world, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        lines: list[str] = []
+        try:
+            assert bare.stdout is not None
+            while len([line for line in lines if run_id in line]) < 3:  # said each time
+                line = bare.stdout.readline().decode()
+                assert line, "".join(lines)
+                lines.append(line)
+        finally:
+            bare.send_signal(signal.SIGTERM)
+            rest, _ = bare.communicate(timeout=60)
+        said = [line for line in lines if run_id in line]
+        assert all("start the worker with --config SERVICE_YAML" in line for line in said), said
+        assert "handed back to the queue" in said[0]
+        assert service.wait_ended(run_id, timeout_s=1)["status"] == "queued"  # not lost, not run
+        assert _job_status(pg_url, run_id) == "todo"  # handed back, not failed after retries
+        worker = _worker(pg_url, folder, {**world, **ENV})
+        try:
+            run = service.wait_ended(run_id)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.communicate(timeout=60)
+    assert (run["state"], run["reason"]) == ("complete", "model_final"), rest.decode()
+
+
+def _job_status(url: str, run_id: str) -> str:
+    import psycopg  # noqa: PLC0415
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        sql = "SELECT status FROM procrastinate_jobs WHERE args->>'run_id' = %s"
+        row = connection.execute(sql, (run_id,)).fetchone()
+    assert row is not None
+    return str(row[0])

@@ -18,7 +18,14 @@ from .._arguments import ArgumentParser, count, seconds, seed
 from ..clock import SystemClock
 from ..confirm import SECRET_ENV, ApprovalSecret
 from ..contracts import ContractSet
-from ..errors import ApprovalRefused, ConfigError, LeaseLost, LoadError, StoreError
+from ..errors import (
+    ApprovalRefused,
+    ConfigError,
+    LeaseLost,
+    LoadError,
+    NotDrivableHere,
+    StoreError,
+)
 from ..handle import RunHandle
 from ..models.base import ModelAdapter
 from ..store.base import Leases, Store
@@ -59,6 +66,13 @@ def add_distributed_parsers(
     )
     worker.add_argument(
         "--pace", type=seconds, default=0.0, help="real seconds a run pauses per transition (0)"
+    )
+    worker.add_argument(
+        "--handback",
+        type=seconds,
+        default=30.0,
+        help="a run this worker cannot drive (a live run without --config) goes back to the "
+        "queue for this long, seconds (30)",
     )
     for sub in (submit, worker):
         with_db(sub)
@@ -108,6 +122,7 @@ def worker_command(args: argparse.Namespace) -> int:
         stalled_after_s=args.stalled_after,
         grace_s=args.grace,
         pace_s=args.pace,
+        handback_s=args.handback,
         **({"name": args.name} if args.name else {}),
     )
 
@@ -115,8 +130,11 @@ def worker_command(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     secret = ApprovalSecret.from_env() if os.environ.get(SECRET_ENV) else None
+    live = _live(args.config)
+    for line in unready_providers(live):
+        report(line)
     play = fixture_player(
-        contracts_for(args.contracts), world_dir(args.db), live=_live(args.config), secret=secret
+        contracts_for(args.contracts), world_dir(args.db), live=live, secret=secret
     )
     asyncio.run(_check_store(url))
     asyncio.run(run_worker(url, play, settings, report))
@@ -186,6 +204,26 @@ def _live(config: Path | None) -> LiveConfig | None:
     return ServiceConfig.load(config).live
 
 
+def unready_providers(live: LiveConfig | None) -> list[str]:
+    """A line for each configured provider this worker cannot build models of (its SDK or its
+    key missing here): said at start, since its runs would be handed back."""
+    if live is None:
+        return []
+    from ..service.live import sdk_installed  # noqa: PLC0415  # the service extra
+
+    lines = []
+    for provider, settings in live.providers.items():
+        if not sdk_installed(provider):
+            lines.append(
+                f"live runs of {provider} are handed back: pip install 'runner[{provider}]'"
+            )
+        if not os.environ.get(settings.api_key_env):
+            lines.append(
+                f"live runs of {provider} are handed back: ${settings.api_key_env} is not set"
+            )
+    return lines
+
+
 LIVE_MODEL = "live_model"
 """Where a queued live run's document names its model (`runner.service.live.live_document`)."""
 
@@ -194,14 +232,23 @@ def _live_model(
     live: LiveConfig | None, run_id: str, spec: str, header: RunHeader | None = None
 ) -> ModelAdapter | None:
     """The live model of a queued live run: `spec` for a new run, the one its `header` names
-    for a run an earlier worker began."""
+    for a run an earlier worker began; `NotDrivableHere` (said, and the job handed back) when
+    this worker cannot build it."""
     if live is None:
-        raise ConfigError(
-            f"run {run_id} is a live run ({spec}): start the worker with --config SERVICE_YAML"
+        raise NotDrivableHere(
+            f"run {run_id} is a live run ({spec}) and this worker has no service config: "
+            "start the worker with --config SERVICE_YAML"
         )
     from ..service.live import continuing_model, model_for  # noqa: PLC0415  # the service extra
 
-    return continuing_model(live, header) if header is not None else model_for(live, spec)
+    try:
+        return continuing_model(live, header) if header is not None else model_for(live, spec)
+    except NotDrivableHere:
+        raise
+    except ConfigError as exc:  # its provider, key or SDK is not here: maybe on another worker
+        raise NotDrivableHere(
+            f"run {run_id} is a live run this worker cannot drive: {exc}"
+        ) from exc
 
 
 def fixture_player(
@@ -255,8 +302,8 @@ def fixture_player(
     def _continued(
         store: Store, run_id: str, job: dict[str, Any], started: Callable[[RunHandle], None]
     ) -> str:
-        if secret is None:  # the job fails and is retried: a worker with the secret may take it
-            raise ConfigError(f"continuing run {run_id} needs {SECRET_ENV} on the worker")
+        if secret is None:  # handed back: a worker with the secret may take it
+            raise NotDrivableHere(f"continuing run {run_id} needs {SECRET_ENV} on the worker")
         now = datetime.fromisoformat(str(job["now"]))
         try:
             outcome = continue_fixture(

@@ -47,9 +47,11 @@ from datetime import timedelta
 from typing import Any
 
 from procrastinate import App, JobContext, RetryStrategy
+from procrastinate.jobs import Job
+from procrastinate.retry import RetryDecision
 
 from ..clock import Clock, SystemClock
-from ..errors import LeaseLost, StoreError
+from ..errors import LeaseLost, NotDrivableHere, StoreError
 from ..handle import RunHandle
 from ..store.adapters import BlockingStore
 from ..store.base import Lease, Store
@@ -88,6 +90,10 @@ class WorkerSettings:
     pace_s: float = 0.0
     """Real seconds a run pauses after each transition it records (0: none): scripted runs keep
     virtual time and end in milliseconds; a pace lets a person (or a test) watch one, cancel it."""
+    handback_s: float = 30.0
+    """A run this worker cannot drive (`NotDrivableHere`: no `--config` for a live run, say) goes
+    back to the queue for this long, said each time; never given up, since a worker that can
+    drive it may come (the run stays queued meanwhile)."""
     name: str = field(default_factory=_default_name)
 
 
@@ -146,6 +152,9 @@ class RunDriver:
         renewing = asyncio.create_task(self._renew(lease), name=f"lease {run_id}")
         try:
             line = await asyncio.to_thread(play)
+        except NotDrivableHere as exc:  # never in silence: the fix is this worker's operator's
+            self.report(f"{exc} (handed back to the queue for {self.settings.handback_s:g} s)")
+            raise
         finally:
             renewing.cancel()
             with guard:
@@ -197,6 +206,20 @@ class RunDriver:
                 return
 
 
+class _Retry(RetryStrategy):
+    """procrastinate's retries (a failed job, 20 attempts a second apart), except for a run this
+    worker cannot drive: handed back after `handback_s`, as often as it takes."""
+
+    def __init__(self, handback_s: float) -> None:
+        super().__init__(max_attempts=20, wait=1)
+        self.handback_s = handback_s
+
+    def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
+        if isinstance(exception, NotDrivableHere):
+            return RetryDecision(retry_in={"milliseconds": round(self.handback_s * 1000)})
+        return super().get_retry_decision(exception=exception, job=job)
+
+
 async def requeue_stalled(app: App, settings: WorkerSettings) -> None:
     """Re-queue, every heartbeat, the jobs of workers whose heartbeat stopped."""
     while True:
@@ -232,7 +255,7 @@ async def run_worker(
                 name=TASK,
                 queue=QUEUE,
                 pass_context=True,
-                retry=RetryStrategy(max_attempts=20, wait=1),
+                retry=_Retry(settings.handback_s),
             )(driver.drive)
             sweep = asyncio.create_task(requeue_stalled(app, settings), name="stalled sweep")
             try:

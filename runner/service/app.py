@@ -17,11 +17,18 @@ import anyio
 from fastapi import Depends, FastAPI, Header, Path, Query
 from fastapi.responses import HTMLResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from .config import ApiKey, Role
-from .errors import ERROR_RESPONSES, ApiError, BodyLimit, install_error_handlers
+from .errors import (
+    ERROR_RESPONSES,
+    RUN_KIND,
+    ApiError,
+    BodyLimit,
+    ErrorBody,
+    install_error_handlers,
+)
 from .live import LiveRun
 from .page import page_html, state_diagram_svg
 from .runs import RunService
@@ -38,6 +45,28 @@ class FixtureRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     fixture: str = Field(min_length=1, max_length=200)
+
+
+def run_kind(body: Any) -> str | None:
+    """Which run a body asks for: one naming `fixture` is a scripted run, any other object a
+    live run (so a live body's problem is named in its own terms, not as a missing `fixture`);
+    None (refused) for what is not a JSON object."""
+    if isinstance(body, dict):
+        return "FixtureRun" if "fixture" in body else "LiveRun"
+    if isinstance(body, FixtureRun | LiveRun):
+        return type(body).__name__
+    return None
+
+
+SubmitBody = Annotated[
+    Annotated[FixtureRun, Tag("FixtureRun")] | Annotated[LiveRun, Tag("LiveRun")],
+    Discriminator(
+        run_kind,
+        custom_error_type=RUN_KIND,
+        custom_error_message='a run is a JSON object: {"fixture": NAME} or {"task", "tools", '
+        '"model", "budget"}',
+    ),
+]
 
 
 class RunCreated(BaseModel):
@@ -144,10 +173,13 @@ def create_app(service: RunService) -> FastAPI:
         return Health(status="ok", fixtures=len(service.fixtures))
 
     # async: accepting a run only queues it (no store I/O), so it skips the thread pool.
-    @app.post("/v1/runs", status_code=202, response_model=RunCreated)
-    async def submit(
-        body: FixtureRun | LiveRun, key: Annotated[ApiKey, role("submit")]
-    ) -> RunCreated:
+    @app.post(
+        "/v1/runs",
+        status_code=202,
+        response_model=RunCreated,
+        responses={415: {"model": ErrorBody, "description": "the body is not JSON"}},
+    )
+    async def submit(body: SubmitBody, key: Annotated[ApiKey, role("submit")]) -> RunCreated:
         submit_queued = getattr(service, "submit_queued", None)  # PostgreSQL: to the workers
         if isinstance(body, LiveRun):
             submit_live = getattr(service, "submit_queued_live", None)

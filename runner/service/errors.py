@@ -1,7 +1,7 @@
 """One error shape for every refusal: `{"error": {"code", "message"}}` with the right status.
 
-Validation errors are 422 (malformed JSON 400), unknown paths 404, bodies over the limit 413;
-nothing a client sends can make the service answer 500.
+Validation errors are 422 (malformed JSON 400, a run sent as other than JSON 415), unknown paths
+404, bodies over the limit 413; nothing a client sends can make the service answer 500.
 """
 
 from __future__ import annotations
@@ -25,9 +25,19 @@ _CODES = {
     405: "method_not_allowed",
     409: "conflict",
     413: "too_large",
+    415: "not_json",
     422: "invalid",
     429: "too_many",
 }
+
+
+RUN_KIND = "run_kind"
+"""The error type of a submitted body that is no run at all (`app.run_kind`)."""
+_RUN_TAGS = frozenset({"FixtureRun", "LiveRun"})
+"""The submit body's kinds: in a problem's location after `body`, not a field of it."""
+_FIELD_CODES = {"budget": "invalid_budget"}
+"""A problem in one of these body fields has its own code (the README promises them)."""
+_FROM_THE_KEY = frozenset({"tenant", "principal", "api_key", "key"})
 
 
 class ErrorDetail(BaseModel):
@@ -78,18 +88,35 @@ def install_error_handlers(app: FastAPI) -> None:
             exc.status_code, _CODES.get(exc.status_code, "error"), str(exc.detail), headers
         )
 
-    async def invalid(_: Request, exc: Exception) -> JSONResponse:
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         problems = exc.errors()
         if any(p.get("type") == "json_invalid" for p in problems):
             return error_response(400, "bad_json", "the body is not valid JSON")
         first = problems[0] if problems else {}
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        return error_response(422, "invalid", f"{where}: {first.get('msg', 'invalid request')}")
+        media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        status, code, message = _explained(first, json_sent=media.endswith(("/json", "+json")))
+        return error_response(status, code, message)
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
+
+
+def _explained(problem: Mapping[str, Any], *, json_sent: bool) -> tuple[int, str, str]:
+    """A validation problem as the status, code and message of its refusal: where it is (the
+    field of the body's own kind of run) and what is wrong there."""
+    loc = [str(part) for part in problem.get("loc", ())]
+    if loc[:1] == ["body"] and loc[1:2] and loc[1] in _RUN_TAGS:
+        del loc[1]
+    where, kind = ".".join(loc), problem.get("type")
+    if kind == RUN_KIND and not json_sent:
+        return 415, "not_json", "send the run as JSON (Content-Type: application/json)"
+    field = loc[1] if loc[:1] == ["body"] and len(loc) > 1 else None
+    if kind == "extra_forbidden" and field in _FROM_THE_KEY:
+        return 422, "invalid", f"{where}: not taken from a body: the API key gives it"
+    code = _FIELD_CODES.get(field or "", "invalid")
+    return 422, code, f"{where}: {problem.get('msg', 'invalid request')}"
 
 
 def _allowed(request: Request) -> list[str]:

@@ -12,8 +12,10 @@ model is in the loop: `run_fixture` puts it on the system clock).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -23,6 +25,8 @@ from ..budget import Limits
 from ..contracts import ContractSet
 from ..errors import ConfigError
 from ..models.base import ModelAdapter
+from ..models.identity import ModelIdentity, redact_url
+from ..pricing import PRICES_EXTRA, default_prices
 from ..trace import RunHeader
 from ..travel.fixtures import Fixture
 from .config import ApiKey, LiveConfig, ProviderConfig
@@ -36,14 +40,16 @@ LIVE_RUN_NAME = "live"
 
 class LiveBudget(BaseModel):
     """A live run's budget: each field at most the service's ceiling; one left out is the
-    ceiling's (see `runner.budget.Limits` for what each bounds)."""
+    ceiling's (see `runner.budget.Limits` for what each bounds). Strict: a count is a JSON
+    integer, seconds and dollars a number; `"10"`, `true` or `1e5` for a count are refused,
+    never read as something the caller may not have meant."""
 
     model_config = ConfigDict(extra="forbid")
-    max_attempts: int | None = Field(default=None, ge=1)
-    max_model_steps: int | None = Field(default=None, ge=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_attempts: int | None = Field(default=None, ge=1, strict=True)
+    max_model_steps: int | None = Field(default=None, ge=1, strict=True)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
 
 
 class LiveRun(BaseModel):
@@ -51,9 +57,9 @@ class LiveRun(BaseModel):
     tools the service's config offers; tenant and principal are the API key's."""
 
     model_config = ConfigDict(extra="forbid")
-    task: str = Field(min_length=1, max_length=20_000)
-    tools: list[str] = Field(min_length=1, max_length=200)
-    model: str = Field(pattern=r"^(openai|anthropic):.+$", max_length=200)
+    task: str = Field(min_length=1, max_length=20_000, strict=True)
+    tools: list[str] = Field(min_length=1, max_length=200, strict=True)
+    model: str = Field(pattern=r"^(openai|anthropic):.+$", max_length=200, strict=True)
     budget: LiveBudget = Field(default_factory=LiveBudget)
 
 
@@ -69,9 +75,11 @@ class LiveRuns:
         needs_keys: bool,
     ) -> None:
         """`needs_keys`: this process builds the models (the SQLite service): a run of a provider
-        whose key is not in its environment is refused (409), and the start logs a warning."""
+        whose key is not in its environment, or whose SDK is not installed, is refused (409),
+        and the start logs a warning."""
         self.config = config
         self.needs_keys = needs_keys
+        self.no_sdk: set[str] = set()
         self.world: Fixture | None = None
         if config is None:
             return
@@ -87,6 +95,13 @@ class LiveRuns:
         unknown = [tool for tool in config.tools if tool not in contracts]
         if unknown:
             raise ConfigError("service config: live.tools: no contract for " + ", ".join(unknown))
+        self.no_sdk = {p for p in config.providers if needs_keys and not sdk_installed(p)}
+        for provider in sorted(self.no_sdk):
+            _log.warning(
+                "its SDK is not installed: its live runs are refused (409) until it is",
+                provider=provider,
+                install=f"pip install 'runner[service,{provider}]'",
+            )
         for provider, settings in config.providers.items():
             if needs_keys and not os.environ.get(settings.api_key_env):
                 _log.warning(
@@ -105,7 +120,15 @@ class LiveRuns:
         if not request.task.strip():
             raise ApiError(422, "empty_task", "task: give the task in words")
         self._check_model(config, request.model)
-        settings = config.providers[request.model.partition(":")[0]]  # type: ignore[index]
+        provider = request.model.partition(":")[0]
+        settings = config.providers[provider]  # type: ignore[index]
+        if provider in self.no_sdk:
+            raise ApiError(
+                409,
+                "no_model_sdk",
+                f"model: this service cannot build {provider} models: its SDK is not installed "
+                f"(pip install 'runner[service,{provider}]' where the service runs)",
+            )
         if self.needs_keys and not os.environ.get(settings.api_key_env):
             raise ApiError(
                 409,
@@ -121,6 +144,10 @@ class LiveRuns:
             )
         if len(set(tools)) != len(tools):
             raise ApiError(422, "duplicate_tool", "tools: a tool is named twice")
+        limits = budget(config.max_budget, request.budget.model_dump(exclude_none=True))
+        if limits.max_cost_usd is not None:
+            asked = request.budget.max_cost_usd is not None
+            self._check_priced(request.model, settings, limits.max_cost_usd, asked=asked)
         document: dict[str, Any] = world.model_dump(mode="json", exclude_unset=True)
         document.update(
             name=LIVE_RUN_NAME,
@@ -128,15 +155,36 @@ class LiveRuns:
             task=request.task,
             tenant=key.tenant,  # from the key, never the body
             principal={"id": key.principal.id, "scopes": list(key.principal.scopes)},
-            budget=budget(
-                config.max_budget, request.budget.model_dump(exclude_none=True)
-            ).model_dump(mode="json"),
+            budget=limits.model_dump(mode="json"),
             tools=tools,
             environment={t: o for t, o in document.get("environment", {}).items() if t in tools},
         )
         for scripted_only in ("expect", "price", "prohibited"):
             document.pop(scripted_only, None)  # the script's, not a live model's
         return Fixture.model_validate(document)
+
+    def _check_priced(
+        self, spec: str, settings: ProviderConfig, cap: float, *, asked: bool
+    ) -> None:
+        """A cost bound needs the model's price (the engine refuses to start an unpriced run
+        with one): looked up as the engine will, in the default price table, and refused now
+        rather than accepted to fail at its start (or be retried by every worker)."""
+        provider, _, name = spec.partition(":")
+        identity = ModelIdentity(
+            provider=provider, name=name, base_url=redact_url(settings.base_url)
+        )
+        if default_prices().price_of(identity, datetime.now(UTC)) is None:
+            raise ApiError(
+                422,
+                "unpriced_model",
+                f"budget.max_cost_usd: {cap} needs a price for {spec}, and the price table "
+                f"({PRICES_EXTRA}) has none: "
+                + (
+                    "leave max_cost_usd out, or use a model it prices"
+                    if asked
+                    else "this service's max_budget sets it; use a model the table prices"
+                ),
+            )
 
     @staticmethod
     def _check_model(config: LiveConfig, spec: str) -> None:
@@ -209,6 +257,15 @@ def budget(ceiling: Limits, asked: Mapping[str, float | int]) -> Limits:
                 422, "over_budget_ceiling", f"budget.{name}: {got} is over this service's {cap}"
             )
     return limits
+
+
+def sdk_installed(provider: str) -> bool:
+    """Whether the provider's SDK (the `openai` or `anthropic` extra) can be imported here;
+    looked up, not imported (a service that never runs that provider pays nothing for it)."""
+    try:
+        return importlib.util.find_spec(provider) is not None
+    except (ImportError, ValueError):  # a broken install, or one blocked in sys.modules
+        return False
 
 
 def build_model(provider: str, name: str, settings: ProviderConfig) -> ModelAdapter:
