@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -100,10 +101,13 @@ def test_a_submitted_run_fills_its_timeline_live_and_its_diagram_shows_its_edges
     # Filling in while it goes: some rows, not yet the end, then more rows.
     _until(browser, lambda d: _rows(d) >= 3)
     seen_midway, ended_midway = _rows(browser), _text(browser, "run-ended")
+    cancel = browser.find_element(By.ID, "cancel")
+    shown_midway = cancel.is_displayed()
     browser.save_screenshot(str(artifacts / "run-midway.png"))
     _until(browser, lambda d: _text(d, "run-ended").startswith("ended"))
     browser.save_screenshot(str(artifacts / "run-ended.png"))
     assert ended_midway == ""
+    assert shown_midway and not cancel.is_displayed()  # no cancel for a run that ended
     assert _rows(browser) > seen_midway
     assert _text(browser, "run-ended") == "ended complete (model_final)"
     assert _text(browser, "run-state") == "complete"
@@ -122,9 +126,10 @@ def test_a_submitted_run_fills_its_timeline_live_and_its_diagram_shows_its_edges
     assert len(browser.find_elements(By.CSS_SELECTOR, "#machine .state")) == 7
     current = browser.find_element(By.CSS_SELECTOR, ".state.current").get_attribute("id")
     assert current == "state-complete"
-    row = browser.find_element(By.CSS_SELECTOR, f'#runs-body tr[data-run-id="{run_id}"]')
-    _until(browser, lambda _: "complete" in row.text)
-    assert LONG in row.text and "model_final" in row.text
+    _until(browser, lambda d: "complete" in d.find_element(By.CSS_SELECTOR, "#runs-body tr").text)
+    newest = browser.find_element(By.CSS_SELECTOR, "#runs-body tr")  # newest first
+    assert newest.get_attribute("data-run-id") == run_id
+    assert LONG in newest.text and "model_final" in newest.text
 
 
 def test_a_pending_hold_is_approved_from_the_page_and_its_run_completes(
@@ -137,6 +142,8 @@ def test_a_pending_hold_is_approved_from_the_page_and_its_run_completes(
     selector = f'#approvals-list .pending[data-approval-id^="{waiting}~"]'
     pending = _until(browser, lambda d: d.find_elements(By.CSS_SELECTOR, selector))
     assert "hold_room" in pending[0].text or "H-SHIBA" in pending[0].text
+    time.sleep(2.5)  # two polls of the approvals: the same buttons, not rebuilt under a click
+    assert browser.find_elements(By.CSS_SELECTOR, selector)[0] == pending[0]
     browser.save_screenshot(str(artifacts / "approval-pending.png"))
     pending[0].find_element(By.CSS_SELECTOR, "button.approve-btn").click()
     _until(browser, lambda d: _text(d, "run-id") not in ("", waiting))  # its continuation
