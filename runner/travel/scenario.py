@@ -189,15 +189,65 @@ def resume_fixture(
     A run that used MCP servers goes on with the tools its header pinned, on the servers `mcp`
     says how to reach (never re-listed). `started`: as for `run_fixture`.
     """
+    stored = _stored_run(run_id, store, model, store_dir, refusal="it cannot be resumed here")
+    header, live = stored.header, stored.live
+    tools, contracts, spec = _pinned_tools(
+        run_id, header, mcp, contracts, stored.spec, verb="resume"
+    )
+    return _play(
+        stored.fixture,
+        contracts=contracts,
+        store=store,
+        supplier=stored.supplier,
+        policy=stored.policy,
+        seed=header.seed,
+        consumed=stored.consumed,
+        drive=lambda engine, scripted: engine.resume(
+            run_id, spec, live or scripted, started=started
+        ),
+        live=live is not None,  # a live model goes on in real time, as the run began
+        mcp=tools,
+        durability=durability,
+        continuation=header.continues is not None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredRun:
+    """What resuming or continuing a stored fixture run starts from."""
+
+    header: RunHeader
+    fixture: Fixture
+    policy: Policy
+    live: ModelAdapter | None
+    """The live model that planned it (None: its script)."""
+    supplier: SupplierDatabase | None
+    consumed: Counter[str]
+    """The scripted outcomes each tool has already answered."""
+    spec: RunSpec
+
+
+def _stored_run(
+    run_id: str,
+    store: Store,
+    model: ModelAdapter | None,
+    store_dir: Path | None,
+    *,
+    refusal: str,
+    policy: Policy | None = None,
+) -> _StoredRun:
+    """A stored fixture run, read back: its fixture and policy (`policy` instead, if given), its
+    model, its supplier database reopened, its spec. `refusal`: what to say of a run that was
+    not started from a fixture."""
     header = store.header(run_id)
     if header is None:
         raise StoreError(f"no run {run_id} in the store")
     document = stored_fixture(header)
     if document is None:
-        raise StoreError(f"run {run_id} was not started from a fixture; it cannot be resumed here")
+        raise StoreError(f"run {run_id} was not started from a fixture; {refusal}")
     try:
         fixture = Fixture.model_validate(document)
-        policy = Policy.recorded(header.policy)
+        policy = policy or Policy.recorded(header.policy)
     except ValidationError as exc:
         raise StoreCorrupt(
             f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
@@ -208,23 +258,7 @@ def resume_fixture(
     supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
     consumed = Counter(output.tool for output in store.outputs(run_id))
     spec = spec_for(fixture, header.seed, world)
-    tools, contracts, spec = _pinned_tools(run_id, header, mcp, contracts, spec, verb="resume")
-    return _play(
-        fixture,
-        contracts=contracts,
-        store=store,
-        supplier=supplier,
-        policy=policy,
-        seed=header.seed,
-        consumed=consumed,
-        drive=lambda engine, scripted: engine.resume(
-            run_id, spec, live or scripted, started=started
-        ),
-        live=live is not None,  # a live model goes on in real time, as the run began
-        mcp=tools,
-        durability=durability,
-        continuation=header.continues is not None,
-    )
+    return _StoredRun(header, fixture, policy, live, supplier, consumed, spec)
 
 
 def _pinned_tools(
@@ -272,36 +306,23 @@ def continue_fixture(
     `started`: told the continuation's handle (as for `run_fixture`).
     Raises `ApprovalRefused` (nothing stored or sent) when a decision cannot be used.
     """
-    header = store.header(run_id)
-    if header is None:
-        raise StoreError(f"no run {run_id} in the store")
-    document = stored_fixture(header)
-    if document is None:
-        raise StoreError(f"run {run_id} was not started from a fixture; continue it with Engine")
-    try:
-        fixture = Fixture.model_validate(document)
-        policy = policy or Policy.recorded(header.policy)
-    except ValidationError as exc:
-        raise StoreCorrupt(
-            f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"
-        ) from exc
-    replied_live = any(turn.model_state is None for turn in store.turns(run_id))
-    model = model_for_resume(run_id, header.model, model, replied_live=replied_live)
-    world = stored_world(header)
-    supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
-    consumed = Counter(output.tool for output in store.outputs(run_id))
-    spec = spec_for(fixture, header.seed, world)
+    stored = _stored_run(
+        run_id, store, model, store_dir, refusal="continue it with Engine", policy=policy
+    )
+    model, spec = stored.live, stored.spec
     if tenant is not None:
         spec = dataclasses.replace(spec, tenant=tenant)
-    tools, contracts, spec = _pinned_tools(run_id, header, mcp, contracts, spec, verb="continue")
+    tools, contracts, spec = _pinned_tools(
+        run_id, stored.header, mcp, contracts, spec, verb="continue"
+    )
     return _play(
-        fixture,
+        stored.fixture,
         contracts=contracts,
         store=store,
-        supplier=supplier,
-        policy=policy,
-        seed=header.seed,
-        consumed=consumed,
+        supplier=stored.supplier,
+        policy=stored.policy,
+        seed=stored.header.seed,
+        consumed=stored.consumed,
         drive=lambda engine, scripted: engine.continue_approved(
             run_id, spec, model or scripted, secret=secret, now=now, token=token, started=started
         ),
