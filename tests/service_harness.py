@@ -18,6 +18,8 @@ import httpx
 import pytest
 import yaml
 
+from tests.conftest import allow_loopback_only
+
 SECRET = "a-test-approval-secret-of-enough-bytes-0123456789"
 KEYS: dict[str, dict[str, Any]] = {
     "key-a-all-roles": {
@@ -203,13 +205,4 @@ def read_events(
 @pytest.fixture
 def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     """The no-network guard, lifted for 127.0.0.1 alone."""
-    monkeypatch.undo()
-    original = socket.socket.connect
-
-    def loopback_only(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if host not in {"127.0.0.1", "localhost", "::1"}:
-            raise AssertionError(f"tests may only connect to loopback, not {host}")
-        return original(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
+    allow_loopback_only(monkeypatch)

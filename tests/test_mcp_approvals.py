@@ -6,7 +6,6 @@ nothing is ever sent. Every run replays identical from the record alone, with no
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +27,7 @@ from runner.states import State
 from runner.store import SqliteStore
 from runner.testing import scripted
 from runner.tools import Principal
+from tests.conftest import allow_loopback_only
 
 from .mcp_harness import http_server, read_state, stdio_server
 
@@ -52,16 +52,7 @@ CANCEL = {"tool_calls": [{"name": "booking__cancel_all", "args": {}}]}
 @pytest.fixture
 def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     """The no-network guard, lifted for 127.0.0.1 alone (the streamable-HTTP servers)."""
-    monkeypatch.undo()
-    original = socket.socket.connect
-
-    def loopback_only(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if host not in {"127.0.0.1", "localhost", "::1"}:
-            raise AssertionError(f"tests may only connect to loopback, not {host}")
-        return original(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
+    allow_loopback_only(monkeypatch)
 
 
 @pytest.fixture(params=["stdio", "http"])

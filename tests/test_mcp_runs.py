@@ -5,7 +5,6 @@ run replays identical from the record alone, with no server running."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from runner.states import TERMINAL, State
 from runner.store import MemoryStore, SqliteStore
 from runner.testing import scripted
 from runner.tools import Principal
+from tests.conftest import allow_loopback_only
 
 from .mcp_harness import (
     Outcome,
@@ -52,16 +52,7 @@ BOOKING_TOOLS = {
 @pytest.fixture
 def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     """The no-network guard, lifted for 127.0.0.1 alone (the streamable-HTTP servers)."""
-    monkeypatch.undo()
-    original = socket.socket.connect
-
-    def loopback_only(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if host not in {"127.0.0.1", "localhost", "::1"}:
-            raise AssertionError(f"tests may only connect to loopback, not {host}")
-        return original(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
+    allow_loopback_only(monkeypatch)
 
 
 def _declared_and_replayed(outcome: Outcome) -> None:
