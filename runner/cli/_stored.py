@@ -41,7 +41,7 @@ from ..travel import (
 )
 from ..travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from ..travel.scenario import run_fixture, stored_fixture, stored_world
-from ..travel.supplier import SupplierDatabase, locate
+from ..travel.supplier import recorded_holds
 from ._common import (
     EXIT_EXPECTATION_FAILED,
     contracts_for,
@@ -200,15 +200,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
 
 def stored_holds(recording: Recording, store_dir: Path) -> int | None:
-    recorded = stored_world(recording.header).get("supplier_db")
-    path = locate(recorded, store_dir) if recorded else None
-    if path is None:
-        return None
-    supplier = SupplierDatabase.open_existing(path, read_only=True)
-    try:
-        return supplier.active_holds()
-    finally:
-        supplier.close()
+    return recorded_holds(stored_world(recording.header).get("supplier_db"), store_dir)
 
 
 def _tokens_across_runs(recordings: list[Recording], grades: dict[str, FixtureGrade]) -> None:

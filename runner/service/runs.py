@@ -35,7 +35,7 @@ from ..trace import TransitionRecord
 from ..travel import fixtures_dir
 from ..travel.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
 from ..travel.scenario import continue_fixture, resume_fixture, run_fixture, stored_world
-from ..travel.supplier import SupplierDatabase, locate
+from ..travel.supplier import recorded_holds
 from ._logs import RunLogs
 from .config import ApiKey, ServiceConfig
 from .errors import ApiError
@@ -382,19 +382,9 @@ class RunService:
             continues=continued_from(header.continues),
             continued_as=self.continuation_of(run_id),
             continuation_error=accepted.continuation_error if accepted else None,
-            holds=self._holds(stored_world(header).get("supplier_db")),
+            holds=recorded_holds(stored_world(header).get("supplier_db"), self.db.parent),
         )
         return data
-
-    def _holds(self, recorded: str | None) -> int | None:
-        path = locate(recorded, self.db.parent) if recorded else None
-        if path is None:
-            return None
-        supplier = SupplierDatabase.open_existing(path, read_only=True)
-        try:
-            return supplier.active_holds()
-        finally:
-            supplier.close()
 
     def list_runs(
         self, key: ApiKey, offset: int, limit: int, *, newest_first: bool = False

@@ -22,7 +22,7 @@ from ..policy import Policy
 from ..store.base import Store
 from .fixtures import Fixture
 from .scenario import ScenarioRun, continue_fixture, run_fixture, stored_world
-from .supplier import SupplierDatabase
+from .supplier import recorded_holds
 
 FORGER = ApprovalSecret("not-the-runtime-secret-0123456789")
 
@@ -147,11 +147,4 @@ def _check(play: ApprovalPlay, refused: str | None, runs_before: int, store: Sto
 def holds_of(store: Store, run_id: str) -> int | None:
     """Active holds in the supplier database a stored fixture run names (None: it has none)."""
     header = store.header(run_id)
-    path = stored_world(header).get("supplier_db") if header is not None else None
-    if not path or not Path(path).exists():
-        return None
-    supplier = SupplierDatabase.open_existing(Path(path))
-    try:
-        return supplier.active_holds()
-    finally:
-        supplier.close()
+    return recorded_holds(stored_world(header).get("supplier_db"), None) if header else None

@@ -73,6 +73,19 @@ def locate(recorded: str, store_dir: Path | None) -> Path | None:
     return None
 
 
+def recorded_holds(recorded: str | None, store_dir: Path | None) -> int | None:
+    """Active holds in the supplier database a run header records (`locate`d as above), read
+    without writing; None when it records none or the file is nowhere to be found."""
+    path = locate(recorded, store_dir) if recorded else None
+    if path is None:
+        return None
+    supplier = SupplierDatabase.open_existing(path, read_only=True)
+    try:
+        return supplier.active_holds()
+    finally:
+        supplier.close()
+
+
 def has_schema(path: Path) -> bool:
     """Whether the database at `path` was ever migrated (an empty file has no schema); read
     without writing anything, the write-ahead log included."""
