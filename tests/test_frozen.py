@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from runner._frozen import quick_init
+from runner._state import Decided
 from runner.decide import Batch, Exit, Facts, Verdict
 from runner.observations import ModelAnswered, ToolObservation
 from runner.tools import ToolInvocation, ToolResponse
 
 QUICK: list[type[Any]] = [
+    Decided,
     Batch,
     Exit,
     Facts,
