@@ -215,6 +215,7 @@ ToolObservation = (
 
 for _kind in (*ToolObservation.__args__, ModelAnswered):
     quick_init(_kind)  # a step builds two or three observations
+del _kind
 
 TypedToolObservation = Annotated[ToolObservation, Discriminator("kind")]
 """`ToolObservation` as a tagged union: read back from JSON by its `kind`."""

@@ -39,11 +39,10 @@ def canonical(value: Any) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most leaves: as they are
         return value
-    if kind is dict:  # most arguments: a dict of such leaves, canonical as it is (no copy)
-        for item in value.values():
-            if type(item) not in _AS_THEY_ARE:
-                return {key: canonical(item) for key, item in value.items()}
-        return value
+    if kind is dict:
+        if _AS_THEY_ARE.issuperset(map(type, value.values())):
+            return value  # most arguments: a dict of such leaves, canonical as it is
+        return {key: canonical(item) for key, item in value.items()}
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
