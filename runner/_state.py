@@ -30,6 +30,7 @@ from enum import Enum
 from typing import Any
 
 from ._cancel import Cancellation
+from ._frozen import quick_init
 from .budget import Bound, Usage
 from .clock import Clock
 from .contracts import CompiledContract, ContractSet
@@ -133,7 +134,8 @@ class LookUp:
     slot: Slot
 
 
-@dataclass(frozen=True, slots=True)
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Decided:
     """`observe`: carry out the verdict on `slot`'s outcome."""
 

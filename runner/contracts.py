@@ -139,9 +139,10 @@ class CompiledContract:
         self, arguments: Mapping[str, Any], context: Mapping[str, Any]
     ) -> ArgumentProblem | None:
         """Schema first, then semantic rules; None when the arguments are valid."""
-        for key in arguments:
-            if key in RESERVED_ARGUMENTS:
-                return ArgumentProblem(key, "supplied by the runtime, never by the model")
+        if not RESERVED_ARGUMENTS.isdisjoint(arguments):  # (in C: the usual case)
+            for key in arguments:
+                if key in RESERVED_ARGUMENTS:
+                    return ArgumentProblem(key, "supplied by the runtime, never by the model")
         if not self.fast_input.is_valid(arguments):
             error = _first_error(self.input_validator, arguments)
             if error is not None:

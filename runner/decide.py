@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, assert_never
 
+from ._frozen import quick_init
 from .budget import Bound
 from .classifier import malformed_reason
 from .machine import Decision
@@ -65,6 +66,7 @@ _PRECEDENCE: Final[dict[Decision, int]] = {
 }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batch:
     """Where the batch in flight stands: its strongest decision so far, and why."""
@@ -76,6 +78,7 @@ class Batch:
     """The operation key of the call that decided it (handed over when it is `unknown`)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
     """What the decision needs to know about the run, gathered by the engine before it asks."""
@@ -110,6 +113,7 @@ class Facts:
     """When `last`: the key of a write of this run whose outcome is still open."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Exit:
     """How the batch leaves `observe` (set on the verdict of its last call)."""
@@ -123,6 +127,7 @@ class Exit:
     """A write found still open at the end of the batch (the engine marks it `unknown`)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
     """The decision on one observation, and everything the engine needs to carry it out."""
