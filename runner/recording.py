@@ -128,7 +128,7 @@ class RecordedCall(TypedDict):
 
 
 def _call_json(call: ToolCall) -> RecordedCall:
-    data = RecordedCall(id=call.id, name=call.name, arguments=call.arguments)
+    data: RecordedCall = {"id": call.id, "name": call.name, "arguments": call.arguments}
     if call.arguments_error is not None:
         data["arguments_error"] = call.arguments_error
     return data
