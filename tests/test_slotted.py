@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import typing
 from typing import Any
 
 import pytest
@@ -53,12 +55,16 @@ CASES: list[tuple[type[Any], dict[str, Any]]] = [
 @pytest.mark.parametrize(("kind", "given"), CASES, ids=[kind.__name__ for kind, _ in CASES])
 def test_built_as_the_dataclass_would_build_it(kind: type[Any], given: dict[str, Any]) -> None:
     """Keyword-only, required fields required, unknown ones refused, defaults filled in,
-    frozen, and equal to what the dataclass's own field defaults say."""
+    frozen, equal to what the dataclass's own field defaults say, and the same signature
+    (annotations resolving) as the generated `__init__`."""
     built = kind(**given)
     for item in dataclasses.fields(kind):
         expected = given.get(item.name, item.default)
         assert getattr(built, item.name) == expected
     assert dataclasses.replace(built) == built
+    names = [item.name for item in dataclasses.fields(kind)]
+    assert list(inspect.signature(kind).parameters) == names
+    assert list(typing.get_type_hints(kind.__init__)) == [*names, "return"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(built, next(iter(given)), None)
     with pytest.raises(TypeError):
