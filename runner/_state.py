@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 from ._cancel import Cancellation
 from ._frozen import quick_init
@@ -144,6 +144,9 @@ class Decided:
     latency_ms: float | None
 
 
+_UNDECIDED: Final = Batch()
+
+
 @dataclass(slots=True, kw_only=True)
 class InFlight:
     """The batch of calls the model proposed last, owned by the run while it is worked off."""
@@ -152,8 +155,9 @@ class InFlight:
     """Its outstanding calls in call order; the front one is being called or observed."""
     writes: dict[str, Slot] = field(default_factory=dict)
     """Operation key -> the first call of the batch that claimed it."""
-    standing: Batch = field(default_factory=Batch)
-    """Its strongest decision so far."""
+    standing: Batch = _UNDECIDED
+    """Its strongest decision so far (frozen: every batch starts from one shared value, which
+    is replaced, never changed, as its calls are decided)."""
 
 
 Work = AdmitBatch | NextCall | Retry | LookUp | Decided

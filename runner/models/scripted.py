@@ -89,18 +89,19 @@ class ScriptedModel:
         self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
     ) -> ModelReply:
         self._step += 1
-        last = transcript.last_result_classes()
-        turn = self._next_turn(last, final_only=tool_choice == "none")
+        turn = self._next_turn(transcript, final_only=tool_choice == "none")
         if turn is None:
             text = "No scripted answer is left; nothing further can be determined."
             return self._reply(transcript, text, (), None, "script_exhausted")
         if turn.final is not None:
             return self._reply(transcript, turn.final, (), turn.usage, "end_turn")
         calls = tuple(
-            ToolCall(
-                id=call.id or f"call_{self._step}_{index}", name=call.name, arguments=call.args
-            )
-            for index, call in enumerate(turn.tool_calls or ())
+            [
+                ToolCall(
+                    id=call.id or f"call_{self._step}_{index}", name=call.name, arguments=call.args
+                )
+                for index, call in enumerate(turn.tool_calls or ())
+            ]
         )
         return self._reply(transcript, "", calls, turn.usage, "tool_use")
 
@@ -112,13 +113,18 @@ class ScriptedModel:
         self._cursor = int(state["cursor"])
         self._step = int(state["step"])
 
-    def _next_turn(self, last: frozenset[str], *, final_only: bool) -> ScriptedTurn | None:
+    def _next_turn(self, transcript: Transcript, *, final_only: bool) -> ScriptedTurn | None:
+        last: frozenset[str] | None = None  # the previous step's classes, read once if needed
         while self._cursor < len(self._turns):
             turn = self._turns[self._cursor]
             self._cursor += 1
             if final_only and turn.final is None:
                 continue
-            if turn.when is None or last.intersection(turn.when):
+            if turn.when is None:
+                return turn
+            if last is None:
+                last = transcript.last_result_classes()
+            if last.intersection(turn.when):
                 return turn
         return None
 

@@ -1,0 +1,99 @@
+"""`_slotted.quick_init`: the quicker `__init__` keeps each dataclass's contract."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from typing import Any
+
+import pytest
+
+from runner._slotted import quick_init
+from runner.models.base import ModelReply, TokenUsage, ToolCall
+from runner.recording import (
+    OUTPUT_ADAPTER,
+    TURN_ADAPTER,
+    RecordedOutput,
+    RecordedTurn,
+    Responded,
+)
+from runner.transcript import AssistantMessage, ToolResultMessage
+
+TURN: dict[str, Any] = {
+    "run_id": "r1", "ordinal": 1, "tool_choice": "auto", "text": "", "tool_calls": [],
+    "input_tokens": 1, "output_tokens": 2, "stop_reason": "end_turn", "started_at": 0.5,
+    "ended_at": 0.75, "transcript_digest": "d",
+}  # fmt: skip
+OUTPUT: dict[str, Any] = {
+    "run_id": "r1", "ordinal": 1, "call_id": "c1", "tool": "t", "operation_key": None,
+    "outcome": Responded(payload=[1]), "started_at": 0.5, "ended_at": 0.75,
+}  # fmt: skip
+CASES: list[tuple[type[Any], dict[str, Any]]] = [
+    (ToolCall, {"id": "c1", "name": "search", "arguments": {"q": 1}}),
+    (TokenUsage, {"input_tokens": 3, "output_tokens": 4}),
+    (
+        ModelReply,
+        {
+            "text": "",
+            "tool_calls": (),
+            "usage": TokenUsage(input_tokens=1, output_tokens=2),
+            "stop_reason": "end_turn",
+        },
+    ),
+    (Responded, {"payload": {"ok": True}}),
+    (AssistantMessage, {"text": "hi"}),
+    (
+        ToolResultMessage,
+        {"call_id": "c1", "tool": "t", "result_class": "ok", "content": "{}", "is_error": False},
+    ),
+    (RecordedTurn, TURN),
+    (RecordedOutput, OUTPUT),
+]
+
+
+@pytest.mark.parametrize(("kind", "given"), CASES, ids=[kind.__name__ for kind, _ in CASES])
+def test_built_as_the_dataclass_would_build_it(kind: type[Any], given: dict[str, Any]) -> None:
+    """Keyword-only, required fields required, unknown ones refused, defaults filled in,
+    frozen, equal to what the dataclass's own field defaults say, and the same signature
+    (annotations resolving) as the generated `__init__`."""
+    built = kind(**given)
+    for item in dataclasses.fields(kind):
+        expected = given.get(item.name, item.default)
+        assert getattr(built, item.name) == expected
+    assert dataclasses.replace(built) == built
+    names = [item.name for item in dataclasses.fields(kind)]
+    assert list(inspect.signature(kind).parameters) == names
+    assert list(typing.get_type_hints(kind.__init__)) == [*names, "return"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(built, next(iter(given)), None)
+    with pytest.raises(TypeError):
+        kind(**given, colour="red")
+    with pytest.raises(TypeError):
+        kind(**dict(list(given.items())[1:]))
+    with pytest.raises(TypeError):
+        kind(*given.values())
+
+
+def test_records_read_back_equal() -> None:
+    turn, output = RecordedTurn(**TURN), RecordedOutput(**OUTPUT)
+    assert TURN_ADAPTER.validate_json(TURN_ADAPTER.dump_json(turn)) == turn
+    assert OUTPUT_ADAPTER.validate_json(OUTPUT_ADAPTER.dump_json(output)) == output
+
+
+def test_only_what_it_can_build_exactly() -> None:
+    @dataclasses.dataclass(slots=True, kw_only=True)
+    class Mutable:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Factory:
+        a: list[int] = dataclasses.field(default_factory=list)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Positional:
+        a: int
+
+    for kind in (Mutable, Factory, Positional):
+        with pytest.raises(TypeError):
+            quick_init(kind)
