@@ -14,8 +14,8 @@ from typing import Annotated, Any, Final, Literal, NotRequired
 from pydantic import ConfigDict, Discriminator, TypeAdapter, with_config
 from typing_extensions import TypedDict  # pydantic needs it, not typing's, before 3.12
 
+from ._frozen import quick_init
 from ._jsonsafe import clean_text, safe_str
-from ._slotted import quick_init
 from .models.base import ModelReply, TokenUsage, ToolCall
 from .tools import ToolResponse
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 import orjson
 
-from ._slotted import quick_init
+from ._frozen import quick_init
 from .models.base import ToolCall
 
 

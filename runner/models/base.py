@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .._slotted import quick_init
+from .._frozen import quick_init
 
 if TYPE_CHECKING:
     from ..transcript import Transcript
