@@ -139,7 +139,7 @@ _DRAWS = st.sampled_from(
 )
 
 
-@given(st.integers(min_value=0, max_value=2**63 - 1), st.lists(_DRAWS, min_size=1, max_size=6))
+@given(st.integers(min_value=-(2**70), max_value=2**70), st.lists(_DRAWS, min_size=1, max_size=6))
 def test_a_run_generator_seeded_later_draws_as_one_seeded_at_once(
     seed: int, draws: list[object]
 ) -> None:
