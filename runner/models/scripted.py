@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -55,6 +56,29 @@ class ScriptedTurn(BaseModel):
             raise ValueError("tool_calls must not be empty")
         return self
 
+    @functools.cached_property
+    def fixed_reply(self) -> ModelReply | None:
+        """The reply this turn always plays, built once (the turn is frozen, the reply too): when
+        it states its usage and every call its id. None when the reply depends on the run (an id
+        from the step, usage estimated from the transcript). Not a field: pydantic's equality,
+        dumps and validation ignore it."""
+        if self.usage is None:
+            return None
+        usage = TokenUsage(input_tokens=self.usage.input, output_tokens=self.usage.output)
+        if self.final is not None:
+            return ModelReply(text=self.final, tool_calls=(), usage=usage, stop_reason="end_turn")
+        calls = self.tool_calls or []
+        if any(call.id is None for call in calls):
+            return None
+        return ModelReply(
+            text="",
+            tool_calls=tuple(
+                [ToolCall(id=c.id or "", name=c.name, arguments=c.args) for c in calls]
+            ),
+            usage=usage,
+            stop_reason="tool_use",
+        )
+
 
 # model_construct: these literals need no validating, and validating would build pydantic's
 # validators at `import runner` (tests/test_import_cost.py).
@@ -93,6 +117,9 @@ class ScriptedModel:
         if turn is None:
             text = "No scripted answer is left; nothing further can be determined."
             return self._reply(transcript, text, (), None, "script_exhausted")
+        fixed = turn.fixed_reply
+        if fixed is not None:
+            return fixed
         if turn.final is not None:
             return self._reply(transcript, turn.final, (), turn.usage, "end_turn")
         calls = tuple(
