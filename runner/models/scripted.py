@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -78,6 +78,14 @@ class ScriptedTurn(BaseModel):
             usage=usage,
             stop_reason="tool_use",
         )
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; one with `update` builds its own fixed reply (pydantic copies `__dict__`,
+        where the cached one is kept)."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied.__dict__.pop("fixed_reply", None)
+        return copied
 
 
 # model_construct: these literals need no validating, and validating would build pydantic's

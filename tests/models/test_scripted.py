@@ -88,3 +88,5 @@ def test_a_fixed_turn_plays_one_reply_built_once() -> None:
         1,
     )
     assert script[0] == ScriptedTurn.model_validate(script[0].model_dump())  # not a field
+    assert script[2].model_copy(update={"final": "other"}).fixed_reply.text == "other"  # type: ignore[union-attr]
+    assert script[2].model_copy().fixed_reply is replies[2]
