@@ -52,10 +52,15 @@ _NEXT_CALL: Final = Trigger.NEXT_CALL
 _SENT: Final = WriteProgress.SENT
 _LOOKED_UP: Final = WriteProgress.LOOKED_UP
 
+_RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a union is slower)
+_NEXT: Final = NextCall()
+"""The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
+work while they run, twice a step."""
+
 
 async def call(core: Core, run: RunState) -> None:
     runtime = core.runtime
-    work, run.work = run.work, NextCall()
+    work, run.work = run.work, _NEXT
     lookup = False
     match work:
         case AdmitBatch():
@@ -226,7 +231,7 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
 
 async def observe(core: Core, run: RunState) -> None:
     """Carry out the verdict `call` recorded: nothing here decides."""
-    work, run.work = run.work, NextCall()
+    work, run.work = run.work, _NEXT
     assert isinstance(work, Decided), work
     slot, verdict = work.slot, work.verdict
     if verdict.decision is _RETRY:
@@ -315,7 +320,7 @@ def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObserva
         full_size=full_size,
         fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
     )
-    if isinstance(observation, ToolSucceeded | ToolFoundNothing):
+    if isinstance(observation, _RESULTS):
         stamp = observation.result.get("source_timestamp")
         run.calls.evidence.append(  # untrusted data with its provenance: which call, from when
             {
