@@ -152,3 +152,24 @@ def test_records_read_back_equal() -> None:
     turn, output = RecordedTurn(**TURN), RecordedOutput(**OUTPUT)
     assert TURN_ADAPTER.validate_json(TURN_ADAPTER.dump_json(turn)) == turn
     assert OUTPUT_ADAPTER.validate_json(OUTPUT_ADAPTER.dump_json(output)) == output
+
+
+def test_many_fields_are_built_through_a_twin_and_a_subclass_keeps_its_own() -> None:
+    fields = {f"f{i}": i for i in range(14)}
+    many = quick_init(
+        dataclasses.make_dataclass(
+            "Many", list(fields), frozen=True, slots=True, kw_only=True, namespace={}
+        )
+    )
+    value = many(**fields)
+    assert type(value) is many
+    assert dataclasses.asdict(value) == fields
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.f0 = 1
+
+    class Sub(many):  # type: ignore[misc,valid-type]  # another layout (it has a __dict__)
+        pass
+
+    sub = Sub(**fields)
+    assert type(sub) is Sub
+    assert dataclasses.asdict(sub) == fields
