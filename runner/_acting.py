@@ -7,7 +7,7 @@ in the transcript.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import assert_never
+from typing import Final, assert_never
 
 from . import budget as bounds
 from ._admission import admit, admit_lookup, refuse_duplicate
@@ -42,10 +42,25 @@ from .tools import ToolResponse
 from .trace import recorded_observation
 from .tracing import ToolSpan, summarize
 
+# Read once: a member looked up on its enum class costs ~80 ns (EnumType defines
+# __getattr__), and a call and its observation ask for several.
+_RETRY: Final = Decision.RETRY
+_RECONCILE: Final = Decision.RECONCILE
+_UNKNOWN: Final = Decision.UNKNOWN
+_CLASSIFY: Final = Trigger.CLASSIFY
+_NEXT_CALL: Final = Trigger.NEXT_CALL
+_SENT: Final = WriteProgress.SENT
+_LOOKED_UP: Final = WriteProgress.LOOKED_UP
+
+_RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a union is slower)
+_NEXT: Final = NextCall()
+"""The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
+work while they run, twice a step."""
+
 
 async def call(core: Core, run: RunState) -> None:
     runtime = core.runtime
-    work, run.work = run.work, NextCall()
+    work, run.work = run.work, _NEXT
     lookup = False
     match work:
         case AdmitBatch():
@@ -54,7 +69,7 @@ async def call(core: Core, run: RunState) -> None:
                 await admit(runtime, run, slot)
         case Retry(slot=slot):
             slot.retries += 1
-            slot.progress = WriteProgress.SENT  # a new dispatch may need its own lookup
+            slot.progress = _SENT  # a new dispatch may need its own lookup
             await admit(runtime, run, slot)
         case LookUp(slot=slot):
             admit_lookup(runtime, run, slot)
@@ -89,7 +104,7 @@ async def call(core: Core, run: RunState) -> None:
     run.work = Decided(slot=slot, verdict=verdict, latency_ms=latency)
     core.move(
         run,
-        Trigger.CLASSIFY,
+        _CLASSIFY,
         tool=tool,
         call_id=slot.call.id,
         args=slot.call.arguments if slot.fingerprint is not None else None,
@@ -150,7 +165,7 @@ def _classify(
     if not lookup:
         return classify(slot.contract, slot.call.id, outcome)
     # A reconciliation lookup: its answer says what became of the write.
-    slot.progress = WriteProgress.LOOKED_UP
+    slot.progress = _LOOKED_UP
     lookup_name = slot.contract.contract.reconcile_with or ""
     found = classify(core.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
     key = slot.operation_key or ""
@@ -198,11 +213,11 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
         resend_unsafe=contract is not None
         and contract.side_effect == "write"
         and not contract.suppresses_duplicates,
-        can_look_up=slot.progress is WriteProgress.SENT
+        can_look_up=slot.progress is _SENT
         and contract is not None
         and contract.reconcile_with is not None,
         operation_key=slot.operation_key,
-        looked_up=slot.progress is WriteProgress.LOOKED_UP,
+        looked_up=slot.progress is _LOOKED_UP,
         blocked=bounds.blocks_dispatch(limits, usage, now),
         now=now,
         deadline=bounds.deadline(limits, usage),
@@ -216,17 +231,17 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
 
 async def observe(core: Core, run: RunState) -> None:
     """Carry out the verdict `call` recorded: nothing here decides."""
-    work, run.work = run.work, NextCall()
+    work, run.work = run.work, _NEXT
     assert isinstance(work, Decided), work
     slot, verdict = work.slot, work.verdict
-    if verdict.decision is Decision.RETRY:
+    if verdict.decision is _RETRY:
         await _retry(core, run, slot, verdict)
         return
-    if verdict.decision is Decision.RECONCILE:
+    if verdict.decision is _RECONCILE:
         _reconcile(core, run, slot)
         return
     run.tripped = verdict.tripped
-    if verdict.decision is Decision.UNKNOWN and slot.operation_key is not None:
+    if verdict.decision is _UNKNOWN and slot.operation_key is not None:
         _mark_unknown(core, run, slot.operation_key)
     _answer_call(core, run, slot, verdict.shown)
     run.batch.standing = verdict.batch
@@ -235,7 +250,7 @@ async def observe(core: Core, run: RunState) -> None:
         following = run.batch.calls[0].call
         core.move(
             run,
-            Trigger.NEXT_CALL,
+            _NEXT_CALL,
             tool=following.name,
             call_id=following.id,
             decision=verdict.decision,
@@ -269,7 +284,7 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
         Trigger.RETRY,
         tool=slot.call.name,
         call_id=slot.call.id,
-        decision=Decision.RETRY,
+        decision=_RETRY,
         wait_s=round(verdict.wait, 6),
         operation_key=slot.operation_key,
     )
@@ -284,7 +299,7 @@ def _reconcile(core: Core, run: RunState, slot: Slot) -> None:
         Trigger.RECONCILE,
         tool=slot.contract.contract.reconcile_with,
         call_id=slot.call.id,
-        decision=Decision.RECONCILE,
+        decision=_RECONCILE,
         operation_key=slot.operation_key,
     )
 
@@ -305,7 +320,7 @@ def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObserva
         full_size=full_size,
         fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
     )
-    if isinstance(observation, ToolSucceeded | ToolFoundNothing):
+    if isinstance(observation, _RESULTS):
         stamp = observation.result.get("source_timestamp")
         run.calls.evidence.append(  # untrusted data with its provenance: which call, from when
             {

@@ -15,6 +15,7 @@ from . import budget as bounds
 from ._approval_gate import gate
 from ._state import RunState, Runtime, Slot, WriteProgress
 from .children import budget_left, is_child_contract
+from .contracts import CompiledContract
 from .errors import StoreConflict
 from .observations import (
     AccessDenied,
@@ -108,7 +109,7 @@ async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         call_id=call.id,
         arguments=call.arguments,
         implementation=implementation,
-        contract_timeout=contract.contract.timeout_s,
+        contract=contract,
     )
 
 
@@ -146,7 +147,7 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
         call_id=f"{slot.call.id}~lookup",
         arguments={},
         implementation=implementation,
-        contract_timeout=lookup_contract.contract.timeout_s,
+        contract=lookup_contract,
     )
 
 
@@ -216,12 +217,12 @@ def _dispatch(
     call_id: str,
     arguments: Mapping[str, Any],
     implementation: ToolImplementation,
-    contract_timeout: float,
+    contract: CompiledContract,
 ) -> None:
     spec = run.setup.spec
     now = runtime.clock.monotonic()
     left = None
-    if is_child_contract(runtime.contracts.get(tool)):  # carved for the child, held till it ends
+    if is_child_contract(contract):  # carved for the child, held till it ends
         # Calls of the batch not admitted yet will each take an attempt: never carve those.
         waiting = sum(1 for s in run.batch.calls if s.task is None and s.observation is None)
         left = budget_left(spec.limits, run.usage, now, run.held, waiting=waiting - 1)
@@ -234,7 +235,7 @@ def _dispatch(
         principal=spec.principal,
         credentials=spec.credentials,
         operation_key=slot.operation_key,
-        timeout_s=min(contract_timeout, bounds.time_left(spec.limits, run.usage, now)),
+        timeout_s=min(contract.contract.timeout_s, bounds.time_left(spec.limits, run.usage, now)),
         run_id=run.setup.run_id,
         budget_left=left,
     )

@@ -69,6 +69,8 @@ def json_value(value: object, *, refuse_surrogates: bool = False) -> Any:
     """
     try:  # the hot path: ordinary payloads, in C
         text = orjson.dumps(value, option=_STRICT)
+        if type(value) is dict and _flat(value):  # (most model arguments)
+            return value
         # Equal after the round trip means builtin types only (orjson refused the rest) and
         # nothing it had to change (NaN, tuples): `value` itself is plain JSON.
         if text.count(b"[") + text.count(b"{") <= MAX_DEPTH and orjson.loads(text) == value:
@@ -76,6 +78,16 @@ def json_value(value: object, *, refuse_surrogates: bool = False) -> Any:
     except Exception:  # anything orjson (or an odd __eq__) refuses: walk it
         pass
     return _walk(value, refuse_surrogates=refuse_surrogates)
+
+
+_LEAVES: Final = frozenset({str, int, bool, type(None)})
+
+
+def _flat(value: dict[Any, Any]) -> bool:
+    """Whether every value in `value` is a string, integer, boolean or None: then orjson's
+    taking it (no key but strings, no integer out of range, no lone surrogate) makes it plain
+    JSON, with nothing the round trip would tell (no float to be NaN, no tuple or enum)."""
+    return _LEAVES.issuperset(map(type, value.values()))
 
 
 def _walk(value: object, *, refuse_surrogates: bool) -> Any:

@@ -105,17 +105,19 @@ async def _ask(
         except Exception as exc:  # an adapter bug must still end the run in a declared state
             name = getattr(exc, "type_name", type(exc).__name__)
             return None, core.ms_since(started), f"model_error: {safe_str(name)}"
-    run.usage.model_steps += 1
-    run.usage.tokens_in += reply.usage.input_tokens
-    run.usage.tokens_out += reply.usage.output_tokens
-    run.meters.model_tokens = (reply.usage.input_tokens, reply.usage.output_tokens)
+    usage, meters, transcript = run.usage, run.meters, run.transcript
+    tokens_in, tokens_out = reply.usage.input_tokens, reply.usage.output_tokens
+    usage.model_steps += 1
+    usage.tokens_in += tokens_in
+    usage.tokens_out += tokens_out
+    meters.model_tokens = (tokens_in, tokens_out)
     price = run.setup.spec.price
     if price is not None:
-        run.meters.model_cost = price.cost_of(reply.usage)
-        run.usage.cost_usd += run.meters.model_cost
-    elided = run.transcript.full_chars - run.transcript.chars
-    run.meters.prefill.append(reply.usage.input_tokens)
-    run.meters.prefill_untruncated.append(reply.usage.input_tokens + estimate_tokens(elided))
+        meters.model_cost = cost = price.cost(tokens_in, tokens_out)
+        usage.cost_usd += cost
+    elided = transcript.full_chars - transcript.chars
+    meters.prefill.append(tokens_in)
+    meters.prefill_untruncated.append(tokens_in + estimate_tokens(elided))
     return reply, core.ms_since(started), None
 
 
@@ -188,7 +190,9 @@ async def plan(core: Core, run: RunState) -> None:
         ending = Ending(failure or "model_error")
         core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **offer)
         return
-    tokens = _usage_fields(run, reply) | offer
+    tokens = _usage_fields(run, reply)
+    if offer:
+        tokens.update(offer)
     unusable = _unusable(reply)
     if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
         run.transcript.append(AssistantMessage(text=reply.text))
@@ -198,7 +202,7 @@ async def plan(core: Core, run: RunState) -> None:
     if reply.tool_calls:
         calls = unique_calls(reply.tool_calls, run.calls.ids)
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
-        run.batch = InFlight(calls=deque(Slot(call=call) for call in calls))
+        run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
         run.work = AdmitBatch()
         core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
         return

@@ -26,9 +26,12 @@ def _count(value: object, what: str) -> int:
     return value
 
 
-def _text(value: object, what: str) -> str:
+def _text(value: object, what: str, index: int | None = None) -> str:
+    """`value` if it is a string (lone surrogates replaced); `what` names it (with `index`,
+    a field of that tool call: named only when it is wrong, not on every call)."""
     if type(value) is not str:
-        raise MalformedReply(f"{what} is {type(value).__name__}, not a string")
+        where = what if index is None else f"tool call {index} {what}"
+        raise MalformedReply(f"{where} is {type(value).__name__}, not a string")
     return value if value.isascii() else clean_text(value)  # ASCII holds no lone surrogate
 
 
@@ -37,7 +40,7 @@ def _call(call: object, index: int) -> ToolCall:
         raise MalformedReply(f"tool call {index} is {type(call).__name__}, not a ToolCall")
     problem = call.arguments_error
     if problem is not None:
-        problem = _text(problem, f"tool call {index} arguments_error")
+        problem = _text(problem, "arguments_error", index)
     arguments = call.arguments
     if problem is None:
         if type(arguments) is not dict:
@@ -47,8 +50,8 @@ def _call(call: object, index: int) -> ToolCall:
                 arguments = json_value(arguments, refuse_surrogates=True)
             except NotJson as exc:
                 problem = f"arguments are not plain JSON: {exc}"
-    call_id = _text(call.id, f"tool call {index} id")
-    name = _text(call.name, f"tool call {index} name")
+    call_id = _text(call.id, "id", index)
+    name = _text(call.name, "name", index)
     if problem is None:
         if (
             type(call) is ToolCall

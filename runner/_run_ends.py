@@ -8,14 +8,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import random
 import secrets
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
 from ._logging import run_logger
-from ._state import RunSetup, RunState, Runtime
+from ._state import RunSetup, RunState, Runtime, SeededLater
 from .budget import Limits, Usage
 from .effects import Effects
 from .machine import attach
@@ -74,7 +73,7 @@ def new_run(
     )
     run = RunState(
         setup=setup,
-        rng=random.Random(seed),
+        rng=SeededLater(seed),
         lifecycle=attach(),
         usage=Usage(started_at=started),
     )

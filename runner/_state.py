@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 from ._cancel import Cancellation
+from ._frozen import quick_init
 from .budget import Bound, Usage
 from .clock import Clock
 from .contracts import CompiledContract, ContractSet
@@ -133,13 +134,17 @@ class LookUp:
     slot: Slot
 
 
-@dataclass(frozen=True, slots=True)
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Decided:
     """`observe`: carry out the verdict on `slot`'s outcome."""
 
     slot: Slot
     verdict: Verdict
     latency_ms: float | None
+
+
+_UNDECIDED: Final = Batch()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -150,8 +155,9 @@ class InFlight:
     """Its outstanding calls in call order; the front one is being called or observed."""
     writes: dict[str, Slot] = field(default_factory=dict)
     """Operation key -> the first call of the batch that claimed it."""
-    standing: Batch = field(default_factory=Batch)
-    """Its strongest decision so far."""
+    standing: Batch = _UNDECIDED
+    """Its strongest decision so far (frozen: every batch starts from one shared value, which
+    is replaced, never changed, as its calls are decided)."""
 
 
 Work = AdmitBatch | NextCall | Retry | LookUp | Decided
@@ -221,6 +227,48 @@ class CallHistory:
     """Tool -> invalid arguments in a row (the corrections the model has had)."""
     evidence: list[dict[str, Any]] = field(default_factory=list)
     """Every result the model was shown (ok or empty), for the run's result."""
+
+
+class SeededLater(random.Random):
+    """`random.Random(seed)`, seeded when it is first drawn from, not when it is made.
+
+    A run's generator draws only for a retry's jitter, and most runs never retry, while seeding
+    Mersenne Twister costs about 10 us (a tenth of a run's fixed cost). Every draw of `Random`
+    goes through `random()` or `getrandbits()` (`uniform`, `randrange`, `choice`, `gauss`...),
+    and the state through `getstate()`, so each of these seeds first: the draws are those of
+    `random.Random(seed)`, whenever the first one comes.
+    """
+
+    def __init__(self, seed: int) -> None:  # not Random.__init__, which seeds at once
+        self._unseeded: int | None = seed
+        self.gauss_next = None  # as `seed` leaves it (`gauss` reads it before drawing)
+
+    def _seed_now(self) -> None:
+        seed, self._unseeded = self._unseeded, None
+        if seed is not None:
+            super().seed(seed)
+
+    def seed(self, a: Any = None, version: int = 2) -> None:
+        self._unseeded = None
+        super().seed(a, version)
+
+    def random(self) -> float:
+        if self._unseeded is not None:
+            self._seed_now()
+        return super().random()
+
+    def getrandbits(self, k: int, /) -> int:
+        if self._unseeded is not None:
+            self._seed_now()
+        return super().getrandbits(k)
+
+    def getstate(self) -> tuple[Any, ...]:
+        self._seed_now()
+        return super().getstate()
+
+    def setstate(self, state: tuple[Any, ...]) -> None:
+        self._unseeded = None
+        super().setstate(state)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -135,9 +135,10 @@ def is_child_contract(contract: CompiledContract | None) -> bool:
     """Whether a tool's answers carry a child run (whose spending the parent is charged)."""
     if contract is None:
         return False
-    schema = contract.contract.result_schema
-    branches = schema.get("oneOf", [])
-    return any(CHILD_FIELD in branch.get("properties", {}) for branch in branches)
+    for branch in contract.contract.result_schema.get("oneOf", ()):  # (a loop: twice a step)
+        if CHILD_FIELD in branch.get("properties", ()):
+            return True
+    return False
 
 
 def budget_left(

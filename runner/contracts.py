@@ -21,7 +21,7 @@ import string
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
 import jsonschema_rs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -139,9 +139,10 @@ class CompiledContract:
         self, arguments: Mapping[str, Any], context: Mapping[str, Any]
     ) -> ArgumentProblem | None:
         """Schema first, then semantic rules; None when the arguments are valid."""
-        for key in arguments:
-            if key in RESERVED_ARGUMENTS:
-                return ArgumentProblem(key, "supplied by the runtime, never by the model")
+        if not RESERVED_ARGUMENTS.isdisjoint(arguments):  # (in C: the usual case)
+            for key in arguments:
+                if key in RESERVED_ARGUMENTS:
+                    return ArgumentProblem(key, "supplied by the runtime, never by the model")
         if not self.fast_input.is_valid(arguments):
             error = _first_error(self.input_validator, arguments)
             if error is not None:
@@ -303,6 +304,9 @@ def compile_contract(
     )
 
 
+_T = TypeVar("_T")
+
+
 class ContractSet(Mapping[str, CompiledContract]):
     """Compiled contracts by tool name."""
 
@@ -311,6 +315,18 @@ class ContractSet(Mapping[str, CompiledContract]):
 
     def __getitem__(self, name: str) -> CompiledContract:
         return self._by_name[name]
+
+    @overload
+    def get(self, name: str, /) -> CompiledContract | None: ...
+    @overload
+    def get(self, name: str, /, default: CompiledContract | _T) -> CompiledContract | _T: ...
+    def get(self, name: str, /, default: object = None) -> object:
+        """The dict's own `get` (`Mapping.get` goes through `__getitem__` and a `KeyError`;
+        admission asks once a call)."""
+        return self._by_name.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_name)

@@ -178,7 +178,7 @@ class LiveEffects:
             transcript_digest=digest,
             model_state=self.redactor.value(state) if state is not None else None,
         )
-        if isinstance(error, ModelUnavailable | ModelRejected):
+        if error is not None and isinstance(error, ModelUnavailable | ModelRejected):
             status, retry_after = error.status, getattr(error, "retry_after", None)
             turn = dataclasses.replace(  # what the adapter set, if it is what the fields hold
                 turn,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from .transcript import render_json
 
@@ -27,12 +27,22 @@ class OperationStatus(StrEnum):
     UNKNOWN = "unknown"
 
 
+_AS_THEY_ARE: Final = frozenset({str, int, bool, type(None)})
+
+
 def canonical(value: Any) -> Any:
     """`value` with every integral float written as the integer it is: JSON Schema (and the
-    contracts' `integer`) count 4 and 4.0 as one value, so one write must get one key."""
+    contracts' `integer`) count 4 and 4.0 as one value, so one write must get one key.
+
+    A dict of plain leaves (no float) is canonical already and comes back as itself, not copied:
+    callers hash or copy what they get, never change it."""
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most leaves: as they are
         return value
+    if kind is dict:
+        if _AS_THEY_ARE.issuperset(map(type, value.values())):
+            return value  # most arguments: a dict of such leaves, canonical as it is
+        return {key: canonical(item) for key, item in value.items()}
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final, Literal, NotRequired
 from pydantic import ConfigDict, Discriminator, TypeAdapter, with_config
 from typing_extensions import TypedDict  # pydantic needs it, not typing's, before 3.12
 
+from ._frozen import quick_init
 from ._jsonsafe import clean_text, safe_str
 from .models.base import ModelReply, TokenUsage, ToolCall
 from .tools import ToolResponse
@@ -47,6 +48,8 @@ class Lost:
     detail: str
     form: Literal["lost"] = "lost"
 
+
+quick_init(Responded)  # one a dispatch
 
 RawOutcome = Annotated[Responded | Raised | Lost, Discriminator("form")]
 
@@ -125,7 +128,7 @@ class RecordedCall(TypedDict):
 
 
 def _call_json(call: ToolCall) -> RecordedCall:
-    data = RecordedCall(id=call.id, name=call.name, arguments=call.arguments)
+    data: RecordedCall = {"id": call.id, "name": call.name, "arguments": call.arguments}
     if call.arguments_error is not None:
         data["arguments_error"] = call.arguments_error
     return data
@@ -227,6 +230,9 @@ class RecordedOutput:
     ended_at: float
     """Seconds since the run started when the outcome arrived."""
 
+
+quick_init(RecordedTurn)  # one a model request
+quick_init(RecordedOutput)  # one a dispatch
 
 RAW_OUTCOME_ADAPTER: TypeAdapter[Responded | Raised | Lost] = TypeAdapter(
     RawOutcome, config=_DEFERRED

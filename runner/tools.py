@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ._frozen import quick_init
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Principal:
@@ -64,6 +66,7 @@ class BudgetLeft:
         )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInvocation:
     """One dispatch of one tool."""
@@ -85,6 +88,7 @@ class ToolInvocation:
     (less what other child calls of the batch hold). None for other tools."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResponse:
     """A tool's raw answer: the payload as returned, plus transport metadata."""

@@ -23,7 +23,6 @@ Reading validates every line and names the first bad one (`LogFormatError`).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -41,6 +40,7 @@ from pydantic import (
 )
 
 from ._documents import TOO_LONG_NUMBER, DocumentProblem, read_text
+from ._frozen import quick_init
 from .errors import LogFormatError
 from .machine import Decision, Trigger
 from .models.identity import ModelIdentity
@@ -117,32 +117,7 @@ class TransitionRecord:
         return data
 
 
-def _quick_init(kind: type[Any]) -> None:
-    """Give a frozen, slotted, keyword-only dataclass an `__init__` that sets each field through
-    its slot's descriptor, bound once, instead of the generated one's `object.__setattr__`
-    looked up anew per field: a `TransitionRecord` (25 fields, three a step) is built in about
-    half the time (6.7 -> 3.6 us measured). Same parameters, defaults and frozenness."""
-    fields = dataclasses.fields(kind)
-    namespace: dict[str, Any] = {}
-    params = []
-    for item in fields:
-        if not item.kw_only or item.default_factory is not dataclasses.MISSING:
-            raise TypeError(f"{kind.__name__}.{item.name}: keyword-only, no default_factory")
-        namespace[f"_set_{item.name}"] = getattr(kind, item.name).__set__
-        if item.default is dataclasses.MISSING:
-            params.append(item.name)
-        else:
-            namespace[f"_default_{item.name}"] = item.default
-            params.append(f"{item.name}=_default_{item.name}")
-    lines = [f"def __init__(self, *, {', '.join(params)}):"]
-    lines += [f"    _set_{item.name}(self, {item.name})" for item in fields]
-    exec("\n".join(lines), namespace)  # field names only, from the dataclass
-    init = namespace["__init__"]
-    init.__qualname__ = f"{kind.__qualname__}.__init__"
-    kind.__init__ = init
-
-
-_quick_init(TransitionRecord)
+quick_init(TransitionRecord)  # built three times a step: half the generated one's time
 
 
 def recorded_observation(observation: ToolObservation) -> ToolObservation:

@@ -13,6 +13,7 @@ from typing import Literal
 
 import orjson
 
+from ._frozen import quick_init
 from .models.base import ToolCall
 
 
@@ -61,6 +62,9 @@ class ToolResultMessage:
     is_error: bool
     role: Literal["tool"] = "tool"
 
+
+quick_init(AssistantMessage)  # one of each a step
+quick_init(ToolResultMessage)
 
 Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
 

@@ -6,7 +6,9 @@ A tool that answers every call with one shared dict must cost one dict, not one 
 
 from __future__ import annotations
 
+import enum
 import math
+import uuid
 from typing import Any
 
 import pytest
@@ -71,3 +73,21 @@ def test_a_shared_tool_payload_is_recorded_without_a_copy(contracts: ContractSet
     outcomes = [o.outcome for o in store.outputs(result.run_id)]
     assert len(outcomes) == 2
     assert all(isinstance(o, Responded) and o.payload is FLIGHTS_OK for o in outcomes)
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@pytest.mark.parametrize("value", [{"x": Colour.RED}, {"x": uuid.UUID(int=7)}, {"x": math.inf}])
+def test_a_flat_object_holding_what_json_cannot_is_refused(value: object) -> None:
+    """Objects of plain leaves skip the round trip (issue 11); these are not plain leaves."""
+    with pytest.raises(NotJson):
+        json_value(value)
+
+
+def test_a_flat_object_holding_a_tuple_is_copied() -> None:
+    value = {"x": (1, "a"), "y": "b"}
+    assert json_value(value) == {"x": [1, "a"], "y": "b"}
+    flat = {"x": 1, "y": "b", "z": None, "w": True}
+    assert json_value(flat) is flat

@@ -36,3 +36,27 @@ def test_warning_level_keeps_transitions_quiet(
     run_fixture(make_fixture(), contracts, MemoryStore())
     assert capsys.readouterr().err == ""
     structlog.reset_defaults()
+
+
+def test_a_run_logs_as_structlog_is_configured_when_it_starts(
+    contracts: ContractSet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The logger runs share (assembled once per configuration) follows a configuration made
+    again, and a change made in place to the configured processors."""
+    log.configure(json=True, level=logging.WARNING)
+    run_fixture(make_fixture(), contracts, MemoryStore())  # assembled at WARNING
+    assert capsys.readouterr().err == ""
+    log.configure(json=True, level=logging.INFO)
+    outcome = run_fixture(make_fixture(), contracts, MemoryStore())
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert [e["run_id"] for e in events if e["event"] == "transition"] == [
+        outcome.result.run_id
+    ] * len(outcome.result.transitions)
+    processors = structlog.get_config()["processors"]
+    processors.insert(0, lambda _logger, _name, event: {**event, "marked": True})
+    run_fixture(make_fixture(), contracts, MemoryStore())
+    events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert events and all(e["marked"] for e in events)
+    structlog.reset_defaults()
+    run_fixture(make_fixture(), contracts, MemoryStore())  # defaults: structlog's own output
+    assert capsys.readouterr().err == ""

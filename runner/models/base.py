@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from .._frozen import quick_init
+
 if TYPE_CHECKING:
     from ..transcript import Transcript
 
@@ -20,6 +22,9 @@ class ToolCall:
     arguments: dict[str, Any]
     arguments_error: str | None = None
     """Set when the provider's arguments were not a JSON object (`arguments` is then empty)."""
+
+
+quick_init(ToolCall)  # built for every call of every reply
 
 
 class ModelUnavailable(Exception):  # named for what happened, like the observations
@@ -63,6 +68,10 @@ class ModelReply:
     limit), `incomplete` (a reply the provider did not finish, or a stop reason the adapter does
     not know), `malformed` (content the adapter could not read) and `refusal` are never acted on,
     tool calls included. Adapters may add their own, such as `script_exhausted`."""
+
+
+quick_init(TokenUsage)  # one of each per model request
+quick_init(ModelReply)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -55,6 +56,37 @@ class ScriptedTurn(BaseModel):
             raise ValueError("tool_calls must not be empty")
         return self
 
+    @functools.cached_property
+    def fixed_reply(self) -> ModelReply | None:
+        """The reply this turn always plays, built once (the turn is frozen, the reply too): when
+        it states its usage and every call its id. None when the reply depends on the run (an id
+        from the step, usage estimated from the transcript). Not a field: pydantic's equality,
+        dumps and validation ignore it."""
+        if self.usage is None:
+            return None
+        usage = TokenUsage(input_tokens=self.usage.input, output_tokens=self.usage.output)
+        if self.final is not None:
+            return ModelReply(text=self.final, tool_calls=(), usage=usage, stop_reason="end_turn")
+        calls = self.tool_calls or []
+        if any(call.id is None for call in calls):
+            return None
+        return ModelReply(
+            text="",
+            tool_calls=tuple(
+                [ToolCall(id=c.id or "", name=c.name, arguments=c.args) for c in calls]
+            ),
+            usage=usage,
+            stop_reason="tool_use",
+        )
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; one with `update` builds its own fixed reply (pydantic copies `__dict__`,
+        where the cached one is kept)."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied.__dict__.pop("fixed_reply", None)
+        return copied
+
 
 # model_construct: these literals need no validating, and validating would build pydantic's
 # validators at `import runner` (tests/test_import_cost.py).
@@ -89,18 +121,22 @@ class ScriptedModel:
         self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
     ) -> ModelReply:
         self._step += 1
-        last = transcript.last_result_classes()
-        turn = self._next_turn(last, final_only=tool_choice == "none")
+        turn = self._next_turn(transcript, final_only=tool_choice == "none")
         if turn is None:
             text = "No scripted answer is left; nothing further can be determined."
             return self._reply(transcript, text, (), None, "script_exhausted")
+        fixed = turn.fixed_reply
+        if fixed is not None:
+            return fixed
         if turn.final is not None:
             return self._reply(transcript, turn.final, (), turn.usage, "end_turn")
         calls = tuple(
-            ToolCall(
-                id=call.id or f"call_{self._step}_{index}", name=call.name, arguments=call.args
-            )
-            for index, call in enumerate(turn.tool_calls or ())
+            [
+                ToolCall(
+                    id=call.id or f"call_{self._step}_{index}", name=call.name, arguments=call.args
+                )
+                for index, call in enumerate(turn.tool_calls or ())
+            ]
         )
         return self._reply(transcript, "", calls, turn.usage, "tool_use")
 
@@ -112,13 +148,18 @@ class ScriptedModel:
         self._cursor = int(state["cursor"])
         self._step = int(state["step"])
 
-    def _next_turn(self, last: frozenset[str], *, final_only: bool) -> ScriptedTurn | None:
+    def _next_turn(self, transcript: Transcript, *, final_only: bool) -> ScriptedTurn | None:
+        last: frozenset[str] | None = None  # the previous step's classes, read once if needed
         while self._cursor < len(self._turns):
             turn = self._turns[self._cursor]
             self._cursor += 1
             if final_only and turn.final is None:
                 continue
-            if turn.when is None or last.intersection(turn.when):
+            if turn.when is None:
+                return turn
+            if last is None:
+                last = transcript.last_result_classes()
+            if last.intersection(turn.when):
                 return turn
         return None
 

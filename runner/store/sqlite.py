@@ -211,6 +211,9 @@ _BEGIN: Final = (
 """A run numbered past every number in use, in `runs` or in the log (a run whose `runs` row
 was deleted by hand leaves its log rows behind: its number is not given again)."""
 
+_RETURNING: Final = sqlite3.sqlite_version_info >= (3, 35)
+"""Whether this SQLite has `INSERT ... RETURNING` (3.35, 2021)."""
+
 _LOGGED: Final = (
     "SELECT run_log.number, run_log.body FROM runs JOIN run_log "
     f"ON run_log.entry BETWEEN runs.run_no << {_RUN_BITS} "
@@ -247,6 +250,9 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
             synchronous=synchronous,
             read_only=read_only,
         )
+        self._cursor = self._conn.cursor()
+        """Kept for the log's inserts: `Connection.execute` makes a new cursor each call (and
+        registers a weak reference to it), 1-2 us a commit in a run's loop."""
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         """One statement, its own transaction (no BEGIN/COMMIT round trips); rows changed."""
@@ -281,12 +287,22 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
 
     def begin_run(self, header: RunHeader) -> None:
         body = self._readable(HEADER_ADAPTER, header, f"run {header.run_id} header")
+        params = (header.run_id, header.started_at.isoformat(), body)
         try:
-            self._write(_BEGIN, (header.run_id, header.started_at.isoformat(), body))
-            (run_no,) = self._read("SELECT run_no FROM runs WHERE run_id = ?", (header.run_id,))
+            if _RETURNING:  # the number given, from the INSERT itself: no second statement
+                try:  # (every row fetched: the statement, and so its commit, is then done)
+                    ((run_no,),) = self._conn.execute(_BEGIN + " RETURNING run_no", params)
+                except sqlite3.Error as exc:
+                    raise translate(self.path, exc) from exc
+                _failpoints.committed()
+            else:
+                self._write(_BEGIN, params)
+                ((run_no,),) = self._read(
+                    "SELECT run_no FROM runs WHERE run_id = ?", (header.run_id,)
+                )
         except StoreError as exc:
             raise StoreError(f"run {header.run_id} could not be begun: {exc}") from exc
-        self._tails[header.run_id] = (int(run_no[0]) << _RUN_BITS, 0, 0)  # a number never used
+        self._tails[header.run_id] = (int(run_no) << _RUN_BITS, 0, 0)  # a number never used
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
         self.append_all(((record, inputs),))
@@ -329,7 +345,7 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
                 values = ", ".join(["(?, ?, ?, ?)"] * count)
                 sql = self._inserts[count] = f"INSERT INTO run_log VALUES {values}"
             try:
-                self._conn.execute(sql, rows)
+                self._cursor.execute(sql, rows)
             except sqlite3.Error as exc:
                 raise translate(self.path, exc) from exc
             _failpoints.committed()

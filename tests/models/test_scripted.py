@@ -64,3 +64,29 @@ def test_stated_usage_wins_over_the_estimate() -> None:
     model = ScriptedModel(turns({"final": "x", "usage": {"input": 11, "output": 3}}))
     reply = ask(model, Transcript())
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (11, 3)
+
+
+def test_a_fixed_turn_plays_one_reply_built_once() -> None:
+    """A turn that states its usage and every call's id plays the same (frozen) reply in every
+    run; a turn whose ids come from the step is built per run, numbered by that run's step."""
+    usage = {"input": 7, "output": 2}
+    script = turns(
+        {"tool_calls": [{"name": "a", "id": "c1", "args": {"q": 1}}], "usage": usage},
+        {"tool_calls": [{"name": "b"}], "usage": usage},
+        {"final": "done", "usage": {"input": 9, "output": 1}},
+    )
+    first, second = ScriptedModel(script), ScriptedModel(script)
+    replies = [ask(first, Transcript()) for _ in range(3)]
+    again = [ask(second, Transcript()) for _ in range(3)]
+    assert replies[0] is again[0] and replies[2] is again[2]
+    assert replies[0].tool_calls[0].arguments == {"q": 1}
+    assert (replies[0].usage.input_tokens, replies[0].stop_reason) == (7, "tool_use")
+    assert replies[1].tool_calls[0].id == "call_2_0" and replies[1] is not again[1]
+    assert (replies[2].text, replies[2].stop_reason, replies[2].usage.output_tokens) == (
+        "done",
+        "end_turn",
+        1,
+    )
+    assert script[0] == ScriptedTurn.model_validate(script[0].model_dump())  # not a field
+    assert script[2].model_copy(update={"final": "other"}).fixed_reply.text == "other"  # type: ignore[union-attr]
+    assert script[2].model_copy().fixed_reply is replies[2]

@@ -12,6 +12,7 @@ import pytest
 from runner.errors import StoreCorrupt, StoreError, StoreLocked
 from runner.recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn, Responded
 from runner.store import SqliteStore
+from runner.store import sqlite as sqlite_store
 from runner.store._rows import _fast_json
 from runner.store._sqlite_base import statements
 from runner.store.sqlite import MIGRATIONS
@@ -200,12 +201,21 @@ def test_a_log_written_by_an_older_schema_reads_back_whole_and_goes_on(
     reader.close()
 
 
-def test_a_log_is_one_table_keyed_by_run_and_position(tmp_path: Path) -> None:
+@pytest.mark.parametrize("returning", [True, False], ids=["returning", "older-sqlite"])
+def test_a_log_is_one_table_keyed_by_run_and_position(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returning: bool
+) -> None:
     """Schema 5: a transition with its inputs is one commit into `run_log`, whose integer key is
-    the run's number (high 32 bits) and the row's position in the run (low 32)."""
+    the run's number (high 32 bits) and the row's position in the run (low 32). The number is
+    read back from the INSERT (`RETURNING`), or after it where SQLite is older than 3.35."""
+    monkeypatch.setattr(sqlite_store, "_RETURNING", returning)
     store = SqliteStore(tmp_path / "runs.sqlite")
     store.begin_run(header("r1"))
+    assert not store._conn.in_transaction  # the run's row is committed
     store.begin_run(header("r2"))
+    with pytest.raises(StoreError, match="could not be begun"):
+        store.begin_run(header("r2"))
+    assert not store._conn.in_transaction
     store.append(record(1, "r2"), [_turn("r2", 1)])
     store.append(record(1, "r1"))
     store.append(record(2, "r2"), [_output("r2", 1)])
