@@ -3,7 +3,8 @@
 # (about 2-3 minutes); `make bench-postgres`: the durable step on PostgreSQL beside SQLite's, and
 # queued runs per second with 1, 2 and 4 workers (starts its own throwaway PostgreSQL);
 # `make bench-peers`: the runner beside Burr, LangGraph and pydantic-ai, in a virtual environment
-# of its own (bench/.peers-venv), about 5 minutes.
+# of its own (bench/.peers-venv), about 2-5 minutes (PEERS_ARGS="--rounds 7 --stat best" to pass
+# options).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -57,7 +58,7 @@ $(PEERS_STAMP): bench/peers/requirements.txt pyproject.toml
 	touch $(PEERS_STAMP)
 
 bench-peers: $(PEERS_STAMP)
-	$(PEERS_VENV)/bin/python -m bench.peers
+	$(PEERS_VENV)/bin/python -m bench.peers $(PEERS_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PEERS_VENV) .mypy_cache .ruff_cache .pytest_cache
