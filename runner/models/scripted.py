@@ -62,22 +62,9 @@ class ScriptedTurn(BaseModel):
         it states its usage and every call its id. None when the reply depends on the run (an id
         from the step, usage estimated from the transcript). Not a field: pydantic's equality,
         dumps and validation ignore it."""
-        if self.usage is None:
+        if self.usage is None or any(call.id is None for call in self.tool_calls or ()):
             return None
-        usage = TokenUsage(input_tokens=self.usage.input, output_tokens=self.usage.output)
-        if self.final is not None:
-            return ModelReply(text=self.final, tool_calls=(), usage=usage, stop_reason="end_turn")
-        calls = self.tool_calls or []
-        if any(call.id is None for call in calls):
-            return None
-        return ModelReply(
-            text="",
-            tool_calls=tuple(
-                [ToolCall(id=c.id or "", name=c.name, arguments=c.args) for c in calls]
-            ),
-            usage=usage,
-            stop_reason="tool_use",
-        )
+        return _turn_reply(self, step=0, transcript=None)  # neither is read: see above
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy; one with `update` builds its own fixed reply (pydantic copies `__dict__`,
@@ -124,21 +111,8 @@ class ScriptedModel:
         turn = self._next_turn(transcript, final_only=tool_choice == "none")
         if turn is None:
             text = "No scripted answer is left; nothing further can be determined."
-            return self._reply(transcript, text, (), None, "script_exhausted")
-        fixed = turn.fixed_reply
-        if fixed is not None:
-            return fixed
-        if turn.final is not None:
-            return self._reply(transcript, turn.final, (), turn.usage, "end_turn")
-        calls = tuple(
-            [
-                ToolCall(
-                    id=call.id or f"call_{self._step}_{index}", name=call.name, arguments=call.args
-                )
-                for index, call in enumerate(turn.tool_calls or ())
-            ]
-        )
-        return self._reply(transcript, "", calls, turn.usage, "tool_use")
+            return _reply(transcript, text, (), None, "script_exhausted")
+        return turn.fixed_reply or _turn_reply(turn, step=self._step, transcript=transcript)
 
     def snapshot(self) -> dict[str, Any]:
         """Where the script stands, recorded with each turn so a resumed run continues from it."""
@@ -163,22 +137,37 @@ class ScriptedModel:
                 return turn
         return None
 
-    @staticmethod
-    def _reply(
-        transcript: Transcript,
-        text: str,
-        calls: tuple[ToolCall, ...],
-        usage: ScriptedUsage | None,
-        stop_reason: str,
-    ) -> ModelReply:
-        if usage is None:
-            out_chars = len(text) + sum(len(c.name) + len(render_json(c.arguments)) for c in calls)
-            tokens = TokenUsage(
-                # Budget annotations left out: the estimate must not move with another budget.
-                input_tokens=estimate_tokens(transcript.stable_chars),
-                output_tokens=estimate_tokens(out_chars),
-                estimated=True,
-            )
-        else:
-            tokens = TokenUsage(input_tokens=usage.input, output_tokens=usage.output)
-        return ModelReply(text=text, tool_calls=calls, usage=tokens, stop_reason=stop_reason)
+
+def _turn_reply(turn: ScriptedTurn, *, step: int, transcript: Transcript | None) -> ModelReply:
+    """What `turn` plays at model step `step` (a call without an id is named from it) on
+    `transcript` (usage the turn does not state is estimated from it)."""
+    if turn.final is not None:
+        return _reply(transcript, turn.final, (), turn.usage, "end_turn")
+    calls = tuple(
+        [
+            ToolCall(id=call.id or f"call_{step}_{index}", name=call.name, arguments=call.args)
+            for index, call in enumerate(turn.tool_calls or ())
+        ]
+    )
+    return _reply(transcript, "", calls, turn.usage, "tool_use")
+
+
+def _reply(
+    transcript: Transcript | None,
+    text: str,
+    calls: tuple[ToolCall, ...],
+    usage: ScriptedUsage | None,
+    stop_reason: str,
+) -> ModelReply:
+    if usage is None:
+        assert transcript is not None, "usage is estimated from the transcript"
+        out_chars = len(text) + sum(len(c.name) + len(render_json(c.arguments)) for c in calls)
+        tokens = TokenUsage(
+            # Budget annotations left out: the estimate must not move with another budget.
+            input_tokens=estimate_tokens(transcript.stable_chars),
+            output_tokens=estimate_tokens(out_chars),
+            estimated=True,
+        )
+    else:
+        tokens = TokenUsage(input_tokens=usage.input, output_tokens=usage.output)
+    return ModelReply(text=text, tool_calls=calls, usage=tokens, stop_reason=stop_reason)
