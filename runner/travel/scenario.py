@@ -194,18 +194,12 @@ def resume_fixture(
     tools, contracts, spec = _pinned_tools(
         run_id, header, mcp, contracts, stored.spec, verb="resume"
     )
-    return _play(
-        stored.fixture,
+    return stored.play(
         contracts=contracts,
         store=store,
-        supplier=stored.supplier,
-        policy=stored.policy,
-        seed=header.seed,
-        consumed=stored.consumed,
         drive=lambda engine, scripted: engine.resume(
             run_id, spec, live or scripted, started=started
         ),
-        live=live is not None,  # a live model goes on in real time, as the run began
         mcp=tools,
         durability=durability,
         continuation=header.continues is not None,
@@ -225,6 +219,33 @@ class _StoredRun:
     consumed: Counter[str]
     """The scripted outcomes each tool has already answered."""
     spec: RunSpec
+
+    def play(
+        self,
+        *,
+        contracts: ContractSet,
+        store: Store,
+        drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
+        mcp: McpTools | None,
+        durability: Durability = "transition",
+        continuation: bool,
+    ) -> ScenarioRun:
+        """Drive the stored run on in its fixture's world: its supplier, policy, seed and the
+        outcomes already consumed; a live model goes on in real time, as the run began."""
+        return _play(
+            self.fixture,
+            contracts=contracts,
+            store=store,
+            supplier=self.supplier,
+            policy=self.policy,
+            seed=self.header.seed,
+            consumed=self.consumed,
+            drive=drive,
+            live=self.live is not None,
+            mcp=mcp,
+            durability=durability,
+            continuation=continuation,
+        )
 
 
 def _stored_run(
@@ -315,18 +336,12 @@ def continue_fixture(
     tools, contracts, spec = _pinned_tools(
         run_id, stored.header, mcp, contracts, spec, verb="continue"
     )
-    return _play(
-        stored.fixture,
+    return stored.play(
         contracts=contracts,
         store=store,
-        supplier=stored.supplier,
-        policy=stored.policy,
-        seed=stored.header.seed,
-        consumed=stored.consumed,
         drive=lambda engine, scripted: engine.continue_approved(
             run_id, spec, model or scripted, secret=secret, now=now, token=token, started=started
         ),
-        live=model is not None,
         mcp=tools,
         continuation=True,
     )
