@@ -84,21 +84,8 @@ def test_an_input_is_never_stored_without_its_transition(tmp_path: Path) -> None
     store = SqliteStore(tmp_path / "runs.sqlite")
     store.begin_run(header())
     stray = dataclasses.replace(record(1), run_id="nobody")  # no such run: the insert fails
-    turn = RecordedTurn(
-        run_id="nobody",
-        ordinal=1,
-        tool_choice="auto",
-        text="",
-        tool_calls=[],
-        input_tokens=1,
-        output_tokens=1,
-        stop_reason="end_turn",
-        started_at=0.0,
-        ended_at=0.1,
-        transcript_digest="d",
-    )
     with pytest.raises(StoreError):
-        store.append(stray, [turn])
+        store.append(stray, [_turn("nobody", 1)])
     assert store.turns("nobody") == []
     store.close()
 
