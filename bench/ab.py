@@ -16,6 +16,10 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+from bench.peers.common import positive_int
+from bench.peers.measure import MODES
 
 
 def _measure(checkout: str, mode: str) -> float:
@@ -25,29 +29,40 @@ def _measure(checkout: str, mode: str) -> float:
         env=dict(os.environ, PYTHONPATH=checkout),
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
+    if done.returncode != 0:
+        raise SystemExit(f"{checkout}: runner {mode} failed:\n{done.stderr[-3000:]}")
     figure: float = json.loads(done.stdout.strip().splitlines()[-1])["us_per_step"]["cpu"]
     return figure
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ab", description=__doc__)
-    parser.add_argument("base")
-    parser.add_argument("new")
-    parser.add_argument("modes", nargs="*", default=["memory"])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("base", help="the checkout to compare against")
+    parser.add_argument("new", help="the checkout measured against it")
+    parser.add_argument(
+        "modes", nargs="*", metavar="MODE", help=f"{', '.join(MODES)} (default memory)"
+    )
+    parser.add_argument("--rounds", type=positive_int, default=5, help="default 5")
     args = parser.parse_args(argv)
     for mode in args.modes:
-        got: dict[str, list[float]] = {args.base: [], args.new: []}
+        if mode not in MODES:
+            parser.error(f"mode {mode!r}: one of {', '.join(MODES)}")
+    for checkout in (args.base, args.new):
+        if not (Path(checkout) / "bench" / "peers" / "measure.py").is_file():
+            parser.error(f"{checkout}: not a checkout of this project (no bench/peers/measure.py)")
+    for mode in args.modes or ["memory"]:
+        base_figures: list[float] = []
+        new_figures: list[float] = []
         for _ in range(args.rounds):
-            for checkout in (args.base, args.new):
-                got[checkout].append(_measure(checkout, mode))
-        base, new = (statistics.median(got[c]) for c in (args.base, args.new))
+            base_figures.append(_measure(args.base, mode))
+            new_figures.append(_measure(args.new, mode))
+        base, new = statistics.median(base_figures), statistics.median(new_figures)
         print(
             f"{mode:10s} base {base:7.1f}  new {new:7.1f}  new/base {new / base:.3f}   "
-            f"(base {sorted(round(x) for x in got[args.base])}, "
-            f"new {sorted(round(x) for x in got[args.new])})"
+            f"(base {sorted(round(x) for x in base_figures)}, "
+            f"new {sorted(round(x) for x in new_figures)})"
         )
     return 0
 

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .common import positive_int
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "peers-results.json"
 
@@ -50,8 +52,14 @@ def _measure(system: str, mode: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only", nargs="*", help="systems to run (default: all)")
+    systems = sorted({system for _, system, _ in ROWS})
+    parser.add_argument(
+        "--rounds", type=positive_int, default=3, help="rounds of alternating processes (default 3)"
+    )
+    parser.add_argument(
+        "--only", nargs="*", choices=systems, metavar="SYSTEM",
+        help=f"systems to run (default: all): {', '.join(systems)}",
+    )  # fmt: skip
     parser.add_argument(
         "--clock",
         choices=("cpu", "wall"),
@@ -108,7 +116,7 @@ def _cell(medians: dict[tuple[str, str], float], system: str, mode: str, base: s
     elif figure >= runner:
         ratio = f" ({figure / runner:.1f}x the runner)"
     else:
-        ratio = f" (the runner is {runner / figure:.0f}x this)"
+        ratio = f" (the runner is {runner / figure:.1f}x this)"
     return f"{figure:,.0f}{ratio}" if figure >= 20 else f"{figure:.1f}{ratio}"
 
 

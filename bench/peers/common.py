@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any, Final
 
 from bench import workloads
@@ -19,3 +20,11 @@ def replies(steps: int = STEPS) -> list[dict[str, Any] | None]:
 def noop_lookup(arguments: dict[str, Any]) -> dict[str, Any]:
     """The trivial tool, as a plain function (the peers' tools are synchronous)."""
     return RESULT
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number

@@ -24,6 +24,7 @@ from typing import Any
 from .common import STEPS
 
 WARM_UP_S, MEASURE_S, MIN_RUNS, MAX_RUNS = 0.3, 1.5, 15, 400
+MODES = ("memory", "transition", "step")
 
 
 def factory(system: str) -> Callable[[str | None, Path], Callable[[], Any]]:
@@ -67,6 +68,8 @@ async def _timed(one_run: Callable[[], Any]) -> tuple[list[float], list[float]]:
 
 def main(argv: list[str]) -> int:
     system, mode = argv
+    if mode not in MODES:
+        raise SystemExit(f"mode {mode!r}: one of {', '.join(MODES)}")
     durability = None if mode == "memory" else mode
     with tempfile.TemporaryDirectory() as folder:
         one_run = factory(system)(durability, Path(folder))
