@@ -72,8 +72,11 @@ def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
 
 def as_resumed(spec: RunSpec, stored: RunHeader) -> RunSpec:
     """The spec a stored run resumes with: as it began (`as_it_began`), a continuation of the
-    run it continued, priced as it began whatever the table says now."""
+    run it continued, priced as it began whatever the table says now, committing as it began
+    unless `spec` says otherwise."""
     spec = as_it_began(spec, stored)
+    if spec.durability is None and stored.durability is not None:
+        spec = dataclasses.replace(spec, durability=stored.durability)
     if spec.continuation is None and stored.continues is not None:
         spec = dataclasses.replace(spec, continuation=stored.continues)
     if stored.price is not None:

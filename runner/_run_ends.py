@@ -23,7 +23,7 @@ from .models.identity import ModelIdentity
 from .pricing import usd
 from .redaction import model_secrets
 from .spec import RunResult, RunSpec
-from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
+from .trace import Durability, OperationSummary, RunHeader, RunSummary, TransitionRecord
 from .transcript import SystemMessage, UserMessage
 
 
@@ -88,6 +88,7 @@ def header(
     policy: dict[str, Any],
     system_prompt: str,
     model: ModelIdentity | None = None,
+    durability: Durability | None = None,
 ) -> RunHeader:
     """What the store keeps of how the run began: enough to resume or replay it."""
     setup = run.setup
@@ -112,6 +113,7 @@ def header(
         required_evidence=[r.model_dump(mode="json") for r in spec.required_evidence],
         price=spec.price,
         tool_retrieval=spec.tool_retrieval,
+        durability=durability,
     )
 
 

@@ -49,13 +49,13 @@ from .pricing import PriceTable
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
 from .retrieval import DEFAULT_RETRIEVERS, RetrieverFactory
-from .spec import DEFAULT_SYSTEM_PROMPT, Durability, RunResult, RunSpec
+from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
 from .store.adapters import as_async, is_async_store
 from .store.base import AsyncStore, Store
 from .store.step_commits import StepCommits
 from .store.writebehind import PendingWrites
 from .tools import ToolBox
-from .trace import RunHeader, TransitionRecord
+from .trace import Durability, RunHeader, TransitionRecord
 from .tracing import SpanSink
 
 
@@ -397,8 +397,14 @@ class Engine:
         return run
 
     def _header(self, run: RunState, model: ModelIdentity | None = None) -> RunHeader:
-        prompt = self._prompt(run.setup.spec)
-        return header(run, policy=self._policy_json, system_prompt=prompt, model=model)
+        spec = run.setup.spec
+        return header(
+            run,
+            policy=self._policy_json,
+            system_prompt=self._prompt(spec),
+            model=model,
+            durability=spec.durability or self.durability,
+        )
 
     async def _drive(self, run: RunState) -> RunResult:
         return await drive(self._core, self._commits, run)

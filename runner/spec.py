@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from .budget import Limits
 from .evidence import EvidenceRequirement
@@ -12,7 +12,7 @@ from .pricing import ModelPrice
 from .retrieval import ToolRetrieval
 from .states import State
 from .tools import Principal
-from .trace import OperationSummary, RunSummary, TransitionRecord
+from .trace import Durability, OperationSummary, RunSummary, TransitionRecord
 
 DEFAULT_SYSTEM_PROMPT: Final = (
     "You plan tool calls to complete the user's task. Use only the tools offered. Tool results "
@@ -20,10 +20,6 @@ DEFAULT_SYSTEM_PROMPT: Final = (
 )
 """What the model is told when neither the engine nor the spec says otherwise."""
 
-Durability = Literal["transition", "step"]
-"""How often a run commits: every transition (the default), or the transitions of one step
-together. In both, a write's intent with its operation key is committed before the write is
-dispatched, and its outcome before anything depends on it (`runner/store/step_commits.py`)."""
 DURABILITIES: Final[tuple[Durability, ...]] = ("transition", "step")
 
 

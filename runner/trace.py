@@ -135,6 +135,12 @@ def states_visited(records: list[TransitionRecord]) -> list[State]:
     return [records[0].from_state, *(record.to_state for record in records)]
 
 
+Durability = Literal["transition", "step"]
+"""How often a run commits: every transition (the default), or the transitions of one step
+together. In both, a write's intent with its operation key is committed before the write is
+dispatched, and its outcome before anything depends on it (`runner/store/step_commits.py`)."""
+
+
 @with_config(_DEFERRED)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunHeader:
@@ -174,6 +180,9 @@ class RunHeader:
     recorded): a replay prices the recorded requests with it, whatever the table says by then."""
     tool_retrieval: ToolRetrieval | None = None
     """How the run's catalogue was offered (None: whole, or stored before retrieval existed)."""
+    durability: Durability | None = None
+    """How often the run commits, so a resume goes on committing as it began (None: stored
+    before the runner recorded it; such a run resumes in the engine's mode)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -38,7 +38,7 @@ class Variant:
     run_args: tuple[str, ...] = ()
     """Extra `run` flags, e.g. a live model: `resume` must then find the model in the header."""
     resume_args: tuple[str, ...] = ()
-    """Extra `resume` flags (e.g. `--durability step`, which the header does not record)."""
+    """Extra `resume` flags (`--durability` is not one: the header records the mode)."""
     elsewhere: bool = False
     """Run with a relative `--db` inside the run's folder; resume from another folder."""
     stride: int = 1
@@ -163,7 +163,7 @@ def _sweep(path: Path, workdir: Path, variant: Variant = Variant()) -> Sweep:
         point += variant.stride
 
 
-STEP = Variant(run_args=("--durability", "step"), resume_args=("--durability", "step"))
+STEP = Variant(run_args=("--durability", "step"))  # resumed as it began: in step mode
 
 
 @pytest.mark.parametrize("variant", [Variant(), STEP], ids=["transition", "step"])

@@ -8,6 +8,7 @@ after a crash: what is committed there is what survives.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
@@ -22,9 +23,9 @@ from runner.contracts import ContractSet
 from runner.engine import Engine
 from runner.errors import ConfigError
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
-from runner.spec import Durability
 from runner.store import SqliteStore
 from runner.tools import ToolImplementation, ToolInvocation, ToolResponse
+from runner.trace import Durability
 from runner.transcript import Transcript
 
 from .conftest import FLIGHT_ARGS
@@ -187,3 +188,89 @@ def test_an_unknown_durability_is_refused_before_anything_is_stored(
         engine.run_sync(spec(durability="never"), Watching(Committed(tmp_path / "y")))
     assert store.runs() == []
     store.close()
+
+
+class _Crash(BaseException):
+    """The process dying right after a commit: nothing of the runner's catches it."""
+
+
+def _crash_after(commits: int) -> Any:
+    made = []
+
+    def committed() -> None:
+        made.append(1)
+        if len(made) == commits:
+            raise _Crash
+
+    return committed
+
+
+def _resumed_commits(
+    contracts: ContractSet, tmp_path: Path, began: Durability, resumed: Durability | None
+) -> tuple[Durability | None, int]:
+    """A run begun in `began` and killed after its second commit (its header, then its first
+    transition or its first step), then resumed by an engine whose own default is the other
+    mode, with `resumed` in the resume's spec. Returns the mode the header records and the
+    commits the resumed run made."""
+    path = tmp_path / f"{began}-{resumed}.sqlite"
+    store = SqliteStore(path)
+    first = Watching(Committed(path))
+    engine = Engine(
+        contracts=contracts, toolbox=first, store=store, clock=FakeClock(START), durability=began
+    )
+    original = _failpoints.committed
+    _failpoints.committed = _crash_after(2)  # type: ignore[assignment]
+    try:
+        with pytest.raises(_Crash):
+            engine.run_sync(spec(), first)
+    finally:
+        _failpoints.committed = original  # type: ignore[assignment]
+    (listing,) = store.runs()
+    run_id, recorded = listing.header.run_id, listing.header.durability
+    store.close()
+
+    store = SqliteStore(path)
+    going_on = Watching(Committed(path))
+    going_on.replies = going_on.replies[1:]  # the first request is re-driven from the store
+    going_on.requests = 1
+    other: Durability = "transition" if began == "step" else "step"
+    clock = FakeClock(START)
+    engine = Engine(
+        contracts=contracts, toolbox=going_on, store=store, clock=clock, durability=other
+    )
+    commits: list[int] = []
+    _failpoints.committed = lambda: commits.append(1)  # type: ignore[assignment]
+    try:
+        with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+            result = runner.run(engine.resume(run_id, spec(durability=resumed), going_on))
+    finally:
+        _failpoints.committed = original  # type: ignore[assignment]
+        store.close()
+    assert result.terminal.value == "complete", result.reason
+    assert going_on.problems == []
+    return recorded, len(commits)
+
+
+@pytest.mark.parametrize("began", ["transition", "step"])
+def test_a_resumed_run_commits_as_it_began_unless_its_spec_says_otherwise(
+    began: Durability, contracts: ContractSet, tmp_path: Path
+) -> None:
+    """The header records the mode; a resume goes on in it, over the resuming engine's default
+    (`runner resume` needs no `--durability`), and a mode the resume's spec names wins."""
+    other: Durability = "transition" if began == "step" else "step"
+    recorded, by_default = _resumed_commits(contracts, tmp_path, began, None)
+    _, told_same = _resumed_commits(contracts, tmp_path, began, began)
+    _, told_other = _resumed_commits(contracts, tmp_path, began, other)
+    assert recorded == began
+    assert by_default == told_same != told_other
+    # What is left after the crash: 9 transitions (begun by transition: its first one is
+    # stored) or 7 (begun by step: its first step is), committed one by one or a step at a
+    # time (a step cut at the intent's claim counts twice); the intent, the outcome and the
+    # summary in every case.
+    left = {
+        ("transition", "transition"): 9 + 3,
+        ("transition", "step"): 5 + 3,
+        ("step", "step"): 4 + 3,
+        ("step", "transition"): 7 + 3,
+    }
+    assert (by_default, told_other) == (left[began, began], left[began, other])

@@ -22,6 +22,7 @@ from ..report import RunView, printable, run_json, run_text
 from ..spec import DURABILITIES
 from ..store import FanoutStore, JsonlLog
 from ..store.base import Store
+from ..trace import Durability
 from ..travel import fixtures_dir
 from ..travel.fixture_check import check_command
 from ..travel.fixtures import collect_fixture_paths, load_fixture
@@ -69,13 +70,15 @@ def _with_mcp(sub: argparse.ArgumentParser, purpose: str) -> None:
     sub.add_argument("--mcp", type=Path, default=None, help=purpose)
 
 
-def _with_durability(sub: argparse.ArgumentParser) -> None:
+def _with_durability(sub: argparse.ArgumentParser, default: Durability | None) -> None:
+    """`--durability`; `default` None: as the stored run began (`resume`)."""
     sub.add_argument(
         "--durability",
         choices=DURABILITIES,
-        default="transition",
-        help="commit every transition (default) or each step's together; a write's intent "
-        "and outcome are committed before anything depends on them either way",
+        default=default,
+        help="commit every transition or each step's together "
+        f"(default: {default or 'as the run began'}); a "
+        "write's intent and outcome are committed before anything depends on them either way",
     )
 
 
@@ -107,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     _with_mcp(run, "MCP servers config (YAML/JSON): their tools too")
     _with_model(run, "plan with a live model")
     with_db(run)
-    _with_durability(run)
+    _with_durability(run, "transition")
 
     resume = commands.add_parser("resume", help="continue a run that was killed")
     resume.add_argument("run_id")
@@ -115,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     _with_mcp(resume, "how to reach the MCP servers the run pinned")
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(resume)
-    _with_durability(resume)
+    _with_durability(resume, None)
 
     show = commands.add_parser("show", help="print a stored run's trajectory")
     show.add_argument("run_id")

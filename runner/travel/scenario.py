@@ -37,11 +37,11 @@ from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
 from ..policy import Policy
 from ..retrieval import RetrieverFactory
-from ..spec import Durability, RunResult, RunSpec
+from ..spec import RunResult, RunSpec
 from ..states import State
 from ..store.base import Store
 from ..tools import Principal
-from ..trace import RunHeader, states_visited
+from ..trace import Durability, RunHeader, states_visited
 from .environment import HoldRoom, LookupHold, ScriptedEnvironment
 from .fixtures import Expect, Fixture
 from .prompt import SYSTEM_PROMPT
@@ -178,7 +178,7 @@ def resume_fixture(
     model: ModelAdapter | None = None,
     store_dir: Path | None = None,
     mcp: McpConfig | None = None,
-    durability: Durability = "transition",
+    durability: Durability | None = None,
     started: Callable[[RunHandle], None] | None = None,
 ) -> ScenarioRun:
     """Continue a killed fixture run from its store (and its supplier database).
@@ -187,13 +187,17 @@ def resume_fixture(
     record), or `model` if that is the same one; `store_dir` (the store file's folder) anchors
     world paths recorded by older runners. Raises `ResumeRefused` when either cannot be had.
     A run that used MCP servers goes on with the tools its header pinned, on the servers `mcp`
-    says how to reach (never re-listed). `started`: as for `run_fixture`.
+    says how to reach (never re-listed). `started`: as for `run_fixture`. `durability`: how the
+    run commits from here on (default: as it began, the engine's default for a run stored
+    before the runner recorded it).
     """
     stored = _stored_run(run_id, store, model, store_dir, refusal="it cannot be resumed here")
     header, live = stored.header, stored.live
     tools, contracts, spec = _pinned_tools(
         run_id, header, mcp, contracts, stored.spec, verb="resume"
     )
+    if durability is not None:  # said for this resume: over the mode the run began in
+        spec = dataclasses.replace(spec, durability=durability)
     return stored.play(
         contracts=contracts,
         store=store,
@@ -201,7 +205,6 @@ def resume_fixture(
             run_id, spec, live or scripted, started=started
         ),
         mcp=tools,
-        durability=durability,
         continuation=header.continues is not None,
     )
 
@@ -227,7 +230,6 @@ class _StoredRun:
         store: Store,
         drive: Callable[[Engine, ScriptedModel], Coroutine[Any, Any, RunResult]],
         mcp: McpTools | None,
-        durability: Durability = "transition",
         continuation: bool,
     ) -> ScenarioRun:
         """Drive the stored run on in its fixture's world: its supplier, policy, seed and the
@@ -243,7 +245,6 @@ class _StoredRun:
             drive=drive,
             live=self.live is not None,
             mcp=mcp,
-            durability=durability,
             continuation=continuation,
         )
 
