@@ -11,6 +11,7 @@ import pytest
 
 from runner import Engine, Principal, RunSpec, SqliteStore, SystemClock, ToolRegistry
 from runner.cli import main
+from runner.store.base import RunListing
 from runner.testing import FunctionModel
 from runner.trace import read_log
 from runner.travel import load_travel_contracts
@@ -61,6 +62,24 @@ RUN_KEYS = {
     "context",
     "cost_usd",
 }
+
+
+def test_each_repeated_copy_runs_with_its_own_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Copy i of `--repeat` runs with SEED + i, as grade's trials do: copies that all drew the
+    same jitter would be one sample repeated."""
+    db = tmp_path / "runs.sqlite"
+    fixture = str(FIXTURES / "hold_not_committed.yaml")
+    assert main(["run", fixture, "--repeat", "3", "--seed", "41", "--db", str(db)]) == 0
+    store = SqliteStore(db, read_only=True)
+    try:
+        runs = store.runs()
+        seeds = sorted(run.header.seed for run in runs if isinstance(run, RunListing))
+    finally:
+        store.close()
+    assert len(runs) == 3 and seeds == [41, 42, 43]
+    assert "3 runs met expectations" in capsys.readouterr().out
 
 
 def test_run_all_fixtures_three_times_as_json(

@@ -105,7 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--repeat", type=count, default=1, help="run each fixture N times, each clean")
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
     run.add_argument("--log", type=Path, default=None, help="also append a JSONL log to FILE")
-    run.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
+    run.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed for backoff jitter; copy i of --repeat (from 0) runs with SEED + i (default 0)",
+    )
     run.add_argument("--policy", default=None, help="default, naive (simulation), or a file")
     _with_mcp(run, "MCP servers config (YAML/JSON): their tools too")
     _with_model(run, "plan with a live model")
@@ -257,7 +262,7 @@ def _run(args: argparse.Namespace) -> int:
                     fixture,
                     contracts,
                     store,
-                    seed=args.seed,
+                    seed=args.seed + index - 1,  # each copy its own draws, as grade's trials
                     policy=policy,
                     world_dir=world,
                     model=model,

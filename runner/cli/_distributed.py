@@ -45,7 +45,12 @@ def add_distributed_parsers(
     submit = commands.add_parser("submit", help="queue fixture runs for the workers")
     submit.add_argument("paths", nargs="+", type=Path, help="fixture files or folders")
     submit.add_argument("--repeat", type=count, default=1, help="queue each fixture N times")
-    submit.add_argument("--seed", type=seed, default=0, help="seed for backoff jitter (default 0)")
+    submit.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed for backoff jitter; copy i of --repeat (from 0) runs with SEED + i (default 0)",
+    )
     worker = commands.add_parser("worker", help="drive queued runs until stopped (SIGTERM)")
     worker.add_argument("--concurrency", type=count, default=1, help="runs driven at once")
     worker.add_argument("--lease", type=seconds, default=30.0, help="run lease, seconds (30)")
@@ -97,7 +102,7 @@ def submit_command(args: argparse.Namespace) -> int:
         raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
     contracts = contracts_for(args.contracts)
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
-    runs = [fixture_job(f, args.seed) for f in fixtures for _ in range(args.repeat)]
+    runs = [fixture_job(f, args.seed + i) for f in fixtures for i in range(args.repeat)]
 
     async def queue() -> list[str]:
         await _check_store(url)
