@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from runner import api as api_module
 from runner.api import (
     RunStatus,
     grade_run,
@@ -55,6 +59,39 @@ def test_status_running_then_ended_and_listed_and_replayed_inside_the_loop(
     assert list_runs(store) == [after]
     assert replay_run_sync(store, after.run_id, contracts).identical
     assert grade_run_sync(store, after.run_id, contracts).passed
+
+
+def test_replaying_and_grading_leave_the_event_loop_serving(
+    contracts: ContractSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`replay_run` and `grade_run` do their CPU work (a replay, the grading checks) off the
+    loop's thread: a service awaiting them goes on answering other requests meanwhile."""
+    hotel = SlowHotel()
+    store = MemoryStore()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=SystemClock())
+    threads: dict[str, int] = {}
+
+    def on_its_thread(name: str, work: Callable[..., Any]) -> Callable[..., Any]:
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            threads[name] = threading.get_ident()
+            return work(*args, **kwargs)
+
+        return watched
+
+    monkeypatch.setattr(api_module, "replay", on_its_thread("replay", api_module.replay))
+    monkeypatch.setattr(api_module, "grade", on_its_thread("grade", api_module.grade))
+
+    async def service() -> tuple[int, bool, bool]:
+        handle = engine.start(SPEC, HoldThenAnswer())
+        hotel.release.set()
+        await handle.result()
+        replayed = await replay_run(store, handle.run_id, contracts)
+        trial = await grade_run(store, handle.run_id, contracts)
+        return threading.get_ident(), replayed.identical, trial.passed
+
+    loop_thread, identical, passed = asyncio.run(service())
+    assert identical and passed
+    assert set(threads) == {"replay", "grade"} and loop_thread not in threads.values()
 
 
 def test_status_of_a_run_the_store_does_not_have_is_a_load_error() -> None:
