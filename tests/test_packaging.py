@@ -99,7 +99,8 @@ def test_a_bundled_fixture_runs_from_anywhere(venv: Path, elsewhere: Path) -> No
 
 
 def test_the_package_list_names_every_package() -> None:
-    """`pyproject.toml` lists packages (two of them map data folders): none may be left out."""
+    """`pyproject.toml` lists packages (two of them map data folders, and the fixtures'
+    subfolders are named too, so setuptools does not warn they look left out): none may be."""
     listed = set(
         tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     )
@@ -107,5 +108,11 @@ def test_the_package_list_names_every_package() -> None:
         ".".join(init.parent.relative_to(ROOT).parts)
         for init in (ROOT / "runner").rglob("__init__.py")
     }
-    data = {"runner.travel.bundled_contracts", "runner.travel.bundled_fixtures"}
+    fixture_folders = {
+        f"runner.travel.bundled_fixtures.{folder.name}"
+        for folder in (ROOT / "fixtures").iterdir()
+        if folder.is_dir() and not folder.name.startswith((".", "__"))
+    }
+    data = {"runner.travel.bundled_contracts", "runner.travel.bundled_fixtures", *fixture_folders}
+    assert len(fixture_folders) == 3  # approval, completion, injection: each named, or unshipped
     assert listed == found | data
