@@ -62,6 +62,27 @@ def test_runs_accepted_before_a_crash_are_started_or_resumed_by_the_next_process
         assert {item["status"] for item in again["runs"]} == {"ended"}
 
 
+def test_a_run_resumed_after_a_crash_can_be_cancelled(tmp_path: Path) -> None:
+    """A run the next process takes up from its records is cancelled like any other: it ends
+    `abstain` (`cancelled`) with one terminal record and no gap."""
+    with serving(tmp_path, workers=1, pace_s=0.1) as first:
+        run_id = first.submit(LONG)
+        with first.client() as client:
+            read_events(client, run_id, stop_after=3)
+        _kill(first)
+
+    with serving(tmp_path, workers=1, pace_s=0.2) as second:
+        with second.client() as client:
+            read_events(client, run_id, stop_after=4)  # the resumed run is going on
+            response = client.post(f"/v1/runs/{run_id}/cancel")
+        assert response.status_code == 202, response.text
+        run = second.wait_ended(run_id)
+    assert (run["state"], run["reason"]) == ("abstain", "cancelled"), run
+    seqs = [t["seq"] for t in run["transitions"]]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert [t["to"] for t in run["transitions"]].count("abstain") == 1
+
+
 def test_an_approval_whose_continuation_was_cut_short_is_continued_once_after_a_restart(
     tmp_path: Path,
 ) -> None:

@@ -86,12 +86,18 @@ class Accepted:
     cancel_requested: bool = False
     started: tuple[asyncio.AbstractEventLoop, RunHandle] | None = None
     finished: bool = False
-    resumed: bool = False
-    """Taken up from its records after a restart (no handle: it cannot be cancelled)."""
     failure: str | None = None
     continued_as: str | None = None
     continuation_error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def started_as(self, handle: RunHandle) -> None:
+        """Told the run's handle once it is driven (begun, or resumed after a restart): a
+        cancel asked for before then lands now, one asked for after goes to the handle."""
+        with self.lock:
+            self.started = (asyncio.get_running_loop(), handle)
+            if self.cancel_requested:
+                handle.cancel()
 
 
 def bundled_fixtures(contracts: ContractSet, extra: list[Path]) -> dict[str, Fixture]:
@@ -234,7 +240,6 @@ class RunService:
                 self._jobs.finish(job.run_id, "fixture")
                 continue
             elif store.header(job.run_id) is not None:
-                accepted.resumed = True
                 self._accepted[job.run_id] = accepted
                 self._executor.submit(self._resume, accepted)
             else:
@@ -269,16 +274,11 @@ class RunService:
                 store,
                 store_dir=self.db.parent,
                 model=self.live.continuing(store.header(accepted.run_id)),
+                started=accepted.started_as,
             ),
         )
 
     def _drive(self, accepted: Accepted, fixture: Fixture, model: str | None = None) -> None:
-        def started(handle: RunHandle) -> None:
-            with accepted.lock:
-                accepted.started = (asyncio.get_running_loop(), handle)
-                if accepted.cancel_requested:
-                    handle.cancel()
-
         self._in_run_thread(
             accepted,
             lambda store: run_fixture(
@@ -287,7 +287,7 @@ class RunService:
                 store,
                 world_dir=self.world,
                 run_id=accepted.run_id,
-                started=started,
+                started=accepted.started_as,
                 model=self.live.model(model) if model is not None else None,
             ),
         )
@@ -325,13 +325,6 @@ class RunService:
             raise ApiError(409, "stopped", f"run {run_id} stopped: {failure}")
         if accepted is None or accepted.finished:
             raise ApiError(409, "not_here", f"run {run_id} is not driven by this service")
-        if accepted.resumed:
-            raise ApiError(
-                409,
-                "resuming",
-                f"run {run_id} is being resumed after a restart; it cannot be "
-                "cancelled until it ends",
-            )
         with accepted.lock:
             accepted.cancel_requested = True
             if accepted.started is not None:
