@@ -141,7 +141,7 @@ def test_missing_price_table_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.parametrize(
     ("provider", "name", "rates"),
     [
-        ("anthropic", "claude-sonnet-4-5", (3.0, 15.0)),  # $6 input past 200k tokens
+        ("anthropic", "claude-sonnet-4-6", (3.0, 15.0)),  # $6 input past 200k tokens
         ("google", "gemini-2.5-pro", (1.25, 10.0)),  # $2.50 / $15 past 200k tokens
         ("openai", "gpt-4o-mini", (0.15, 0.6)),  # not tiered
     ],

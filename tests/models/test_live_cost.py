@@ -22,7 +22,7 @@ from ..llm_server import RecordedLLMServer
 LIVE = [
     ("openai", "gpt-4o-mini"),
     ("anthropic", "claude-3-5-haiku-latest"),
-    ("anthropic", "claude-sonnet-4-5"),  # tiered past 200k tokens: priced at its base rates
+    ("anthropic", "claude-sonnet-4-6"),  # tiered past 200k tokens: priced at its base rates
 ]
 
 
