@@ -78,3 +78,15 @@ def test_budget_exhaustion_ends_with_a_tool_free_answer(contracts: ContractSet) 
     last = outcome.result.transitions[-1]
     assert (last.from_state, last.to_state, last.reason) == ("plan", "abstain", "attempts")
     assert outcome.result.answer and "nothing is confirmed" in outcome.result.answer
+
+
+def test_a_missed_expectation_names_the_states_plainly(contracts: ContractSet) -> None:
+    """Both sides of a failed `transitions` expectation print as state names, not one side as
+    names and the other as enum members."""
+    fixture = load_fixture(FIXTURES / "read_only_success.yaml", contracts)
+    assert fixture.expect.transitions is not None
+    wrong = fixture.expect.model_copy(update={"transitions": fixture.expect.transitions[:-1]})
+    outcome = run_fixture(fixture.model_copy(update={"expect": wrong}), contracts, MemoryStore())
+    [failure] = outcome.failures
+    assert failure.startswith("transitions: expected ['plan', 'call', ")
+    assert "], got ['plan', 'call', " in failure and "State." not in failure

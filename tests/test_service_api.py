@@ -54,6 +54,18 @@ def test_a_fixture_run_goes_from_post_to_complete(service: Service) -> None:
         stored.close()
 
 
+def test_every_bundled_fixture_can_be_named_json_ones_too(service: Service) -> None:
+    """The fixtures a run may name are those `runner run FOLDER` reads in each bundled folder,
+    the injection fixtures (JSON) included, and the config's own (`long_search`); an injection
+    fixture is run to its expected end."""
+    with service.client() as client:
+        listed = set(client.get("/v1/fixtures").json()["fixtures"])
+    on_disk = {p.stem for p in (ROOT / "fixtures").rglob("*") if p.suffix in {".yaml", ".json"}}
+    assert listed == on_disk | {LONG} and len(on_disk) == 47  # one name is in two folders
+    run = service.wait_ended(service.submit("budget_raised_in_result"))
+    assert (run["state"], run["reason"]) == ("abstain", "attempts"), run
+
+
 def test_the_events_stream_delivers_every_transition_in_order_and_resumes(
     service: Service,
 ) -> None:

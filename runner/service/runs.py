@@ -104,15 +104,13 @@ def bundled_fixtures(contracts: ContractSet, extra: list[Path]) -> dict[str, Fix
     """Every fixture a run may name: the bundled ones (and their subfolders), then the config's."""
     root = fixtures_dir()
     folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())]
-    paths: list[Path] = []
-    for folder in folders:
-        paths.extend(p for p in sorted(folder.iterdir()) if p.suffix in (".yaml", ".yml"))
-    if extra:
-        paths.extend(collect_fixture_paths(extra))
     found: dict[str, Fixture] = {}
-    for path in paths:
+    for path in collect_fixture_paths(folders):  # YAML and JSON, as `runner run FOLDER` reads
         fixture = load_fixture(path, contracts)
-        found[fixture.name] = fixture
+        found.setdefault(fixture.name, fixture)  # a name the top level has keeps its fixture
+    for path in collect_fixture_paths(extra) if extra else []:
+        fixture = load_fixture(path, contracts)
+        found[fixture.name] = fixture  # the config's own replace a bundled one of their name
     return found
 
 

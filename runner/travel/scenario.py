@@ -462,7 +462,9 @@ def check_expectations(expect: Expect, result: RunResult, holds: int | None) -> 
         )
     if expect.transitions is not None:
         compare(
-            "transitions", [s.value for s in expect.transitions], states_visited(result.transitions)
+            "transitions",
+            [s.value for s in expect.transitions],
+            [s.value for s in states_visited(result.transitions)],  # both as plain names
         )
     for fragment in expect.answer_contains or ():
         if fragment not in (result.answer or ""):
