@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import functools
 import inspect
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from ._cancel import Cancellation, abandonable
 from ._jsonsafe import MAX_INT, MIN_INT, NotJson, json_value, safe_str
@@ -22,7 +22,6 @@ from .clock import Clock, within
 from .errors import RunFailure
 from .models._usage import accounted
 from .models.base import (
-    LimitedModelAdapter,
     ModelAdapter,
     ModelRejected,
     ModelReply,
@@ -134,8 +133,8 @@ class LiveEffects:
             self.cancellation.check()  # cancelled before the request: never send it
         try:
             with self.clock.real_io(), abandonable(self.cancellation):
-                if self.limited:
-                    request = cast("LimitedModelAdapter", self.model).generate(
+                if self.limited:  # its generate takes the keyword (see takes_output_limit)
+                    request = self.model.generate(  # type: ignore[call-arg]
                         transcript, tools, choice, max_output_tokens=max_output_tokens
                     )
                 else:
