@@ -6,9 +6,11 @@ differently: a tool outcome is served to the same call (by call id and try), and
 for the same transcript (by its digest), each with its recorded latency. An input the other budget
 would have cut (its recorded latency reaches the call's timeout or the time left) is replaced by
 what the cut produces, a timeout, as the live effects would; a recorded timeout that the other
-budget would have waited past is not an answer the recording has. What the recording cannot answer
-stops the replay, except the final tool-free request after a bound, whose text cannot change the
-outcome and is stood in for.
+budget would have waited past is not an answer the recording has. A recorded reply longer than
+the other budget's output limit is cut there, as the live model would have been (stop reason
+`max_tokens`, its text stood in for: where it would have stopped is not recorded). What the
+recording cannot answer stops the replay, except the final tool-free request after a bound, whose
+text cannot change the outcome and is stood in for.
 """
 
 from __future__ import annotations
@@ -153,6 +155,8 @@ class ReplayEffects:
         tools: tuple[ToolSpec, ...],
         choice: ToolChoice,
         timeout: float | None,
+        *,
+        max_output_tokens: int | None = None,
     ) -> ModelReply:
         self._asked = ordinal
         turn = self.turns.get(ordinal)
@@ -183,7 +187,9 @@ class ReplayEffects:
                 )
             live = self._hand_over(f"model request {ordinal}")
             self._live_answer = True
-            return await live.ask(ordinal, transcript, tools, choice, timeout)
+            return await live.ask(
+                ordinal, transcript, tools, choice, timeout, max_output_tokens=max_output_tokens
+            )
         self._live_answer = False
         if turn.tool_choice != choice:
             raise ReplayDivergence(
@@ -206,7 +212,18 @@ class ReplayEffects:
             if kind == "ModelRejected":
                 raise ModelRejected(turn.text, status=turn.error_status)
             raise ReplayedError(kind, turn.text)
-        return turn.reply()
+        reply = turn.reply()
+        if (
+            self.counterfactual
+            and max_output_tokens is not None
+            and reply.usage.output_tokens > max_output_tokens
+        ):  # the other budget's output limit would have cut it off; where, is not recorded
+            self.stood_in = True
+            usage = dataclasses.replace(reply.usage, output_tokens=max(0, max_output_tokens))
+            return ModelReply(
+                text=STAND_IN_ANSWER, tool_calls=(), usage=usage, stop_reason="max_tokens"
+            )
+        return reply
 
     def answered_at(self) -> float:
         if self._live_answer and self.live is not None:
