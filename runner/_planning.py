@@ -33,6 +33,9 @@ from .transcript import AssistantMessage, UserMessage
 
 _TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
 _COST: Final = Bound.COST
+_PROPOSE: Final = Trigger.PROPOSE
+_ADMIT: Final = AdmitBatch()
+"""The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
 
 _UNTRUSTED: Final = {
     "refusal": "model_refused",
@@ -277,8 +280,8 @@ async def plan(core: Core, run: RunState) -> None:
         calls = unique_calls(reply.tool_calls, run.calls.ids)
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
-        run.work = AdmitBatch()
-        core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
+        run.work = _ADMIT
+        core.move(run, _PROPOSE, latency_ms=latency, **tokens)
         return
     run.transcript.append(AssistantMessage(text=reply.text))
     if _gate(core, run, reply, latency, tokens):
