@@ -254,10 +254,9 @@ async def plan(core: Core, run: RunState) -> None:
     tokens = _usage_fields(run, reply)
     if offer:
         tokens.update(offer)
+    sent = run.setup.effects.limit_sent  # the limit the reply was asked under, if any
     if (  # the budget's limit cut it off (not the adapter's own, lower one): a bound, no fault
-        reply.stop_reason == "max_tokens"
-        and limit is not None
-        and reply.usage.output_tokens >= limit
+        reply.stop_reason == "max_tokens" and sent is not None and reply.usage.output_tokens >= sent
     ):
         run.transcript.append(AssistantMessage(text=reply.text))
         core.end(

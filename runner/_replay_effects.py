@@ -98,6 +98,7 @@ class ReplayEffects:
         self.tries: defaultdict[str, int] = defaultdict(int)
         self.clock = clock
         self.started = started
+        self.limit_sent: int | None = None
         self.live = live
         self.in_flight = in_flight or set()
         """Dispatch ordinals of writes whose intent was recorded but whose outcome was not."""
@@ -159,6 +160,7 @@ class ReplayEffects:
         max_output_tokens: int | None = None,
     ) -> ModelReply:
         self._asked = ordinal
+        self.limit_sent = None
         turn = self.turns.get(ordinal)
         if self.counterfactual and turn is not None:
             latency = turn.ended_at - turn.started_at
@@ -187,9 +189,11 @@ class ReplayEffects:
                 )
             live = self._hand_over(f"model request {ordinal}")
             self._live_answer = True
-            return await live.ask(
+            answer = await live.ask(
                 ordinal, transcript, tools, choice, timeout, max_output_tokens=max_output_tokens
             )
+            self.limit_sent = live.limit_sent
+            return answer
         self._live_answer = False
         if turn.tool_choice != choice:
             raise ReplayDivergence(
@@ -199,6 +203,15 @@ class ReplayEffects:
             raise ReplayDivergence(
                 f"model request {ordinal}", "the recorded transcript", "a different transcript"
             )
+        recorded_limit = turn.max_output_tokens
+        if not self.counterfactual and recorded_limit not in (None, max_output_tokens):
+            raise ReplayDivergence(  # the budget left another limit: the run is not as recorded
+                f"model request {ordinal}",
+                f"output limit {recorded_limit}",
+                f"output limit {max_output_tokens}",
+            )
+        # a counterfactual asks under its own budget's limit (a reply past it is cut below)
+        self.limit_sent = max_output_tokens if self.counterfactual else recorded_limit
         await self._serve_at(turn.started_at, turn.ended_at)
         self._served(turn)
         if turn.stop_reason.startswith(FAILED_PREFIX):
@@ -219,6 +232,7 @@ class ReplayEffects:
             and reply.usage.output_tokens > max_output_tokens
         ):  # the other budget's output limit would have cut it off; where, is not recorded
             self.stood_in = True
+            self.limit_sent = max_output_tokens
             usage = dataclasses.replace(reply.usage, output_tokens=max(0, max_output_tokens))
             return ModelReply(
                 text=STAND_IN_ANSWER, tool_calls=(), usage=usage, stop_reason="max_tokens"

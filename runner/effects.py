@@ -46,6 +46,10 @@ FAILED_PREFIX = "failed:"
 
 
 class Effects(Protocol):
+    limit_sent: int | None
+    """The output limit the last reply `ask` returned was asked under (None: none, as for an
+    adapter that takes none, or a recorded reply from before limits were sent)."""
+
     async def ask(
         self,
         ordinal: int,
@@ -58,7 +62,7 @@ class Effects(Protocol):
     ) -> ModelReply:
         """Model request number `ordinal`, its output limited to `max_output_tokens` (what the
         run's budget leaves: derived from recorded state, so a replay derives it again); raises
-        `TimeoutError` or the adapter's error."""
+        `TimeoutError` or the adapter's error. Sets `limit_sent`."""
         ...
 
     async def call(
@@ -104,6 +108,7 @@ class LiveEffects:
         self.cancellation: Cancellation | None = None
         """The run's handle's cancel request (runs started with `Engine.start`)."""
         self.last_answer = 0.0
+        self.limit_sent: int | None = None
         self.limited = takes_output_limit(model)
         """Whether the adapter's `generate` takes `max_output_tokens` (one written before the
         runner passed it is asked without it)."""
@@ -129,13 +134,14 @@ class LiveEffects:
         max_output_tokens: int | None = None,
     ) -> ModelReply:
         asked_at, digest = self.since_start(), transcript.digest
+        limit = self.limit_sent = max_output_tokens if self.limited else None
         if self.cancellation is not None:
             self.cancellation.check()  # cancelled before the request: never send it
         try:
             with self.clock.real_io(), abandonable(self.cancellation):
                 if self.limited:  # its generate takes the keyword (see takes_output_limit)
                     request = self.model.generate(  # type: ignore[call-arg]
-                        transcript, tools, choice, max_output_tokens=max_output_tokens
+                        transcript, tools, choice, max_output_tokens=limit
                     )
                 else:
                     request = self.model.generate(transcript, tools, choice)
@@ -153,7 +159,7 @@ class LiveEffects:
                 usage=TokenUsage(input_tokens=0, output_tokens=0),
                 stop_reason=f"{FAILED_PREFIX}{kind}",
             )
-            self._record_turn(ordinal, choice, failed, asked_at, digest, error=exc)
+            self._record_turn(ordinal, choice, failed, asked_at, digest, limit=limit, error=exc)
             if isinstance(exc, Exception):
                 redacted = self.redactor.model_error(exc)
                 if redacted is exc:
@@ -162,7 +168,7 @@ class LiveEffects:
             # SystemExit, KeyboardInterrupt... raised by the adapter, not the user: a model error
             raise ReplayedError(kind, failed.text) from exc
         reply = self.redactor.reply(accounted(reply, transcript))  # usage is untrusted, too
-        self._record_turn(ordinal, choice, reply, asked_at, digest)
+        self._record_turn(ordinal, choice, reply, asked_at, digest, limit=limit)
         return reply
 
     def use_fallback(self) -> bool:
@@ -182,6 +188,7 @@ class LiveEffects:
         asked_at: float,
         digest: str,
         *,
+        limit: int | None,
         error: BaseException | None = None,
     ) -> None:
         state = _model_state(self.model)
@@ -194,6 +201,7 @@ class LiveEffects:
             ended_at=self.since_start(),
             transcript_digest=digest,
             model_state=self.redactor.value(state) if state is not None else None,
+            max_output_tokens=limit,
         )
         if error is not None and isinstance(error, ModelUnavailable | ModelRejected):
             status, retry_after = error.status, getattr(error, "retry_after", None)

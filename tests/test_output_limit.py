@@ -5,6 +5,8 @@ past its caps; a reply the limit cuts off ends the run on that bound."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +196,65 @@ def test_no_reply_carries_a_run_past_its_token_cap(
             assert spent + request.tokens_out <= cap, (spent, request.tokens_out, cap)
         spent += request.tokens_in + request.tokens_out
     assert spent == result.tokens_in + result.tokens_out
+
+
+def test_the_limit_sent_is_recorded_and_a_replay_must_work_out_the_same(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    """Each turn records the limit its request was sent with; a stored limit that the re-drive
+    does not work out again is a divergence."""
+    path = tmp_path / "r.db"
+    store = SqliteStore(path)
+    fixture = make_fixture(
+        model=[{"tool_calls": [SEARCH], "usage": {"input": 40, "output": 5000}}, {"final": "NH7."}],
+        budget={"max_tokens": 1000},
+    )
+    run_id = run_fixture(fixture, contracts, store).result.run_id
+    (turn,) = store.turns(run_id)
+    # what the cap leaves after the projected input (the transcript's estimate), and the
+    # scripted 5,000-token reply came back cut there
+    assert turn.max_output_tokens is not None and 900 < turn.max_output_tokens < 1000
+    assert turn.output_tokens == turn.max_output_tokens and turn.stop_reason == "max_tokens"
+    store.close()
+
+    conn = sqlite3.connect(path)
+    body = json.loads(conn.execute("SELECT turn FROM turns").fetchone()[0])
+    body["max_output_tokens"] += 1
+    conn.execute("UPDATE turns SET turn = ?", (json.dumps(body),))
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    replayed = replay_run_sync(store, run_id, contracts)
+    assert not replayed.identical and replayed.divergence is not None
+    assert "output limit" in str(replayed.divergence)
+    store.close()
+
+
+def test_a_reply_cut_by_an_adapter_not_told_the_limit_is_its_own_truncation(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    """An adapter whose `generate` takes no limit was not asked to stop there: a reply it cut
+    off is `model_truncated`, however long, never the budget's bound. Its turn is stored with
+    no limit, as every turn was before the runner sent limits, and replays as it ran."""
+
+    class Plain:
+        async def generate(self, transcript: Any, tools: Any, tool_choice: Any) -> ModelReply:
+            return ModelReply(
+                text="NH7 is",
+                tool_calls=(),
+                usage=TokenUsage(input_tokens=40, output_tokens=5000),
+                stop_reason="max_tokens",
+            )
+
+    store = SqliteStore(tmp_path / "r.db")
+    fixture = make_fixture(budget={"max_tokens": 1000})
+    result = run_fixture(fixture, contracts, store, model=Plain()).result
+    assert result.reason == "model_truncated", result.reason
+    assert result.transitions[-1].result_class != "budget_exhausted"
+    (turn,) = store.turns(result.run_id)
+    assert turn.max_output_tokens is None
+    conn = sqlite3.connect(tmp_path / "r.db")
+    assert "max_output_tokens" not in conn.execute("SELECT turn FROM turns").fetchone()[0]
+    conn.close()
+    replayed = replay_run_sync(store, result.run_id, contracts)
+    assert replayed.identical, replayed.divergence
