@@ -160,11 +160,11 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     limit, when no token is left and there is no money cap).
 
     Tokens: what `max_tokens` leaves after the request's projected input; when that input alone
-    fills it (the request is still made: the cap is checked on tokens spent), what is left
-    before it. A request with no token left (the final one after the token bound) is outside
-    the token cap, as it is outside the model-step cap. Money: what `max_cost_usd` leaves after
-    the projected input, at the output price; for a tool-proposing request, less the final
-    answer's share, held back.
+    fills it (the request is still made: the cap is checked on tokens spent), one token, so the
+    reply cannot add to what the input passes it by. A request with no token left (the final
+    one after the token bound) is outside the token cap, as it is outside the model-step cap.
+    Money: what `max_cost_usd` leaves after the projected input, at the output price; for a
+    tool-proposing request, less the final answer's share, held back.
 
     Worked out from what the run recorded (usage, transcript, limits, price), so a replay or a
     resume works out the same limit; and it never stops a request the checks before it let
@@ -176,7 +176,7 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     limit: int | None = None
     left = limits.max_tokens - usage.tokens_in - usage.tokens_out
     if left >= 1:
-        limit = left - tokens_in if left > tokens_in else left
+        limit = left - tokens_in if left > tokens_in else 1
     if limits.max_cost_usd is None or price is None:
         return limit, _TOKENS
     money = Decimal(str(limits.max_cost_usd)) - usage.cost_usd - price.cost(tokens_in, 0)
@@ -255,8 +255,10 @@ async def plan(core: Core, run: RunState) -> None:
     if offer:
         tokens.update(offer)
     sent = run.setup.effects.limit_sent  # the limit the reply was asked under, if any
-    if (  # the budget's limit cut it off (not the adapter's own, lower one): a bound, no fault
-        reply.stop_reason == "max_tokens" and sent is not None and reply.usage.output_tokens >= sent
+    if sent is not None and (  # cut off at the budget's limit (not the adapter's own, lower
+        # one), or an adapter told the limit went past it: the bound is reached, no fault
+        reply.usage.output_tokens > sent
+        or (reply.stop_reason == "max_tokens" and reply.usage.output_tokens == sent)
     ):
         run.transcript.append(AssistantMessage(text=reply.text))
         core.end(

@@ -48,6 +48,18 @@ CUT_SLACK_S = 1e-6
 """Recorded times are sums of float steps: a latency this close to a timeout reaches it."""
 
 
+def _cut_shorter(turn: RecordedTurn, limit: int | None) -> bool:
+    """Whether the recorded reply was cut off at the limit its request was sent, and the other
+    budget's limit is larger: what the model would have said past the cut is not recorded."""
+    sent = turn.max_output_tokens
+    return (
+        sent is not None
+        and turn.stop_reason == "max_tokens"
+        and turn.output_tokens >= sent
+        and (limit is None or limit > sent)
+    )
+
+
 def _cut(latency: float, timeout: float | None) -> bool | None:
     """Whether a call that took `latency` would have been cut by `timeout`; None when the two
     are too close to tell (within `CUT_SLACK_S`: recorded times carry float noise, and which of
@@ -178,6 +190,8 @@ class ReplayEffects:
                 turn.started_at, turn.ended_at, timeout, self.recorded_seconds
             ):
                 turn = None  # with more time the request might have been answered
+            elif _cut_shorter(turn, max_output_tokens):
+                turn = None  # the budget cut the reply; with more room it would have gone on
         if turn is None:
             if self.counterfactual and choice == "none":
                 self.stood_in = True

@@ -258,3 +258,66 @@ def test_a_reply_cut_by_an_adapter_not_told_the_limit_is_its_own_truncation(
     conn.close()
     replayed = replay_run_sync(store, result.run_id, contracts)
     assert replayed.identical, replayed.divergence
+
+
+def test_a_reply_cut_by_the_budget_is_not_known_under_a_larger_one(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    """A counterfactual replay under a larger budget does not pass off the recorded cut as the
+    model's own truncation: what the model would have said past it is outside the recording.
+    Under the same budget it replays as recorded."""
+    store = SqliteStore(tmp_path / "r.db")
+    fixture = make_fixture(
+        model=[{"tool_calls": [SEARCH]}, {"final": _answer(6000)}],
+        budget={"max_cost_usd": 0.006},
+    )
+    result = run_fixture(fixture, contracts, store).result
+    assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    larger = replay_run_sync(store, result.run_id, contracts, limits=Limits(max_cost_usd=0.2))
+    assert larger.replayed.result is None and larger.replayed.outside == "model request 2"
+    same = replay_run_sync(store, result.run_id, contracts, limits=Limits(max_cost_usd=0.006))
+    assert same.replayed.result is not None and same.replayed.result.reason == "cost"
+
+
+def test_an_adapter_told_the_limit_that_goes_past_it_ends_the_run_on_the_bound(
+    contracts: ContractSet,
+) -> None:
+    """An adapter that takes the limit but answers longer (its own stop reason, or none) has
+    carried the run past the budget: the run does not end `complete` as if within it, but on the
+    bound, its answer kept."""
+
+    class Overrunning:
+        async def generate(
+            self, transcript: Any, tools: Any, tool_choice: Any, *, max_output_tokens: int | None
+        ) -> ModelReply:
+            assert max_output_tokens is not None
+            return ModelReply(
+                text="NH7, assistance reported.",
+                tool_calls=(),
+                usage=TokenUsage(input_tokens=40, output_tokens=max_output_tokens + 500),
+                stop_reason="end_turn",
+            )
+
+    fixture = make_fixture(budget={"max_tokens": 1000})
+    result = run_fixture(fixture, contracts, MemoryStore(), model=Overrunning()).result
+    assert (result.terminal.value, result.reason) == ("abstain", "tokens")
+    assert result.answer == "NH7, assistance reported."
+    assert result.transitions[-1].result_class == "budget_exhausted"
+
+
+def test_a_request_whose_input_fills_the_token_cap_may_answer_one_token(
+    contracts: ContractSet,
+) -> None:
+    """When the projected input alone fills what `max_tokens` leaves, the request is still made
+    (the cap is checked on tokens spent) but its reply may add one token, not what was left: a
+    tighter cap never lets a run spend more."""
+    spent = {}
+    for cap in (20, 54, 55, 60, 80):
+        fixture = make_fixture(
+            model=[{"final": _answer(4000), "usage": {"input": 54, "output": 1000}}],
+            budget={"max_tokens": cap},
+        )
+        summary = run_fixture(fixture, contracts, MemoryStore()).result.summary()
+        spent[cap] = summary.tokens_in + summary.tokens_out
+    assert list(spent.values()) == sorted(spent.values()), spent
+    assert spent[20] == 54 + 1  # the input passes the cap; the reply adds one token
