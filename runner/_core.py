@@ -25,17 +25,15 @@ class Core:
     builds one and hands it to the phases (`_planning.plan`, `_acting.call`, `_acting.observe`).
     """
 
-    __slots__ = ("render_limit", "runtime", "spans")
+    __slots__ = ("clock", "render_limit", "runtime", "spans")
 
     def __init__(self, runtime: Runtime, *, render_limit: int, spans: tuple[SpanSink, ...]) -> None:
         self.runtime = runtime
+        self.clock: Clock = runtime.clock
+        """The runtime's (a frozen `Runtime`), read five times a step: kept, not a property."""
         self.render_limit = render_limit
         """The most characters of one tool result the model is shown."""
         self.spans = spans
-
-    @property
-    def clock(self) -> Clock:
-        return self.runtime.clock
 
     def move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:
         """Fire `trigger` on the machine and record the transition it made."""
@@ -48,7 +46,7 @@ class Core:
         record = TransitionRecord(
             run_id=setup.run_id,
             seq=seq,
-            time=runtime.clock.now(),
+            time=self.clock.now(),
             from_state=source,
             to_state=dest,
             trigger=trigger,

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import Any, Final
 
 import orjson
@@ -67,15 +69,11 @@ def json_value(value: object, *, refuse_surrogates: bool = False) -> Any:
     plain copy: tuples become lists, lone surrogates in strings (keys too) become U+FFFD, or
     are refused with `refuse_surrogates`. Never raises `RecursionError`, however deep.
     """
-    try:  # the hot path: ordinary payloads, in C
-        text = orjson.dumps(value, option=_STRICT)
-        if type(value) is dict and _flat(value):  # (most model arguments)
+    try:  # the hot path: ordinary payloads, in C, then their types
+        orjson.dumps(value, option=_STRICT)
+        if _builtin_only(value):
             return value
-        # Equal after the round trip means builtin types only (orjson refused the rest) and
-        # nothing it had to change (NaN, tuples): `value` itself is plain JSON.
-        if text.count(b"[") + text.count(b"{") <= MAX_DEPTH and orjson.loads(text) == value:
-            return value
-    except Exception:  # anything orjson (or an odd __eq__) refuses: walk it
+    except Exception:  # anything orjson refuses: walk it
         pass
     return _walk(value, refuse_surrogates=refuse_surrogates)
 
@@ -83,11 +81,56 @@ def json_value(value: object, *, refuse_surrogates: bool = False) -> Any:
 _LEAVES: Final = frozenset({str, int, bool, type(None)})
 
 
-def _flat(value: dict[Any, Any]) -> bool:
-    """Whether every value in `value` is a string, integer, boolean or None: then orjson's
-    taking it (no key but strings, no integer out of range, no lone surrogate) makes it plain
-    JSON, with nothing the round trip would tell (no float to be NaN, no tuple or enum)."""
-    return _LEAVES.issuperset(map(type, value.values()))
+def _builtin_only(value: Any) -> bool:
+    """Whether `value` holds nothing but dicts, lists, strings, integers, finite floats, booleans
+    and None, nested at most `MAX_DEPTH` deep (as `_walk` counts).
+
+    With orjson having taken it (keys all strings, no lone surrogate, no integer past 64 bits),
+    that makes it plain JSON; what else orjson takes is written as something it is not (NaN as
+    null, a tuple as an array, an enum or a UUID as its value, a `Fragment` as it is). One open
+    iterator per level: no recursion, however deep.
+    """
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return kind in _LEAVES or (kind is float and math.isfinite(value))
+    items: Iterable[Any] = value.values() if kind is dict else value
+    if _flat(items, 0):
+        return True
+    stack: list[Iterator[Any]] = [iter(items)]
+    while stack:
+        for item in stack[-1]:
+            kind = type(item)
+            if kind in _LEAVES:
+                continue
+            if kind is dict or kind is list:
+                depth = len(stack)
+                if depth >= MAX_DEPTH:  # too deep: `_walk` says where
+                    return False
+                items = item.values() if kind is dict else item
+                if not _flat(items, depth):
+                    stack.append(iter(items))
+                    break
+            elif kind is not float or not math.isfinite(item):
+                return False
+        else:
+            stack.pop()
+    return True
+
+
+def _flat(items: Iterable[Any], depth: int) -> bool:
+    """Whether the values of a container at `depth` are all strings, integers, booleans or None
+    (most model arguments), or all dicts of such (a payload's records): told in C, not one by
+    one."""
+    if _LEAVES.issuperset(map(type, items)):
+        return True
+    return (
+        depth + 1 < MAX_DEPTH
+        and _DICTS.issuperset(map(type, items))
+        and _LEAVES.issuperset(map(type, chain.from_iterable(map(dict.values, items))))
+    )
+
+
+_DICTS: Final = frozenset({dict})
 
 
 def _walk(value: object, *, refuse_surrogates: bool) -> Any:

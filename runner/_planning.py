@@ -31,6 +31,12 @@ from .pricing import usd
 from .retrieval import latest_turn, manifest_tokens, select
 from .transcript import AssistantMessage, UserMessage
 
+_TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
+_COST: Final = Bound.COST
+_PROPOSE: Final = Trigger.PROPOSE
+_ADMIT: Final = AdmitBatch()
+"""The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
+
 _UNTRUSTED: Final = {
     "refusal": "model_refused",
     "max_tokens": "model_truncated",
@@ -58,7 +64,13 @@ def _unusable(reply: ModelReply) -> str | None:
 
 
 async def _ask(
-    core: Core, run: RunState, tools: tuple[ToolSpec, ...], choice: ToolChoice, *, bounded: bool
+    core: Core,
+    run: RunState,
+    tools: tuple[ToolSpec, ...],
+    choice: ToolChoice,
+    *,
+    bounded: bool,
+    limit: int | None = None,
 ) -> tuple[ModelReply | None, float, str | None]:
     """One model request, asked again per the policy while the provider is unavailable.
 
@@ -75,7 +87,12 @@ async def _ask(
         timeout = bounds.time_left(limits, run.usage, now) if bounded else None
         try:
             reply = await run.setup.effects.ask(
-                run.meters.model_requests, run.transcript, tools, choice, timeout
+                run.meters.model_requests,
+                run.transcript,
+                tools,
+                choice,
+                timeout,
+                max_output_tokens=limit,
             )
             break
         except TimeoutError:
@@ -121,16 +138,54 @@ async def _ask(
     return reply, core.ms_since(started), None
 
 
+def _projected_input(run: RunState) -> int:
+    """The input tokens the next request is expected to be billed for: at least the last
+    request's (the transcript only grows) or the estimate of the transcript."""
+    estimate = (run.transcript.chars + 3) // 4 or 1  # estimate_tokens, inlined: every step
+    prefill = run.meters.prefill
+    return prefill[-1] if prefill and prefill[-1] > estimate else estimate
+
+
 def _projected_cost(run: RunState) -> Decimal:
-    """What the next request is expected to cost: at least the last request's input (the
-    transcript only grows) or the estimate of the transcript, and the last reply's output."""
+    """What the next request is expected to cost: its projected input and the last reply's
+    output."""
     price = run.setup.spec.price
     if price is None:
         return Decimal(0)
-    prefill = run.meters.prefill
-    last_in = prefill[-1] if prefill else 0
-    estimate = estimate_tokens(run.transcript.chars)
-    return price.cost(max(last_in, estimate), run.meters.model_tokens[1])
+    return price.cost(_projected_input(run), run.meters.model_tokens[1])
+
+
+def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bound]:
+    """How many output tokens the next request may use, and the bound that sets that (None: no
+    limit, when no token is left and there is no money cap).
+
+    Tokens: what `max_tokens` leaves after the request's projected input; when that input alone
+    fills it (the request is still made: the cap is checked on tokens spent), one token, so the
+    reply cannot add to what the input passes it by. A request with no token left (the final
+    one after the token bound) is outside the token cap, as it is outside the model-step cap.
+    Money: what `max_cost_usd` leaves after the projected input, at the output price; for a
+    tool-proposing request, less the final answer's share, held back.
+
+    Worked out from what the run recorded (usage, transcript, limits, price), so a replay or a
+    resume works out the same limit; and it never stops a request the checks before it let
+    through (but a money cap that pays for no output token), so older runs replay as they ran.
+    """
+    spec, usage = run.setup.spec, run.usage
+    limits, price = spec.limits, spec.price
+    tokens_in = _projected_input(run)
+    limit: int | None = None
+    left = limits.max_tokens - usage.tokens_in - usage.tokens_out
+    if left >= 1:
+        limit = left - tokens_in if left > tokens_in else 1
+    if limits.max_cost_usd is None or price is None:
+        return limit, _TOKENS
+    money = Decimal(str(limits.max_cost_usd)) - usage.cost_usd - price.cost(tokens_in, 0)
+    if not final:
+        money -= _projected_cost(run)
+    affordable = price.output_tokens_for(money)
+    if affordable is not None and (limit is None or affordable < limit):
+        return affordable, _COST
+    return limit, _TOKENS
 
 
 def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
@@ -177,11 +232,17 @@ async def plan(core: Core, run: RunState) -> None:
         and bounds.cost_spent(limits, run.usage, _projected_cost(run))
     ):
         bound = Bound.COST
+    limit: int | None = None
+    limiting = _TOKENS
+    if bound is None:
+        limit, limiting = _output_limit(run)
+        if limit is not None and limit < 1:  # the money left pays for no output token
+            bound = limiting
     if bound is not None:
         await _final_request(core, run, bound)
         return
     tools = _offer(run)
-    reply, latency, failure = await _ask(core, run, tools, "auto", bounded=True)
+    reply, latency, failure = await _ask(core, run, tools, "auto", bounded=True, limit=limit)
     offer = _offer_fields(run, tools)
     if reply is None:
         if failure == "deadline":
@@ -193,6 +254,23 @@ async def plan(core: Core, run: RunState) -> None:
     tokens = _usage_fields(run, reply)
     if offer:
         tokens.update(offer)
+    sent = run.setup.effects.limit_sent  # the limit the reply was asked under, if any
+    if sent is not None and (  # cut off at the budget's limit (not the adapter's own, lower
+        # one), or an adapter told the limit went past it: the bound is reached, no fault
+        reply.usage.output_tokens > sent
+        or (reply.stop_reason == "max_tokens" and reply.usage.output_tokens == sent)
+    ):
+        run.transcript.append(AssistantMessage(text=reply.text))
+        core.end(
+            run,
+            Trigger.GIVE_UP,
+            Ending(limiting.value, answer=reply.text or None),
+            result_class="budget_exhausted",
+            decision=Decision.ABSTAIN,
+            latency_ms=latency,
+            **tokens,
+        )
+        return
     unusable = _unusable(reply)
     if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
         run.transcript.append(AssistantMessage(text=reply.text))
@@ -203,8 +281,8 @@ async def plan(core: Core, run: RunState) -> None:
         calls = unique_calls(reply.tool_calls, run.calls.ids)
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
-        run.work = AdmitBatch()
-        core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
+        run.work = _ADMIT
+        core.move(run, _PROPOSE, latency_ms=latency, **tokens)
         return
     run.transcript.append(AssistantMessage(text=reply.text))
     if _gate(core, run, reply, latency, tokens):
@@ -266,7 +344,9 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     It is outside the model-step cap, but never outside the deadline: whichever bound was
     spent, it gets only the time left, and none when none is left (the run then abstains with
     its evidence and no final text), so a slow final answer cannot stretch the run. Likewise
-    with a money budget: it is made only when its projected cost fits in what is left.
+    with a money budget: it is made only when its projected cost fits in what is left, and pays
+    for an output token. Its output is limited to what the money and the tokens leave (see
+    `_output_limit`); a final answer cut off there is kept as the partial answer.
     """
     run.transcript.append(
         UserMessage(
@@ -276,11 +356,13 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     )
     left = bounds.time_left(run.setup.spec.limits, run.usage, core.clock.monotonic())
     affordable = bounds.cost_room(run.setup.spec.limits, run.usage, _projected_cost(run))
+    limit, _ = _output_limit(run, final=True)
     reply: ModelReply | None = None
     latency: float | None = None
     tools = _offer(run)
-    if left > 0 and affordable:  # the tools stay declared; tool_choice none forbids them
-        reply, latency, _ = await _ask(core, run, tools, "none", bounded=True)
+    if left > 0 and affordable and (limit is None or limit >= 1):
+        # the tools stay declared; tool_choice none forbids them
+        reply, latency, _ = await _ask(core, run, tools, "none", bounded=True, limit=limit)
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
     core.end(

@@ -6,9 +6,11 @@ differently: a tool outcome is served to the same call (by call id and try), and
 for the same transcript (by its digest), each with its recorded latency. An input the other budget
 would have cut (its recorded latency reaches the call's timeout or the time left) is replaced by
 what the cut produces, a timeout, as the live effects would; a recorded timeout that the other
-budget would have waited past is not an answer the recording has. What the recording cannot answer
-stops the replay, except the final tool-free request after a bound, whose text cannot change the
-outcome and is stood in for.
+budget would have waited past is not an answer the recording has. A recorded reply longer than
+the other budget's output limit is cut there, as the live model would have been (stop reason
+`max_tokens`, its text stood in for: where it would have stopped is not recorded). What the
+recording cannot answer stops the replay, except the final tool-free request after a bound, whose
+text cannot change the outcome and is stood in for.
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ STAND_IN_ANSWER = "[the final answer is not in the recording]"
 TIMEOUT_FAILURE = f"{FAILED_PREFIX}TimeoutError"
 CUT_SLACK_S = 1e-6
 """Recorded times are sums of float steps: a latency this close to a timeout reaches it."""
+
+
+def _cut_shorter(turn: RecordedTurn, limit: int | None) -> bool:
+    """Whether the recorded reply was cut off at the limit its request was sent, and the other
+    budget's limit is larger: what the model would have said past the cut is not recorded."""
+    sent = turn.max_output_tokens
+    return (
+        sent is not None
+        and turn.stop_reason == "max_tokens"
+        and turn.output_tokens >= sent
+        and (limit is None or limit > sent)
+    )
 
 
 def _cut(latency: float, timeout: float | None) -> bool | None:
@@ -96,6 +110,7 @@ class ReplayEffects:
         self.tries: defaultdict[str, int] = defaultdict(int)
         self.clock = clock
         self.started = started
+        self.limit_sent: int | None = None
         self.live = live
         self.in_flight = in_flight or set()
         """Dispatch ordinals of writes whose intent was recorded but whose outcome was not."""
@@ -153,8 +168,11 @@ class ReplayEffects:
         tools: tuple[ToolSpec, ...],
         choice: ToolChoice,
         timeout: float | None,
+        *,
+        max_output_tokens: int | None = None,
     ) -> ModelReply:
         self._asked = ordinal
+        self.limit_sent = None
         turn = self.turns.get(ordinal)
         if self.counterfactual and turn is not None:
             latency = turn.ended_at - turn.started_at
@@ -172,6 +190,8 @@ class ReplayEffects:
                 turn.started_at, turn.ended_at, timeout, self.recorded_seconds
             ):
                 turn = None  # with more time the request might have been answered
+            elif _cut_shorter(turn, max_output_tokens):
+                turn = None  # the budget cut the reply; with more room it would have gone on
         if turn is None:
             if self.counterfactual and choice == "none":
                 self.stood_in = True
@@ -183,7 +203,11 @@ class ReplayEffects:
                 )
             live = self._hand_over(f"model request {ordinal}")
             self._live_answer = True
-            return await live.ask(ordinal, transcript, tools, choice, timeout)
+            answer = await live.ask(
+                ordinal, transcript, tools, choice, timeout, max_output_tokens=max_output_tokens
+            )
+            self.limit_sent = live.limit_sent
+            return answer
         self._live_answer = False
         if turn.tool_choice != choice:
             raise ReplayDivergence(
@@ -193,6 +217,15 @@ class ReplayEffects:
             raise ReplayDivergence(
                 f"model request {ordinal}", "the recorded transcript", "a different transcript"
             )
+        recorded_limit = turn.max_output_tokens
+        if not self.counterfactual and recorded_limit not in (None, max_output_tokens):
+            raise ReplayDivergence(  # the budget left another limit: the run is not as recorded
+                f"model request {ordinal}",
+                f"output limit {recorded_limit}",
+                f"output limit {max_output_tokens}",
+            )
+        # a counterfactual asks under its own budget's limit (a reply past it is cut below)
+        self.limit_sent = max_output_tokens if self.counterfactual else recorded_limit
         await self._serve_at(turn.started_at, turn.ended_at)
         self._served(turn)
         if turn.stop_reason.startswith(FAILED_PREFIX):
@@ -206,7 +239,19 @@ class ReplayEffects:
             if kind == "ModelRejected":
                 raise ModelRejected(turn.text, status=turn.error_status)
             raise ReplayedError(kind, turn.text)
-        return turn.reply()
+        reply = turn.reply()
+        if (
+            self.counterfactual
+            and max_output_tokens is not None
+            and reply.usage.output_tokens > max_output_tokens
+        ):  # the other budget's output limit would have cut it off; where, is not recorded
+            self.stood_in = True
+            self.limit_sent = max_output_tokens
+            usage = dataclasses.replace(reply.usage, output_tokens=max(0, max_output_tokens))
+            return ModelReply(
+                text=STAND_IN_ANSWER, tool_calls=(), usage=usage, stop_reason="max_tokens"
+            )
+        return reply
 
     def answered_at(self) -> float:
         if self._live_answer and self.live is not None:

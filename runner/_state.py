@@ -80,8 +80,8 @@ class Slot:
     call: ToolCall
     contract: CompiledContract | None = None
     fingerprint: str | None = None
-    """Hash of the tool and its canonical arguments: set when, and only when, they have passed
-    validation (so it also says that they have)."""
+    """The tool and its canonical arguments (`_admission.call_fingerprint`): set when, and only
+    when, they have passed validation (so it also says that they have)."""
     observation: ToolObservation | None = None
     """Set at admission when the call is answered without dispatch."""
     task: Awaitable[tuple[ToolResponse | BaseException, float]] | None = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import inspect
 from typing import Any, Protocol
 
 from ._cancel import Cancellation, abandonable
@@ -44,6 +46,10 @@ FAILED_PREFIX = "failed:"
 
 
 class Effects(Protocol):
+    limit_sent: int | None
+    """The output limit the last reply `ask` returned was asked under (None: none, as for an
+    adapter that takes none, or a recorded reply from before limits were sent)."""
+
     async def ask(
         self,
         ordinal: int,
@@ -51,8 +57,12 @@ class Effects(Protocol):
         tools: tuple[ToolSpec, ...],
         choice: ToolChoice,
         timeout: float | None,
+        *,
+        max_output_tokens: int | None = None,
     ) -> ModelReply:
-        """Model request number `ordinal`; raises `TimeoutError` or the adapter's error."""
+        """Model request number `ordinal`, its output limited to `max_output_tokens` (what the
+        run's budget leaves: derived from recorded state, so a replay derives it again); raises
+        `TimeoutError` or the adapter's error. Sets `limit_sent`."""
         ...
 
     async def call(
@@ -98,6 +108,10 @@ class LiveEffects:
         self.cancellation: Cancellation | None = None
         """The run's handle's cancel request (runs started with `Engine.start`)."""
         self.last_answer = 0.0
+        self.limit_sent: int | None = None
+        self.limited = takes_output_limit(model)
+        """Whether the adapter's `generate` takes `max_output_tokens` (one written before the
+        runner passed it is asked without it)."""
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -116,13 +130,21 @@ class LiveEffects:
         tools: tuple[ToolSpec, ...],
         choice: ToolChoice,
         timeout: float | None,
+        *,
+        max_output_tokens: int | None = None,
     ) -> ModelReply:
         asked_at, digest = self.since_start(), transcript.digest
+        limit = self.limit_sent = max_output_tokens if self.limited else None
         if self.cancellation is not None:
             self.cancellation.check()  # cancelled before the request: never send it
         try:
             with self.clock.real_io(), abandonable(self.cancellation):
-                request = self.model.generate(transcript, tools, choice)
+                if self.limited:  # its generate takes the keyword (see takes_output_limit)
+                    request = self.model.generate(  # type: ignore[call-arg]
+                        transcript, tools, choice, max_output_tokens=limit
+                    )
+                else:
+                    request = self.model.generate(transcript, tools, choice)
                 answer = await (within(timeout, request) if timeout is not None else request)
             reply = checked_reply(answer)  # before it is recorded: a replay gets the same reply
         except RunFailure:
@@ -137,7 +159,7 @@ class LiveEffects:
                 usage=TokenUsage(input_tokens=0, output_tokens=0),
                 stop_reason=f"{FAILED_PREFIX}{kind}",
             )
-            self._record_turn(ordinal, choice, failed, asked_at, digest, error=exc)
+            self._record_turn(ordinal, choice, failed, asked_at, digest, limit=limit, error=exc)
             if isinstance(exc, Exception):
                 redacted = self.redactor.model_error(exc)
                 if redacted is exc:
@@ -146,7 +168,7 @@ class LiveEffects:
             # SystemExit, KeyboardInterrupt... raised by the adapter, not the user: a model error
             raise ReplayedError(kind, failed.text) from exc
         reply = self.redactor.reply(accounted(reply, transcript))  # usage is untrusted, too
-        self._record_turn(ordinal, choice, reply, asked_at, digest)
+        self._record_turn(ordinal, choice, reply, asked_at, digest, limit=limit)
         return reply
 
     def use_fallback(self) -> bool:
@@ -155,6 +177,7 @@ class LiveEffects:
         if fallback is None:
             return False
         self.model = fallback
+        self.limited = takes_output_limit(fallback)
         return True
 
     def _record_turn(
@@ -165,6 +188,7 @@ class LiveEffects:
         asked_at: float,
         digest: str,
         *,
+        limit: int | None,
         error: BaseException | None = None,
     ) -> None:
         state = _model_state(self.model)
@@ -177,6 +201,7 @@ class LiveEffects:
             ended_at=self.since_start(),
             transcript_digest=digest,
             model_state=self.redactor.value(state) if state is not None else None,
+            max_output_tokens=limit,
         )
         if error is not None and isinstance(error, ModelUnavailable | ModelRejected):
             status, retry_after = error.status, getattr(error, "retry_after", None)
@@ -224,6 +249,31 @@ class LiveEffects:
                 ended_at=self.since_start(),
             )
         )
+
+
+def takes_output_limit(model: object) -> bool:
+    """Whether `model.generate` takes the keyword `max_output_tokens` (or any keyword)."""
+    generate = getattr(model, "generate", None)
+    generate = getattr(generate, "__func__", generate)
+    try:
+        return _takes_limit_cached(generate)
+    except TypeError:  # an unhashable callable
+        return _takes_limit(generate)
+
+
+def _takes_limit(generate: object) -> bool:
+    try:
+        parameters = inspect.signature(generate).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not callable, or no signature to read
+        return False
+    named = parameters.get("max_output_tokens")
+    if named is not None:
+        return named.kind in (named.KEYWORD_ONLY, named.POSITIONAL_OR_KEYWORD)
+    return any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+# Keyed on the function (a process has a few adapter classes): read once, not every run.
+_takes_limit_cached = functools.lru_cache(maxsize=256)(_takes_limit)
 
 
 def _model_state(model: object) -> dict[str, Any] | None:

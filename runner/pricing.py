@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +46,14 @@ class ModelPrice(BaseModel):
 
     def cost_of(self, usage: TokenUsage) -> Decimal:
         return self.cost(usage.input_tokens, usage.output_tokens)
+
+    def output_tokens_for(self, amount: Decimal) -> int | None:
+        """The most output tokens `amount` pays for (negative when it is negative); None when
+        output is free."""
+        rate = _rate(self.output_usd_per_mtok)
+        if rate == 0:
+            return None
+        return int((amount * PER / rate).to_integral_value(rounding=ROUND_FLOOR))
 
 
 @functools.lru_cache(maxsize=256)

@@ -162,6 +162,10 @@ class RecordedTurn:
     """For a failed request: the provider's Retry-After, when it sent one."""
     usage_estimated: bool = False
     """The token counts are the runner's estimate: the provider gave none it could believe."""
+    max_output_tokens: int | None = None
+    """The output limit the request was sent with, from the run's budget (None: none was sent:
+    an adapter that takes none, or a run recorded before limits were sent). A reply stopped at
+    it is the budget's bound, not a model fault; a re-drive must work out the same limit."""
 
     @classmethod
     def of(
@@ -175,6 +179,7 @@ class RecordedTurn:
         ended_at: float,
         transcript_digest: str,
         model_state: dict[str, Any] | None,
+        max_output_tokens: int | None = None,
     ) -> RecordedTurn:
         return cls(
             run_id=run_id,
@@ -190,6 +195,7 @@ class RecordedTurn:
             ended_at=ended_at,
             transcript_digest=transcript_digest,
             model_state=model_state,
+            max_output_tokens=max_output_tokens,
         )
 
     def reply(self) -> ModelReply:

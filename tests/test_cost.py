@@ -209,11 +209,12 @@ def test_a_money_budget_is_refused_for_replaying_an_unpriced_run(
     assert "was not priced" in capsys.readouterr().err
 
 
-def test_a_final_answer_longer_than_the_reply_before_it_can_pass_the_cap(
-    contracts: ContractSet,
-) -> None:
-    """What the README says of the cap: the projection takes the previous reply's output, so a
-    final answer of 500 tokens after a 10-token tool call passes a $0.025 cap ($0.0363)."""
+def test_a_long_final_answer_is_cut_at_what_the_money_leaves(contracts: ContractSet) -> None:
+    """What the README says of the cap: a final answer of 500 tokens after a 10-token tool call
+    used to pass a $0.025 cap ($0.0363); its output is now limited to what the money leaves
+    after its projected input (156 tokens), so the cap is passed only by the input the request
+    was billed for beyond its projection (1100 tokens where the last request's 1000 were
+    projected: 100 tokens, $0.001)."""
     fixture = make_fixture(
         model=[
             {"tool_calls": [SEARCH], "usage": {"input": 1000, "output": 10}},
@@ -224,8 +225,30 @@ def test_a_final_answer_longer_than_the_reply_before_it_can_pass_the_cap(
     )
     result = run_fixture(fixture, contracts, MemoryStore()).result
     assert (result.terminal.value, result.reason) == ("abstain", "cost")
-    assert result.answer == "Nothing is confirmed."
-    assert result.cost_usd == pytest.approx(0.0103 + 0.026)
+    assert result.answer == "Nothing is confirmed."  # cut off: the partial answer is kept
+    final = result.transitions[-1]
+    assert (final.tokens_in, final.tokens_out) == (1100, 156)  # (0.025 - 0.0103 - 0.01) / $30/M
+    assert result.cost_usd == pytest.approx(0.0103 + 0.011 + 156 * 30 / 1e6)
+    assert result.cost_usd is not None and result.cost_usd - 0.025 <= 100 * 10 / 1e6
+
+
+def test_a_long_final_answer_never_passes_the_cap_when_its_input_is_as_projected(
+    contracts: ContractSet,
+) -> None:
+    """The same run with the final request billed for the input projected (the last request's):
+    the cap holds to the cent."""
+    fixture = make_fixture(
+        model=[
+            {"tool_calls": [SEARCH], "usage": {"input": 1000, "output": 10}},
+            {"final": "Nothing is confirmed.", "usage": {"input": 1000, "output": 500}},
+        ],
+        budget={"max_cost_usd": 0.025},
+        price=TEN_THIRTY,
+    )
+    result = run_fixture(fixture, contracts, MemoryStore()).result
+    assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    assert result.transitions[-1].tokens_out == 156
+    assert result.cost_usd is not None and result.cost_usd <= 0.025
 
 
 def test_a_log_without_cost_fields_still_reads(tmp_path: Path, contracts: ContractSet) -> None:

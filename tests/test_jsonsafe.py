@@ -9,13 +9,15 @@ from __future__ import annotations
 import enum
 import math
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner._jsonsafe import NotJson, json_value
+from runner._jsonsafe import MAX_DEPTH, NotJson, json_value
 from runner.contracts import ContractSet
 from runner.recording import Responded
 from runner.store import MemoryStore
@@ -91,3 +93,49 @@ def test_a_flat_object_holding_a_tuple_is_copied() -> None:
     assert json_value(value) == {"x": [1, "a"], "y": "b"}
     flat = {"x": 1, "y": "b", "z": None, "w": True}
     assert json_value(flat) is flat
+
+
+def test_a_large_plain_payload_comes_back_as_itself() -> None:
+    """Plain is told by the types (no round trip): a hundred records, more brackets than
+    MAX_DEPTH, are not copied either."""
+    payload = {
+        "status": "ok",
+        "options": [{"id": f"NH{i}", "price": 900.5 + i, "seats": [1, None]} for i in range(100)],
+        "pages": [[i, "x"] for i in range(100)],
+    }
+    assert json_value(payload) is payload
+
+
+BAD = [math.nan, -math.inf, Colour.RED, uuid.UUID(int=7), orjson.Fragment(b"1")]
+
+
+@pytest.mark.parametrize("bad", BAD)
+@pytest.mark.parametrize(
+    "where",
+    [
+        lambda bad: [{"id": "a", "n": 1}, {"id": "b", "n": bad}],  # a list of records
+        lambda bad: {"records": [{"id": "a"}], "meta": {"deep": [[bad]]}},
+        lambda bad: bad,
+    ],
+)
+def test_what_orjson_writes_as_something_else_is_refused_wherever_it_is(
+    bad: object, where: Callable[[object], object]
+) -> None:
+    with pytest.raises(NotJson):
+        json_value(where(bad))
+
+
+def test_a_tuple_among_records_is_copied_as_a_list() -> None:
+    value = [{"id": "a"}, {"id": "b", "tags": ("x",)}]
+    assert json_value(value) == [{"id": "a"}, {"id": "b", "tags": ["x"]}]
+
+
+def test_records_one_level_too_deep_are_refused() -> None:
+    """The records of a list at the deepest level allowed are one level too deep."""
+    deepest: list[Any] = [{"id": "a"}]
+    value: list[Any] = deepest
+    for _ in range(MAX_DEPTH - 1):
+        value = [value]
+    with pytest.raises(NotJson, match="nested deeper"):
+        json_value(value)
+    assert json_value(value[0]) is value[0]

@@ -168,12 +168,22 @@ class AnthropicModel:
         )  # fmt: skip
 
     async def generate(
-        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+        self,
+        transcript: Transcript,
+        tools: tuple[ToolSpec, ...],
+        tool_choice: ToolChoice,
+        *,
+        max_output_tokens: int | None = None,
     ) -> ModelReply:
+        """One Messages request; `max_tokens` is the least of the adapter's own and the run's
+        `max_output_tokens`."""
         system, messages = anthropic_messages(transcript)
+        limit = self.max_tokens
+        if max_output_tokens is not None:
+            limit = min(limit, max(1, max_output_tokens))  # the API takes 1 at least
         request: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            "max_tokens": limit,
             "system": system,
             "messages": messages,
         }

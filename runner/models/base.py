@@ -84,12 +84,35 @@ class ToolSpec:
 
 
 class ModelAdapter(Protocol):
-    """Anything that can take one planning step."""
+    """Anything that can take one planning step.
+
+    An adapter whose `generate` also takes the keyword `max_output_tokens` (see
+    `LimitedModelAdapter`) is told, every request, how many output tokens the run's budget
+    leaves it; the runner passes it only to an adapter whose `generate` names it (or takes
+    `**kwargs`), so one written without it still works, unbounded by the budget's limit.
+    """
 
     async def generate(
         self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
     ) -> ModelReply:
         """Answer the transcript; with `tool_choice="none"` the reply must carry no tool calls."""
+        ...
+
+
+class LimitedModelAdapter(Protocol):
+    """An adapter that honours the run's output-token limit (the runner's own adapters do)."""
+
+    async def generate(
+        self,
+        transcript: Transcript,
+        tools: tuple[ToolSpec, ...],
+        tool_choice: ToolChoice,
+        *,
+        max_output_tokens: int | None = None,
+    ) -> ModelReply:
+        """As `ModelAdapter.generate`; the reply uses at most `max_output_tokens` output tokens
+        (None: no limit from the run), the least of it and the adapter's own. A reply the limit
+        cuts off comes back with stop reason `max_tokens`."""
         ...
 
 

@@ -8,7 +8,7 @@ that needs none may be given any key); it never appears in fixtures or logs.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import ConfigError
 from ..transcript import (
@@ -24,6 +24,8 @@ from ._usage import checked_usage
 from ._wire import http_client, member, parse_arguments, provider_call
 from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from .identity import ModelIdentity, redact_url
+
+TokenLimitField = Literal["max_completion_tokens", "max_tokens"]
 
 # Any other finish reason (`function_call`, none at all, one added later) is `incomplete`.
 _STOPS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens",
@@ -134,6 +136,8 @@ class OpenAIChatModel:
         base_url: str | None = None,
         api_key: str | None = None,
         fallback_model: str | None = None,
+        max_tokens: int | None = None,
+        token_limit_field: TokenLimitField = "max_completion_tokens",
         request_timeout: float = 120.0,
         client: Any = None,
     ) -> None:
@@ -152,6 +156,14 @@ class OpenAIChatModel:
         )
         self.secrets: tuple[str, ...] = (key,) if key else ()
         """What the run redacts by value, like its own credentials: an endpoint may echo it."""
+        self.max_tokens = max_tokens
+        """The adapter's own cap on a reply's output tokens (None: the endpoint's default)."""
+        if token_limit_field not in ("max_completion_tokens", "max_tokens"):
+            raise ConfigError(f"token_limit_field {token_limit_field!r} is not a known field")
+        self.token_limit_field = token_limit_field
+        """The request field the output limit goes in: OpenAI's `max_completion_tokens`, or
+        `max_tokens` for a server that reads only that one (Ollama, LM Studio, older
+        llama.cpp: they ignore the other)."""
         self.client = client or openai.AsyncOpenAI(
             api_key=key or "unused-by-local-servers",
             base_url=base_url,
@@ -160,15 +172,26 @@ class OpenAIChatModel:
             http_client=http_client(openai),
         )
         self.fallback = (
-            OpenAIChatModel(fallback_model, base_url=base_url, api_key=key, client=self.client)
+            OpenAIChatModel(fallback_model, base_url=base_url, api_key=key, client=self.client,
+                            max_tokens=max_tokens, token_limit_field=token_limit_field)
             if fallback_model
             else None
-        )
+        )  # fmt: skip
 
     async def generate(
-        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+        self,
+        transcript: Transcript,
+        tools: tuple[ToolSpec, ...],
+        tool_choice: ToolChoice,
+        *,
+        max_output_tokens: int | None = None,
     ) -> ModelReply:
+        """One Chat Completions request; its output limit (`token_limit_field`) is the least of
+        the adapter's own `max_tokens` and the run's `max_output_tokens` (none when neither)."""
         request: dict[str, Any] = {"model": self.model, "messages": openai_messages(transcript)}
+        limits = [n for n in (self.max_tokens, max_output_tokens) if n is not None]
+        if limits:
+            request[self.token_limit_field] = max(1, min(limits))  # the API takes 1 at least
         if tools:
             request["tools"] = openai_tools(tools)
             request["tool_choice"] = tool_choice

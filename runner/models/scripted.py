@@ -105,14 +105,23 @@ class ScriptedModel:
         self._step = 0
 
     async def generate(
-        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+        self,
+        transcript: Transcript,
+        tools: tuple[ToolSpec, ...],
+        tool_choice: ToolChoice,
+        *,
+        max_output_tokens: int | None = None,
     ) -> ModelReply:
         self._step += 1
         turn = self._next_turn(transcript, final_only=tool_choice == "none")
         if turn is None:
             text = "No scripted answer is left; nothing further can be determined."
-            return _reply(transcript, text, (), None, "script_exhausted")
-        return turn.fixed_reply or _turn_reply(turn, step=self._step, transcript=transcript)
+            reply = _reply(transcript, text, (), None, "script_exhausted")
+        else:
+            reply = turn.fixed_reply or _turn_reply(turn, step=self._step, transcript=transcript)
+        if max_output_tokens is not None and reply.usage.output_tokens > max_output_tokens:
+            return cut_off(reply, max_output_tokens)
+        return reply
 
     def snapshot(self) -> dict[str, Any]:
         """Where the script stands, recorded with each turn so a resumed run continues from it."""
@@ -136,6 +145,19 @@ class ScriptedModel:
             if last.intersection(turn.when):
                 return turn
         return None
+
+
+def cut_off(reply: ModelReply, limit: int) -> ModelReply:
+    """`reply` as a provider sends it when its output limit cuts it off at `limit` tokens: the
+    text up to there (about four characters a token), no calls (a cut call is never acted on),
+    usage at the limit, stop reason `max_tokens`."""
+    usage = TokenUsage(
+        input_tokens=reply.usage.input_tokens,
+        output_tokens=max(0, limit),
+        estimated=reply.usage.estimated,
+    )
+    text = reply.text[: max(0, limit) * 4]
+    return ModelReply(text=text, tool_calls=(), usage=usage, stop_reason="max_tokens")
 
 
 def _turn_reply(turn: ScriptedTurn, *, step: int, transcript: Transcript | None) -> ModelReply:

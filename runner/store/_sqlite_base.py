@@ -14,11 +14,12 @@ Shared by the run store and the simulated supplier database.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 from urllib.parse import quote
 
 from .. import _failpoints
@@ -65,6 +66,12 @@ def _text(raw: bytes) -> str | bytes:
         return raw
 
 
+OPENING_TIMEOUT_S: Final = 15.0
+"""How long opening a new file waits for another connection's lock (setting WAL, migrating):
+48 processes opening one new file at once on two loaded cores queued past 2 s. An existing file
+waits the usual busy timeout, so a store another writer holds is reported as soon as before."""
+
+
 def open_database(
     path: Path | str,
     *,
@@ -82,9 +89,13 @@ def open_database(
     """
     if read_only:
         return _open_read_only(Path(path), kind=kind, migrations=migrations, timeout=busy_timeout_s)
-    try:
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    try:  # a new file waits longer: processes starting at once on it each set it up in turn
         conn = sqlite3.connect(
-            str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            str(path),
+            timeout=max(busy_timeout_s, OPENING_TIMEOUT_S) if new else busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
         )
     except sqlite3.Error as exc:
         raise translate(path, exc) from exc
@@ -94,6 +105,8 @@ def open_database(
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
         _migrate(conn, path, kind, migrations)
+        if new:
+            conn.execute(f"PRAGMA busy_timeout={round(busy_timeout_s * 1000)}")  # then as asked
     except sqlite3.Error as exc:
         conn.close()
         raise translate(path, exc) from exc

@@ -6,9 +6,14 @@ import multiprocessing
 import multiprocessing.synchronize
 import os
 import sqlite3
+import threading
+import time
 import traceback
 from pathlib import Path
 
+import pytest
+
+from runner.errors import StoreLocked
 from runner.store import SqliteStore
 from runner.store.sqlite import MIGRATIONS
 
@@ -46,3 +51,32 @@ def test_many_processes_open_a_brand_new_store_at_once(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+
+
+def test_a_new_file_waits_past_the_busy_timeout_for_another_opener(tmp_path: Path) -> None:
+    """A new file held by another process setting it up (here for 3 s, past the usual 2 s
+    busy timeout) is waited for; an existing store held by a writer is reported as before."""
+    path = tmp_path / "runs.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")  # the file exists, still empty: as another opener's
+    assert path.stat().st_size == 0
+    release = threading.Timer(3.0, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    started = time.monotonic()
+    try:
+        SqliteStore(path).close()
+    finally:
+        release.join()
+        holder.close()
+    assert time.monotonic() - started >= 2.5
+
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    try:
+        with pytest.raises(StoreLocked):
+            SqliteStore(path)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert time.monotonic() - started < 10
