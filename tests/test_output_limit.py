@@ -19,6 +19,7 @@ from runner.contracts import ContractSet
 from runner.effects import takes_output_limit
 from runner.models.base import ModelReply, TokenUsage
 from runner.models.scripted import ScriptedModel, ScriptedTurn
+from runner.spec import RunResult
 from runner.testing import FunctionModel
 from runner.transcript import Transcript
 from runner.travel.scenario import run_fixture
@@ -106,9 +107,8 @@ def test_a_tool_call_cut_off_by_the_budget_ends_the_run_on_that_bound(
     assert replayed.identical, replayed.divergence
 
 
-def test_a_cut_run_replays_exactly(tmp_path: Path, contracts: ContractSet) -> None:
-    """The limit is derived from what the run recorded: a replay derives it again, and a reply
-    the money cut off replays as it was."""
+def _money_cut_run(tmp_path: Path, contracts: ContractSet) -> tuple[SqliteStore, RunResult]:
+    """A search, then a 6,000-character final answer the money cap ($0.006) cuts off."""
     store = SqliteStore(tmp_path / "r.db")
     fixture = make_fixture(
         model=[{"tool_calls": [SEARCH]}, {"final": _answer(6000)}],
@@ -116,6 +116,13 @@ def test_a_cut_run_replays_exactly(tmp_path: Path, contracts: ContractSet) -> No
     )
     result = run_fixture(fixture, contracts, store).result
     assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    return store, result
+
+
+def test_a_cut_run_replays_exactly(tmp_path: Path, contracts: ContractSet) -> None:
+    """The limit is derived from what the run recorded: a replay derives it again, and a reply
+    the money cut off replays as it was."""
+    store, result = _money_cut_run(tmp_path, contracts)
     assert result.answer is not None and len(result.answer) < 6000
     assert result.cost_usd is not None and result.cost_usd <= 0.006
     replayed = replay_run_sync(store, result.run_id, contracts)
@@ -266,13 +273,7 @@ def test_a_reply_cut_by_the_budget_is_not_known_under_a_larger_one(
     """A counterfactual replay under a larger budget does not pass off the recorded cut as the
     model's own truncation: what the model would have said past it is outside the recording.
     Under the same budget it replays as recorded."""
-    store = SqliteStore(tmp_path / "r.db")
-    fixture = make_fixture(
-        model=[{"tool_calls": [SEARCH]}, {"final": _answer(6000)}],
-        budget={"max_cost_usd": 0.006},
-    )
-    result = run_fixture(fixture, contracts, store).result
-    assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    store, result = _money_cut_run(tmp_path, contracts)
     larger = replay_run_sync(store, result.run_id, contracts, limits=Limits(max_cost_usd=0.2))
     assert larger.replayed.result is None and larger.replayed.outside == "model request 2"
     same = replay_run_sync(store, result.run_id, contracts, limits=Limits(max_cost_usd=0.006))
