@@ -89,6 +89,6 @@ def test_transition_records_keep_enums_in_the_run_the_store_and_the_log(
     _typed(logged.transitions)
     assert stored == logged.transitions == result.transitions
     # Stored as their string values: a log line reads as it always did.
-    line = next(json.loads(t) for t in (tmp_path / "runs.jsonl").read_text().splitlines()
-                if '"transition"' in t)  # fmt: skip
+    lines = [json.loads(t) for t in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    line = next(item for item in lines if item.get("type") == "transition")
     assert line["trigger"] == "propose" and line["from"] == "plan"
