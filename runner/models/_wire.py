@@ -24,6 +24,13 @@ def member(value: Any, name: str) -> Any:
     return getattr(value, name, None)
 
 
+def output_limit(own: int | None, asked: int | None) -> int | None:
+    """A request's output-token limit: the least of the adapter's own and the run's (`asked`,
+    `max_output_tokens`), at least 1 (the APIs take no less); None when neither sets one."""
+    limits = [n for n in (own, asked) if n is not None]
+    return max(1, min(limits)) if limits else None
+
+
 def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     """A provider's tool arguments as an object, or ({}, why not)."""
     if isinstance(raw, dict):

@@ -17,7 +17,7 @@ from ..transcript import (
     UserMessage,
 )
 from ._usage import checked_usage, counted
-from ._wire import http_client, member, parse_arguments, provider_call
+from ._wire import http_client, member, output_limit, parse_arguments, provider_call
 from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from .identity import ModelIdentity, redact_url
 
@@ -178,12 +178,9 @@ class AnthropicModel:
         """One Messages request; `max_tokens` is the least of the adapter's own and the run's
         `max_output_tokens`."""
         system, messages = anthropic_messages(transcript)
-        limit = self.max_tokens
-        if max_output_tokens is not None:
-            limit = min(limit, max(1, max_output_tokens))  # the API takes 1 at least
         request: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": limit,
+            "max_tokens": output_limit(self.max_tokens, max_output_tokens),
             "system": system,
             "messages": messages,
         }

@@ -21,7 +21,7 @@ from ..transcript import (
     render_json,
 )
 from ._usage import checked_usage
-from ._wire import http_client, member, parse_arguments, provider_call
+from ._wire import http_client, member, output_limit, parse_arguments, provider_call
 from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from .identity import ModelIdentity, redact_url
 
@@ -189,9 +189,9 @@ class OpenAIChatModel:
         """One Chat Completions request; its output limit (`token_limit_field`) is the least of
         the adapter's own `max_tokens` and the run's `max_output_tokens` (none when neither)."""
         request: dict[str, Any] = {"model": self.model, "messages": openai_messages(transcript)}
-        limits = [n for n in (self.max_tokens, max_output_tokens) if n is not None]
-        if limits:
-            request[self.token_limit_field] = max(1, min(limits))  # the API takes 1 at least
+        limit = output_limit(self.max_tokens, max_output_tokens)
+        if limit is not None:
+            request[self.token_limit_field] = limit
         if tools:
             request["tools"] = openai_tools(tools)
             request["tool_choice"] = tool_choice
