@@ -141,7 +141,7 @@ async def _ask(
 def _projected_input(run: RunState) -> int:
     """The input tokens the next request is expected to be billed for: at least the last
     request's (the transcript only grows) or the estimate of the transcript."""
-    estimate = (run.transcript.chars + 3) // 4 or 1  # estimate_tokens, inlined: every step
+    estimate = estimate_tokens(run.transcript.chars)
     prefill = run.meters.prefill
     return prefill[-1] if prefill and prefill[-1] > estimate else estimate
 
@@ -180,8 +180,8 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     if limits.max_cost_usd is None or price is None:
         return limit, _TOKENS
     money = Decimal(str(limits.max_cost_usd)) - usage.cost_usd - price.cost(tokens_in, 0)
-    if not final:
-        money -= _projected_cost(run)
+    if not final:  # the final answer's share: its projected cost (`_projected_cost`)
+        money -= price.cost(tokens_in, run.meters.model_tokens[1])
     affordable = price.output_tokens_for(money)
     if affordable is not None and (limit is None or affordable < limit):
         return affordable, _COST
