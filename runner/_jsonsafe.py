@@ -78,7 +78,8 @@ def json_value(value: object, *, refuse_surrogates: bool = False) -> Any:
     return _walk(value, refuse_surrogates=refuse_surrogates)
 
 
-_LEAVES: Final = frozenset({str, int, bool, type(None)})
+PLAIN_LEAVES: Final = frozenset({str, int, bool, type(None)})
+"""The leaf types that are plain JSON as they are, whatever their value (not float: NaN)."""
 
 
 def _builtin_only(value: Any) -> bool:
@@ -92,7 +93,7 @@ def _builtin_only(value: Any) -> bool:
     """
     kind = type(value)
     if kind is not dict and kind is not list:
-        return kind in _LEAVES or (kind is float and math.isfinite(value))
+        return kind in PLAIN_LEAVES or (kind is float and math.isfinite(value))
     items: Iterable[Any] = value.values() if kind is dict else value
     if _flat(items, 0):
         return True
@@ -100,7 +101,7 @@ def _builtin_only(value: Any) -> bool:
     while stack:
         for item in stack[-1]:
             kind = type(item)
-            if kind in _LEAVES:
+            if kind in PLAIN_LEAVES:
                 continue
             if kind is dict or kind is list:
                 depth = len(stack)
@@ -121,12 +122,12 @@ def _flat(items: Iterable[Any], depth: int) -> bool:
     """Whether the values of a container at `depth` are all strings, integers, booleans or None
     (most model arguments), or all dicts of such (a payload's records): told in C, not one by
     one."""
-    if _LEAVES.issuperset(map(type, items)):
+    if PLAIN_LEAVES.issuperset(map(type, items)):
         return True
     return (
         depth + 1 < MAX_DEPTH
         and _DICTS.issuperset(map(type, items))
-        and _LEAVES.issuperset(map(type, chain.from_iterable(map(dict.values, items))))
+        and PLAIN_LEAVES.issuperset(map(type, chain.from_iterable(map(dict.values, items))))
     )
 
 

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any
 
+from ._jsonsafe import PLAIN_LEAVES
 from .transcript import render_json
 
 
@@ -25,9 +26,6 @@ class OperationStatus(StrEnum):
     COMMITTED = "committed"
     FAILED = "failed"
     UNKNOWN = "unknown"
-
-
-_AS_THEY_ARE: Final = frozenset({str, int, bool, type(None)})
 
 
 def canonical(value: Any) -> Any:
@@ -40,7 +38,7 @@ def canonical(value: Any) -> Any:
     if kind is str or kind is int or kind is bool or value is None:  # most leaves: as they are
         return value
     if kind is dict:
-        if _AS_THEY_ARE.issuperset(map(type, value.values())):
+        if PLAIN_LEAVES.issuperset(map(type, value.values())):
             return value  # most arguments: a dict of such leaves, canonical as it is
         return {key: canonical(item) for key, item in value.items()}
     if isinstance(value, float) and value.is_integer():
