@@ -171,7 +171,8 @@ class ReplayEffects:
             self._served_inputs.append(dataclasses.replace(item, run_id=self.record_as))
 
     async def _serve_at(self, started_at: float, ended_at: float) -> None:
-        """Let the recorded time pass: until the recorded end, or for the recorded latency."""
+        """Let the recorded time pass: until the recorded end, or for the recorded latency (a
+        resume on a real clock waits on `clock.CatchUp`, where this recorded time takes none)."""
         now = self.clock.monotonic() - self.started
         wait = ended_at - started_at if self.counterfactual else ended_at - now
         if wait > 0:

@@ -120,8 +120,10 @@ class CatchUp:
     Here a wait that ends by `horizon` (the latest time the record shows, in seconds from now)
     takes no time: `monotonic` jumps to its end instead. Waits end in order, as timers would: one
     is skipped only once the run has been quiet (`QUIET_HOPS`), so whatever the run does before
-    it (a concurrent call's result observed first) sees the time it did then. A wait that
-    straddles the horizon skips to it and sleeps the rest for real; past it every wait is real.
+    it (a concurrent call's result observed first) sees the time it did then (a run waiting on
+    other I/O, an awaited store's commit, is quiet too: a `FakeClock` jumps then as well). A
+    wait that straddles the horizon skips to it and sleeps the rest for real; past it every wait
+    is real.
 
     Time lost while nobody drove the run (the crash, a human's approval) is not on it: the
     run's elapsed time is the recorded time plus the live time since the re-drive began, so its

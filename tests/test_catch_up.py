@@ -114,13 +114,19 @@ def _crash_once(path: Path, trigger: str, tool: str) -> Any:
 
 
 def _crashed_run(
-    contracts: ContractSet, path: Path, clock: Clock, supplier: Supplier, **changes: Any
+    contracts: ContractSet,
+    path: Path,
+    clock: Clock,
+    supplier: Supplier,
+    at: tuple[str, str] = ("classify", "hold_room"),
+    **changes: Any,
 ) -> str:
-    """Run until the hold's outcome is stored, and die there; the run's id."""
+    """Run until the store holds the move `at` (by default the hold's outcome), and die there;
+    the run's id."""
     store = SqliteStore(path)
     engine = Engine(contracts=contracts, toolbox=supplier.tools(), store=store, clock=clock)
     original = _failpoints.committed
-    _failpoints.committed = _crash_once(path, "classify", "hold_room")  # type: ignore[assignment]
+    _failpoints.committed = _crash_once(path, *at)  # type: ignore[assignment]
     try:
         with pytest.raises(_Crash):
             engine.run_sync(spec(**changes), SearchThenHold())
@@ -197,6 +203,27 @@ def test_a_long_recording_resumed_on_a_real_clock_takes_no_time(
     assert took < 1.0
     assert (going_on.searches, going_on.holds) == (0, 0)
     assert result.terminal is State.COMPLETE and result.elapsed_s >= 40.0
+
+
+def test_a_retry_wait_stored_before_the_crash_is_not_waited_again(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """The run died after its retry's 24 s wait was stored, before the retried search answered:
+    the recorded time reaches past the last input (8 s) to the wait's end (32 s), so the resume
+    goes on at once with the retried search."""
+    path = tmp_path / "retry.sqlite"
+    recorded, limits = FakeClock(START), Limits(max_seconds=120)
+    supplier = Supplier(recorded, latency=8, limited="24")
+    run_id = _crashed_run(
+        contracts, path, recorded, supplier, ("retry", "search_flights"), limits=limits
+    )
+    assert supplier.searches == 1
+    going_on = Supplier(SystemClock(), latency=0.1)
+    result, took = _resume_timed(contracts, path, run_id, going_on, limits=limits)
+    assert took < 1.0, f"the resume took {took:.2f} s"
+    assert (going_on.searches, going_on.holds) == (1, 1)
+    assert result.terminal is State.COMPLETE and result.waits_s == [24.0]
+    assert result.elapsed_s >= 32.0
 
 
 def test_the_deadline_counts_recorded_time_and_live_time_not_the_downtime(
@@ -303,6 +330,14 @@ def test_a_wait_past_the_horizon_is_real_and_one_across_it_sleeps_only_its_remai
         seen = runner.run(waits())
     assert seen == [3.0, 7.0, 8.0]
     assert base.sleeps == [2.0, 1.0]
+
+    async def across() -> float:  # on a real clock: 0.2 s recorded, 0.3 s lived
+        clock = CatchUp(SystemClock(), horizon=0.2)
+        began = time.monotonic()
+        await clock.sleep(0.5)
+        return time.monotonic() - began
+
+    assert 0.28 < asyncio.run(across()) < 0.45
 
 
 def test_skipped_waits_end_in_order_and_the_run_sees_each_end() -> None:
