@@ -201,7 +201,7 @@ def _settle_operation(core: Core, run: RunState, slot: Slot, observation: ToolOb
 
 def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
     """What the decision on `slot`'s outcome needs to know about the run."""
-    limits, usage, clock = run.setup.spec.limits, run.usage, core.clock
+    limits, usage, clock = run.setup.spec.limits, run.usage, run.clock
     contract = slot.contract.contract if slot.contract is not None else None
     now = clock.monotonic()
     last = len(run.batch.calls) == 1
@@ -276,7 +276,7 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
     """Sleep the verdict's wait (it fits before the deadline) and go back to `call`; the
     retry's admission checks the bounds again before it dispatches."""
     assert verdict.wait is not None
-    await core.clock.sleep(verdict.wait)
+    await run.clock.sleep(verdict.wait)
     run.meters.waits.append(verdict.wait)
     run.work = Retry(slot)
     core.move(

@@ -42,7 +42,7 @@ def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
 async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count the attempt, then answer the call at once or start its dispatch."""
     call, spec = slot.call, run.setup.spec
-    now = runtime.clock.monotonic()
+    now = run.clock.monotonic()
     blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
     if blocked is not None:
         slot.observation = BudgetExhausted(
@@ -124,7 +124,7 @@ def unavailable(lookup: str) -> str:
 def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key."""
     assert slot.contract is not None and slot.operation_key is not None
-    now = runtime.clock.monotonic()
+    now = run.clock.monotonic()
     blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.usage, now)
     if blocked is not None:
         slot.observation = BudgetExhausted(
@@ -222,7 +222,7 @@ def _dispatch(
     contract: CompiledContract,
 ) -> None:
     spec = run.setup.spec
-    now = runtime.clock.monotonic()
+    now = run.clock.monotonic()
     left = None
     if is_child_contract(contract):  # carved for the child, held till it ends
         # Calls of the batch not admitted yet will each take an attempt: never carve those.
@@ -255,4 +255,4 @@ async def _outcome(
     implementation: ToolImplementation,
 ) -> tuple[Any, float]:
     outcome = await run.setup.effects.call(ordinal, invocation, implementation)
-    return outcome, runtime.clock.monotonic()
+    return outcome, run.clock.monotonic()

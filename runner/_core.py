@@ -30,7 +30,8 @@ class Core:
     def __init__(self, runtime: Runtime, *, render_limit: int, spans: tuple[SpanSink, ...]) -> None:
         self.runtime = runtime
         self.clock: Clock = runtime.clock
-        """The runtime's (a frozen `Runtime`), read five times a step: kept, not a property."""
+        """The runtime's (a frozen `Runtime`): kept, not a property. Wall stamps only: a run
+        reads monotonic time and waits on its own clock (`RunState.clock`)."""
         self.render_limit = render_limit
         """The most characters of one tool result the model is shown."""
         self.spans = spans
@@ -88,8 +89,8 @@ class Core:
         run.ending = ending
         self.move(run, trigger, reason=ending.reason, **fields)
 
-    def ms_since(self, started: float) -> float:
-        return round((self.clock.monotonic() - started) * 1000, 3)
+    def ms_since(self, run: RunState, started: float) -> float:
+        return round((run.clock.monotonic() - started) * 1000, 3)
 
 
 _TIMING: Final = frozenset({"time", "latency_ms"})
