@@ -115,6 +115,24 @@ class RunView:
         )
 
     @classmethod
+    def not_started(cls, run_id: str, name: str) -> RunView:
+        """A run accepted and not started yet: nothing has happened in it."""
+        return cls(
+            run_id=run_id,
+            name=name,
+            terminal=None,
+            reason=None,
+            answer=None,
+            attempts=0,
+            model_steps=0,
+            tokens_in=0,
+            tokens_out=0,
+            elapsed_s=None,
+            waits_s=[],
+            transitions=[],
+        )
+
+    @classmethod
     def of_summary(
         cls, name: str, summary: RunSummary, transitions: list[TransitionRecord]
     ) -> RunView:
