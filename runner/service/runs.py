@@ -503,6 +503,15 @@ class RunService:
                 end = {"run_id": run_id, "terminal": None, "reason": failure}
         return [transition_json(r) for r in records], end
 
+    def last_seq(self, run_id: str, at_most: int) -> int:
+        """The seq of the run's last stored transition, if it is below `at_most`; else
+        `at_most` (-1: the run has none)."""
+        store = self.store()
+        if at_most < 1 or store.transitions_after(run_id, at_most - 1, 1):
+            return at_most
+        records = store.transitions(run_id)  # only for a seq past the end: a client's mistake
+        return records[-1].seq if records else -1
+
     # -- approvals -----------------------------------------------------------------------------
 
     def approvals(self, key: ApiKey) -> list[dict[str, Any]]:
