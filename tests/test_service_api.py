@@ -80,6 +80,11 @@ def test_the_events_stream_delivers_every_transition_in_order_and_resumes(
     seqs = [data["seq"] for event, _, data in events if event == "transition"]
     assert seqs == [t["seq"] for t in stored["transitions"]]  # all, in order, none twice
     assert [ident for event, ident, _ in events if event == "transition"] == [str(s) for s in seqs]
+    assert events[-1][1] == str(seqs[-1])  # the end carries the last seq
+    with service.client() as client:  # a reconnect from past the end, or from the very end
+        past = read_events(client, run_id, last_event_id=str(seqs[-1] + 50))
+        at_end = read_events(client, run_id, last_event_id=str(seqs[-1]))
+    assert [(event, ident) for event, ident, _ in past + at_end] == [("end", str(seqs[-1]))] * 2
 
 
 def test_a_hold_needing_approval_is_approved_through_the_api_and_commits_once(

@@ -31,9 +31,10 @@ from ..report import (
     printable,
     printable_json,
     replay_json,
-    run_json,
     run_text,
     side_by_side,
+    started_as_line,
+    stored_run_json,
 )
 from ..store.base import RunListing, Store, UnreadableRun
 from ..travel import (
@@ -64,18 +65,19 @@ def show_command(args: argparse.Namespace) -> int:
             assert found is not None
             view = RunView.of_stored(found, store.summary(run_id), store.transitions(run_id))
             links = children_of(store.outputs(run_id))
-            views.append((found, view, links))
+            views.append((found, view, links, store.turns(run_id)))
     finally:
         store.close()
-    for index, (found, view, links) in enumerate(views):
+    for index, (found, view, links, turns) in enumerate(views):
         if args.json:
-            data = run_json(view, None)
+            data = stored_run_json(found, view, turns)
             if links:  # only a run that started child runs has the key
                 data["children"] = [{"call_id": c, "run_id": r} for c, r in links]
             print(json.dumps(data, sort_keys=True))
             continue
         heading = found.name if index == 0 else f"child {found.name}"
         print(run_text(view, heading))
+        print(started_as_line(found))
         for call_id, child in links:
             print(printable(f"  child run {child} (call {call_id})"))
         print(context_table(view))
