@@ -6,12 +6,14 @@ each test submits its own runs.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from runner.cli import main
 from runner.store import SqliteStore
 from tests.conftest import ROOT
 from tests.service_harness import A_READ, LONG, A, B, Service, loopback, read_events, serving
@@ -52,6 +54,21 @@ def test_a_fixture_run_goes_from_post_to_complete(service: Service) -> None:
         assert [r.seq for r in stored.transitions(run_id)] == seqs
     finally:
         stored.close()
+
+
+def test_a_run_read_through_the_api_is_what_runner_show_json_prints(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`GET /v1/runs/ID` is `runner show --json`'s object plus the service's own keys."""
+    run_id = service.submit("read_only_success")
+    served = service.wait_ended(run_id)
+    assert main(["show", run_id, "--db", str(service.db), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {k: v for k, v in served.items() if k in shown and k != "holds"} == {
+        k: v for k, v in shown.items() if k != "holds"
+    }
+    assert served["started_as"]["durability"] == "transition"
+    assert len(served["context"]["max_output_tokens_per_step"]) == served["model_steps"]
 
 
 def test_every_bundled_fixture_can_be_named_json_ones_too(service: Service) -> None:

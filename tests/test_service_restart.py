@@ -42,6 +42,8 @@ def test_runs_accepted_before_a_crash_are_started_or_resumed_by_the_next_process
         assert set(waiting) == set(going)
         assert (waiting["status"], waiting["fixture"]) == ("queued", "read_only_success")
         assert (waiting["transitions"], waiting["states"], waiting["attempts"]) == ([], [], 0)
+        assert (waiting["started_as"], going["started_as"]["tenant"]) == (None, going["tenant"])
+        assert set(waiting["context"]) == set(going["context"])
         statuses = {item["run_id"]: item["status"] for item in listed["runs"]}
         assert listed["total"] == 4
         assert statuses[in_flight] == "running"

@@ -26,7 +26,7 @@ from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..errors import ApprovalRefused, RunnerError
 from ..handle import RunHandle
-from ..report import RunView, run_json, transition_json
+from ..report import RunView, run_json, stored_run_json, transition_json
 from ..states import State
 from ..store import SqliteStore
 from ..store.approvals import Proposal
@@ -353,7 +353,9 @@ class RunService:
         if header is None:  # not started: the same keys as a started run, with nothing in them
             name = accepted.name if accepted is not None else self._queued_name(key, run_id)
             data = run_json(RunView.not_started(run_id, name), None)
+            data["context"]["max_output_tokens_per_step"] = []
             data.update(
+                started_as=None,
                 status="failed" if failure else "queued",
                 error=failure,
                 state=State.PLAN.value,
@@ -368,7 +370,8 @@ class RunService:
             return data
         summary = store.summary(run_id)
         records = self._logs.read(store, run_id)  # only what it appended since the last read
-        data = run_json(RunView.of_stored(header, summary, records), None)
+        view = RunView.of_stored(header, summary, records)
+        data = stored_run_json(header, view, store.turns(run_id))  # as `runner show --json`
         state = summary.terminal if summary else (records[-1].to_state if records else State.PLAN)
         data.update(
             status=_status(summary is not None, failure),
