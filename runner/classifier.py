@@ -117,6 +117,7 @@ def _classify_error(
                 reason="service_unavailable",
                 detail=message,
                 retryable_hint=hint,
+                retry_after=retry_after,
             )
         case _:
             return ToolFailedPermanently(
