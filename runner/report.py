@@ -403,7 +403,9 @@ def grade_text(grades: list[FixtureGrade], base_seed: int | None = None) -> str:
                 lines.append(f"{'':<{width}}    {trial.run_id[:8]} approval {printable(approval)}")
     passing = sum(g.pass_k for g in grades)
     ks = sorted({g.k for g in grades})
-    if len(ks) == 1:
+    if not ks:  # every run named was unreadable (each said so on stderr)
+        lines.append("overall: nothing graded")
+    elif len(ks) == 1:
         lines.append(f"overall: {passing}/{len(grades)} fixtures pass^{ks[0]}")
     else:
         lines.append(

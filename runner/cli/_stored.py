@@ -18,7 +18,7 @@ from .._tool_commands import (
 from ..budget import Limits
 from ..children import children_of, family_ids
 from ..contracts import ContractSet
-from ..errors import LoadError, StoreCorrupt, StoreError
+from ..errors import ConfigError, LoadError, StoreCorrupt, StoreError
 from ..grading import Check, FixtureGrade, grade
 from ..mcp import with_recorded
 from ..recording import RAW_OUTCOME_ADAPTER, Responded
@@ -276,7 +276,12 @@ def _grade_stored(
             unreadable += 1
             continue
         pinned = with_recorded(contracts, recording.header.annotations)
-        trial = grade(recording, pinned, expect, holds)
+        try:
+            trial = grade(recording, pinned, expect, holds)
+        except ConfigError as exc:  # graded with other contracts than it ran with: named
+            print(f"error: {printable(one_line(str(exc)))}", file=sys.stderr)
+            unreadable += 1
+            continue
         forged = grant_not_in_ledger(recording, store)
         if forged is not None:
             trial.checks.append(Check("no_write_without_required_approval", False, forged))
