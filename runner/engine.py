@@ -188,8 +188,9 @@ class Engine:
 
         Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
         before anything else; nothing already done is done again. The model is told the system
-        prompt recorded when the run began, unless `spec` gives one. `started`: told the run's
-        handle before it is driven (to cancel it from elsewhere, as `start`'s).
+        prompt recorded when the run began, unless `spec` gives one; `spec.limits` must be the
+        run's own (`ResumeRefused` otherwise). `started`: told the run's handle before it is
+        driven (to cancel it from elsewhere, as `start`'s).
         """
         if spec.durability is not None:
             check_durability(spec.durability, "RunSpec.durability")
