@@ -88,7 +88,7 @@ def describe_exception(exc: BaseException) -> str:
 
 def raw_outcome(outcome: ToolResponse | BaseException) -> Responded | Raised | Lost:
     if isinstance(outcome, ToolResponse):
-        return Responded(payload=outcome.payload, retry_after=outcome.retry_after)
+        return _new_responded(payload=outcome.payload, retry_after=outcome.retry_after)
     if isinstance(outcome, ResponseLost):
         return Lost(detail=str(outcome))
     return Raised(type=exception_name(outcome), message=safe_str(outcome))
@@ -241,6 +241,7 @@ class RecordedOutput:
 quick_init(RecordedTurn)  # one a model request
 quick_init(RecordedOutput)  # one a dispatch
 _new_turn = quick_new(RecordedTurn)
+_new_responded = quick_new(Responded)  # one a dispatch (see `quick_new`)
 
 RAW_OUTCOME_ADAPTER: TypeAdapter[Responded | Raised | Lost] = TypeAdapter(
     RawOutcome, config=_DEFERRED

@@ -177,7 +177,7 @@ def test_many_fields_are_built_through_a_twin_and_a_subclass_keeps_its_own() -> 
 
 NEW: list[type[Any]] = [
     Facts, ToolInvocation, RecordedOutput, RecordedTurn, TransitionRecord, Verdict, Decided,
-    ToolResultMessage, *ToolObservation.__args__,
+    ToolResultMessage, AssistantMessage, Responded, *ToolObservation.__args__,
 ]  # fmt: skip
 
 
