@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from . import budget as bounds
 from ._approval_gate import gate
+from ._frozen import quick_new
 from ._state import RunState, Runtime, Slot, WriteProgress
 from .children import budget_left, is_child_contract
 from .contracts import CompiledContract
@@ -28,6 +29,8 @@ from .observations import (
 from .operations import Operation, OperationStatus, canonical, mint_key, parameter_hash
 from .tools import ToolImplementation, ToolInvocation
 from .transcript import render_json
+
+_INVOCATION: Final = quick_new(ToolInvocation)  # one a dispatch, 10 fields (see `quick_new`)
 
 
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
@@ -229,7 +232,7 @@ def _dispatch(
         waiting = sum(1 for s in run.batch.calls if s.task is None and s.observation is None)
         left = budget_left(spec.limits, run.usage, now, run.held, waiting=waiting - 1)
         slot.held, run.held = left, left if run.held is None else run.held.plus(left)
-    invocation = ToolInvocation(
+    invocation = _INVOCATION(
         call_id=call_id,
         tool=tool,
         arguments=arguments,

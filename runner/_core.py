@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
+from ._frozen import quick_new
 from ._state import Ending, RunState, Runtime
 from .clock import Clock
 from .errors import ReplayDivergence
@@ -18,6 +19,8 @@ from .machine import Trigger, fire
 from .states import TERMINAL
 from .trace import TransitionRecord
 from .tracing import SpanSink
+
+_RECORD: Final = quick_new(TransitionRecord)  # three a step (see `quick_new`)
 
 
 class Core:
@@ -44,7 +47,7 @@ class Core:
         assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.end"
         seq = len(records) + 1
         runtime = self.runtime
-        record = TransitionRecord(
+        record = _RECORD(
             run_id=setup.run_id,
             seq=seq,
             time=self.clock.now(),

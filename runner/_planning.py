@@ -12,6 +12,7 @@ from typing import Any, Final
 from . import budget as bounds
 from ._call_ids import unique_calls
 from ._core import Core
+from ._frozen import quick_new
 from ._jsonsafe import safe_str
 from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
 from .budget import Bound
@@ -34,6 +35,7 @@ from .transcript import AssistantMessage, UserMessage
 _TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
 _COST: Final = Bound.COST
 _PROPOSE: Final = Trigger.PROPOSE
+_ASSISTANT: Final = quick_new(AssistantMessage)  # one a step (see `quick_new`)
 _ADMIT: Final = AdmitBatch()
 """The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
 
@@ -279,7 +281,7 @@ async def plan(core: Core, run: RunState) -> None:
         return
     if reply.tool_calls:
         calls = unique_calls(reply.tool_calls, run.calls.ids)
-        run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
+        run.transcript.append(_ASSISTANT(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
         run.work = _ADMIT
         core.move(run, _PROPOSE, latency_ms=latency, **tokens)
