@@ -12,6 +12,7 @@ from typing import Final, assert_never
 from . import budget as bounds
 from ._admission import admit, admit_lookup, refuse_duplicate
 from ._core import Core
+from ._frozen import quick_new
 from ._render import model_view, render_for_model
 from ._state import (
     AdmitBatch,
@@ -53,6 +54,9 @@ _SENT: Final = WriteProgress.SENT
 _LOOKED_UP: Final = WriteProgress.LOOKED_UP
 
 _RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a union is slower)
+# Built every step: as plain functions (see `quick_new`).
+_FACTS: Final = quick_new(Facts)
+_DECIDED: Final = quick_new(Decided)
 _NEXT: Final = NextCall()
 """The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
 work while they run, twice a step."""
@@ -101,7 +105,7 @@ async def call(core: Core, run: RunState) -> None:
         run.calls.invalid_streak[tool] = run.calls.invalid_streak.get(tool, 0) + 1
     elif slot.fingerprint is not None:  # its arguments passed validation
         run.calls.invalid_streak.pop(tool, None)
-    run.work = Decided(slot=slot, verdict=verdict, latency_ms=latency)
+    run.work = _DECIDED(slot=slot, verdict=verdict, latency_ms=latency)
     core.move(
         run,
         _CLASSIFY,
@@ -201,11 +205,11 @@ def _settle_operation(core: Core, run: RunState, slot: Slot, observation: ToolOb
 
 def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
     """What the decision on `slot`'s outcome needs to know about the run."""
-    limits, usage, clock = run.setup.spec.limits, run.usage, core.clock
+    limits, usage, clock = run.setup.spec.limits, run.usage, run.clock
     contract = slot.contract.contract if slot.contract is not None else None
     now = clock.monotonic()
     last = len(run.batch.calls) == 1
-    return Facts(
+    return _FACTS(
         call_id=slot.call.id,
         tool=slot.call.name,
         retries=slot.retries,
@@ -276,7 +280,7 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
     """Sleep the verdict's wait (it fits before the deadline) and go back to `call`; the
     retry's admission checks the bounds again before it dispatches."""
     assert verdict.wait is not None
-    await core.clock.sleep(verdict.wait)
+    await run.clock.sleep(verdict.wait)
     run.meters.waits.append(verdict.wait)
     run.work = Retry(slot)
     core.move(

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from . import budget as bounds
 from ._approval_gate import gate
+from ._frozen import quick_new
 from ._state import RunState, Runtime, Slot, WriteProgress
 from .children import budget_left, is_child_contract
 from .contracts import CompiledContract
@@ -29,6 +30,8 @@ from .operations import Operation, OperationStatus, canonical, mint_key, paramet
 from .tools import ToolImplementation, ToolInvocation
 from .transcript import render_json
 
+_INVOCATION: Final = quick_new(ToolInvocation)  # one a dispatch, 10 fields (see `quick_new`)
+
 
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     """A tool name and its canonical arguments, as canonical JSON (for refusing repeats).
@@ -42,7 +45,7 @@ def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
 async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count the attempt, then answer the call at once or start its dispatch."""
     call, spec = slot.call, run.setup.spec
-    now = runtime.clock.monotonic()
+    now = run.clock.monotonic()
     blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
     if blocked is not None:
         slot.observation = BudgetExhausted(
@@ -124,7 +127,7 @@ def unavailable(lookup: str) -> str:
 def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key."""
     assert slot.contract is not None and slot.operation_key is not None
-    now = runtime.clock.monotonic()
+    now = run.clock.monotonic()
     blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.usage, now)
     if blocked is not None:
         slot.observation = BudgetExhausted(
@@ -222,14 +225,14 @@ def _dispatch(
     contract: CompiledContract,
 ) -> None:
     spec = run.setup.spec
-    now = runtime.clock.monotonic()
+    now = run.clock.monotonic()
     left = None
     if is_child_contract(contract):  # carved for the child, held till it ends
         # Calls of the batch not admitted yet will each take an attempt: never carve those.
         waiting = sum(1 for s in run.batch.calls if s.task is None and s.observation is None)
         left = budget_left(spec.limits, run.usage, now, run.held, waiting=waiting - 1)
         slot.held, run.held = left, left if run.held is None else run.held.plus(left)
-    invocation = ToolInvocation(
+    invocation = _INVOCATION(
         call_id=call_id,
         tool=tool,
         arguments=arguments,
@@ -255,4 +258,4 @@ async def _outcome(
     implementation: ToolImplementation,
 ) -> tuple[Any, float]:
     outcome = await run.setup.effects.call(ordinal, invocation, implementation)
-    return outcome, runtime.clock.monotonic()
+    return outcome, run.clock.monotonic()

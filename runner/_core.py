@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
+from ._frozen import quick_new
 from ._state import Ending, RunState, Runtime
 from .clock import Clock
 from .errors import ReplayDivergence
@@ -18,6 +19,8 @@ from .machine import Trigger, fire
 from .states import TERMINAL
 from .trace import TransitionRecord
 from .tracing import SpanSink
+
+_RECORD: Final = quick_new(TransitionRecord)  # three a step (see `quick_new`)
 
 
 class Core:
@@ -30,7 +33,8 @@ class Core:
     def __init__(self, runtime: Runtime, *, render_limit: int, spans: tuple[SpanSink, ...]) -> None:
         self.runtime = runtime
         self.clock: Clock = runtime.clock
-        """The runtime's (a frozen `Runtime`), read five times a step: kept, not a property."""
+        """The runtime's (a frozen `Runtime`): kept, not a property. Wall stamps only: a run
+        reads monotonic time and waits on its own clock (`RunState.clock`)."""
         self.render_limit = render_limit
         """The most characters of one tool result the model is shown."""
         self.spans = spans
@@ -43,7 +47,7 @@ class Core:
         assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.end"
         seq = len(records) + 1
         runtime = self.runtime
-        record = TransitionRecord(
+        record = _RECORD(
             run_id=setup.run_id,
             seq=seq,
             time=self.clock.now(),
@@ -88,8 +92,8 @@ class Core:
         run.ending = ending
         self.move(run, trigger, reason=ending.reason, **fields)
 
-    def ms_since(self, started: float) -> float:
-        return round((self.clock.monotonic() - started) * 1000, 3)
+    def ms_since(self, run: RunState, started: float) -> float:
+        return round((run.clock.monotonic() - started) * 1000, 3)
 
 
 _TIMING: Final = frozenset({"time", "latency_ms"})

@@ -12,6 +12,7 @@ from typing import Any, Final
 from . import budget as bounds
 from ._call_ids import unique_calls
 from ._core import Core
+from ._frozen import quick_new
 from ._jsonsafe import safe_str
 from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
 from .budget import Bound
@@ -34,6 +35,7 @@ from .transcript import AssistantMessage, UserMessage
 _TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
 _COST: Final = Bound.COST
 _PROPOSE: Final = Trigger.PROPOSE
+_ASSISTANT: Final = quick_new(AssistantMessage)  # one a step (see `quick_new`)
 _ADMIT: Final = AdmitBatch()
 """The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
 
@@ -78,12 +80,12 @@ async def _ask(
     Retry-After (or backoff) only when the wait fits before the deadline, then once more on the
     adapter's same-family fallback model; a rejected request (400/401/403...) is not retried.
     """
-    started = core.clock.monotonic()
+    started = run.clock.monotonic()
     policy, limits = core.runtime.policy, run.setup.spec.limits
     retries, fell_back = 0, False
     while True:
         run.meters.model_requests += 1
-        now = core.clock.monotonic()
+        now = run.clock.monotonic()
         timeout = bounds.time_left(limits, run.usage, now) if bounded else None
         try:
             reply = await run.setup.effects.ask(
@@ -96,12 +98,12 @@ async def _ask(
             )
             break
         except TimeoutError:
-            return None, core.ms_since(started), "deadline"
+            return None, core.ms_since(run, started), "deadline"
         except RunFailure:
             raise
         except ModelRejected as exc:
             why = f"model_rejected: {safe_str(exc.status)} {safe_str(exc)}"
-            return None, core.ms_since(started), why
+            return None, core.ms_since(run, started), why
         except ModelUnavailable as exc:
             if retries < policy.max_retries:
                 retries += 1
@@ -109,19 +111,19 @@ async def _ask(
                 # storing it: a replay's clock reads exactly that moment.
                 came = run.setup.started_wall + timedelta(seconds=run.setup.effects.answered_at())
                 wait = retry_after_or_backoff(policy, exc.retry_after, retries, run.rng, came)
-                if core.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
-                    return None, core.ms_since(started), "deadline"
-                await core.clock.sleep(wait)
+                if run.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
+                    return None, core.ms_since(run, started), "deadline"
+                await run.clock.sleep(wait)
                 run.meters.waits.append(wait)
                 continue
             if not fell_back and run.setup.effects.use_fallback():
                 retries, fell_back = 0, True
                 continue
             why = f"model_unavailable: {safe_str(exc.status)}"
-            return None, core.ms_since(started), why
+            return None, core.ms_since(run, started), why
         except Exception as exc:  # an adapter bug must still end the run in a declared state
             name = getattr(exc, "type_name", type(exc).__name__)
-            return None, core.ms_since(started), f"model_error: {safe_str(name)}"
+            return None, core.ms_since(run, started), f"model_error: {safe_str(name)}"
     usage, meters, transcript = run.usage, run.meters, run.transcript
     tokens_in, tokens_out = reply.usage.input_tokens, reply.usage.output_tokens
     usage.model_steps += 1
@@ -135,7 +137,7 @@ async def _ask(
     elided = transcript.full_chars - transcript.chars
     meters.prefill.append(tokens_in)
     meters.prefill_untruncated.append(tokens_in + estimate_tokens(elided))
-    return reply, core.ms_since(started), None
+    return reply, core.ms_since(run, started), None
 
 
 def _projected_input(run: RunState) -> int:
@@ -223,7 +225,7 @@ def _offer_fields(run: RunState, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
 
 
 async def plan(core: Core, run: RunState) -> None:
-    now = core.clock.monotonic()
+    now = run.clock.monotonic()
     limits = run.setup.spec.limits
     bound = run.tripped or bounds.spent(limits, run.usage, now)
     if (  # the projection is only worked out for a run with a money budget
@@ -279,7 +281,7 @@ async def plan(core: Core, run: RunState) -> None:
         return
     if reply.tool_calls:
         calls = unique_calls(reply.tool_calls, run.calls.ids)
-        run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
+        run.transcript.append(_ASSISTANT(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
         run.work = _ADMIT
         core.move(run, _PROPOSE, latency_ms=latency, **tokens)
@@ -354,7 +356,7 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
             "from the evidence you have, and say what you could not determine."
         )
     )
-    left = bounds.time_left(run.setup.spec.limits, run.usage, core.clock.monotonic())
+    left = bounds.time_left(run.setup.spec.limits, run.usage, run.clock.monotonic())
     affordable = bounds.cost_room(run.setup.spec.limits, run.usage, _projected_cost(run))
     limit, _ = _output_limit(run, final=True)
     reply: ModelReply | None = None

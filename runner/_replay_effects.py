@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from .clock import Clock
 from .effects import FAILED_PREFIX, LiveEffects
 from .errors import OutsideRecording, ReplayDivergence
+from .machine import Trigger
 from .models.base import (
     ModelRejected,
     ModelReply,
@@ -40,6 +41,7 @@ from .recording import (
     rebuild_outcome,
 )
 from .tools import ToolImplementation, ToolInvocation, ToolResponse
+from .trace import TransitionRecord
 from .transcript import Transcript
 
 STAND_IN_ANSWER = "[the final answer is not in the recording]"
@@ -82,6 +84,31 @@ def _waited_past(
     cut_by_deadline = deadline is None or ended_at >= deadline - CUT_SLACK_S
     waits_longer = timeout is None or ended_at - started_at < timeout - CUT_SLACK_S
     return cut_by_deadline and waits_longer
+
+
+def recorded_horizon(
+    turns: Sequence[RecordedTurn],
+    outputs: Sequence[RecordedOutput],
+    known: Sequence[TransitionRecord] = (),
+) -> float:
+    """The latest time, in seconds from the run's start, that a recording shows the run reached:
+    the greatest end of its inputs, or the end of a retry's wait the log stores after them.
+
+    A retry's wait is slept before its move is stored, so a log that ends in retries (the crash
+    came before the retried call answered) shows that time too: the retried call's latest
+    output's end plus the wait. Anything later (a wait the crash interrupted, the run's own time
+    after its last input) is not recorded: a re-drive lives it again.
+    """
+    ends = [turn.ended_at for turn in turns] + [output.ended_at for output in outputs]
+    horizon = max(ends, default=0.0)
+    trailing = len(known)
+    while trailing and known[trailing - 1].trigger == Trigger.RETRY:
+        trailing -= 1
+    for record in known[trailing:]:
+        tried = [output.ended_at for output in outputs if output.call_id == record.call_id]
+        if tried and record.wait_s is not None:
+            horizon = max(horizon, max(tried) + record.wait_s)
+    return horizon
 
 
 class ReplayEffects:
@@ -144,7 +171,8 @@ class ReplayEffects:
             self._served_inputs.append(dataclasses.replace(item, run_id=self.record_as))
 
     async def _serve_at(self, started_at: float, ended_at: float) -> None:
-        """Let the recorded time pass: until the recorded end, or for the recorded latency."""
+        """Let the recorded time pass: until the recorded end, or for the recorded latency (a
+        resume on a real clock waits on `clock.CatchUp`, where this recorded time takes none)."""
         now = self.clock.monotonic() - self.started
         wait = ended_at - started_at if self.counterfactual else ended_at - now
         if wait > 0:

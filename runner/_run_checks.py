@@ -12,11 +12,14 @@ import asyncio
 import dataclasses
 from collections.abc import Mapping
 
+from pydantic import ValidationError
+
 from ._run_ends import with_seed
 from ._state import Runtime
 from .approvals import ledger_of
+from .budget import Limits
 from .clock import FakeClock
-from .errors import ConfigError
+from .errors import ConfigError, ResumeRefused
 from .retrieval import RetrieverFactory, check_retrieval
 from .spec import DURABILITIES, RunSpec
 from .trace import RunHeader
@@ -74,6 +77,7 @@ def as_resumed(spec: RunSpec, stored: RunHeader) -> RunSpec:
     """The spec a stored run resumes with: as it began (`as_it_began`), a continuation of the
     run it continued, priced as it began whatever the table says now, committing as it began
     unless `spec` says otherwise."""
+    _check_same_limits(spec, stored)
     spec = as_it_began(spec, stored)
     if spec.durability is None and stored.durability is not None:
         spec = dataclasses.replace(spec, durability=stored.durability)
@@ -82,6 +86,27 @@ def as_resumed(spec: RunSpec, stored: RunHeader) -> RunSpec:
     if stored.price is not None:
         spec = dataclasses.replace(spec, price=stored.price)
     return spec
+
+
+def _check_same_limits(spec: RunSpec, stored: RunHeader) -> None:
+    """Refuse limits other than those the run began with, before anything is re-driven: its
+    recorded decisions (and each model request's output limit) were taken under them, so the
+    re-drive would diverge at the first one they change. Limits a header no longer loads are
+    left to the re-drive's own check (it names the run's corrupt record)."""
+    try:
+        began = Limits.model_validate(stored.limits)
+    except ValidationError:
+        return
+    if began == spec.limits:
+        return
+    differs = ", ".join(
+        f"{name} {getattr(began, name)} (given {getattr(spec.limits, name)})"
+        for name in Limits.model_fields
+        if getattr(began, name) != getattr(spec.limits, name)
+    )
+    raise ResumeRefused(
+        stored.run_id, f"it began with other limits: {differs}; resume it with the same limits"
+    )
 
 
 def _may_need_approval(runtime: Runtime, spec: RunSpec) -> bool:

@@ -16,6 +16,7 @@ from pydantic_core import to_jsonable_python
 from ._logging import run_logger
 from ._state import RunSetup, RunState, Runtime, SeededLater
 from .budget import Limits, Usage
+from .clock import Clock
 from .effects import Effects
 from .machine import attach
 from .models.base import ModelAdapter, ToolSpec
@@ -36,8 +37,10 @@ def new_run(
     started: float,
     known: list[TransitionRecord],
     system_prompt: str,
+    clock: Clock | None = None,
 ) -> RunState:
-    """The state of a run about to start (or to be re-driven): its setup fixed once here."""
+    """The state of a run about to start (or to be re-driven): its setup fixed once here.
+    `clock`: the run's own time (a re-driven run's `clock.CatchUp`); the engine's by default."""
     contracts = runtime.contracts
     offered = tuple(
         ToolSpec(
@@ -73,6 +76,7 @@ def new_run(
     )
     run = RunState(
         setup=setup,
+        clock=clock or runtime.clock,
         rng=SeededLater(seed),
         lifecycle=attach(),
         usage=Usage(started_at=started),
@@ -130,7 +134,7 @@ def finish(runtime: Runtime, run: RunState) -> RunResult:
         model_steps=run.usage.model_steps,
         tokens_in=run.usage.tokens_in,
         tokens_out=run.usage.tokens_out,
-        elapsed_s=runtime.clock.monotonic() - run.usage.started_at,
+        elapsed_s=run.clock.monotonic() - run.usage.started_at,
         waits_s=meters.waits,
         answer=ending.answer,
         operations=[

@@ -274,6 +274,9 @@ class SeededLater(random.Random):
 @dataclass(slots=True, kw_only=True)
 class RunState:
     setup: RunSetup
+    clock: Clock
+    """Where the run reads monotonic time and waits: the engine's, or for a re-driven run the
+    engine's seen through `clock.CatchUp` (its recorded waits skipped)."""
     rng: random.Random
     """The run's own jitter source, seeded with `setup.seed` (never shared between runs)."""
     lifecycle: Lifecycle

@@ -19,9 +19,10 @@ from typing import Any
 from .contracts import CompiledContract
 from .declare import contract_json, declared_in
 from .errors import ConfigError, RunnerError
-from .report import RunView, printable, run_json
+from .replay import Recording
+from .report import RunView, printable, stored_run_json
 from .store.base import RunListing, UnreadableRun
-from .trace import RunHeader, RunSummary, TransitionRecord
+from .trace import RunSummary
 
 EXIT_NEEDS_A_LOOK = 1
 
@@ -136,17 +137,12 @@ def _export(args: argparse.Namespace) -> int:
     return EXIT_NEEDS_A_LOOK if differs else 0
 
 
-def ended_run_json(
-    header: RunHeader,
-    summary: RunSummary,
-    transitions: list[TransitionRecord],
-    holds: int | None,
-) -> dict[str, Any]:
+def ended_run_json(recording: Recording, summary: RunSummary, holds: int | None) -> dict[str, Any]:
     """`resume --json` of a run that already ended: the stored run as `show --json` prints it,
     with the holds its supplier database has now (as a resumed run reports them)."""
-    view = RunView.of_stored(header, summary, transitions)
+    view = RunView.of_stored(recording.header, summary, recording.transitions)
     view.holds = holds
-    return {**run_json(view, None), "already_ended": True}
+    return {**stored_run_json(recording.header, view, recording.turns), "already_ended": True}
 
 
 def listing_json(listing: RunListing | UnreadableRun) -> dict[str, Any]:

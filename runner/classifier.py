@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ._frozen import quick_new
 from .contracts import CompiledContract
 from .observations import (
     AccessDenied,
@@ -27,6 +28,7 @@ from .recording import MalformedOutput, describe_exception
 from .tools import ToolResponse
 
 _REASON_CHARS: Final = 200
+_SUCCEEDED: Final = quick_new(ToolSucceeded)  # most outcomes (see `quick_new`)
 
 
 def malformed_reason(errors: tuple[str, ...]) -> str:
@@ -62,7 +64,7 @@ def classify(
         field = contract.contract.results_field
         if field is not None and not payload.get(field):
             return ToolFoundNothing(call_id=call_id, tool=tool, result=payload)
-        return ToolSucceeded(call_id=call_id, tool=tool, result=payload)
+        return _SUCCEEDED(call_id=call_id, tool=tool, result=payload)
     return _classify_error(tool, call_id, payload, outcome.retry_after, is_write=is_write)
 
 
@@ -117,6 +119,7 @@ def _classify_error(
                 reason="service_unavailable",
                 detail=message,
                 retryable_hint=hint,
+                retry_after=retry_after,
             )
         case _:
             return ToolFailedPermanently(

@@ -9,6 +9,8 @@ their real semantics (two concurrent 3 s calls take 3 s, not 6) while taking no 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import selectors
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterator
@@ -102,6 +104,100 @@ class InstantLatency:
 
     def real_io(self) -> AbstractContextManager[None]:
         return self._clock.real_io()
+
+
+QUIET_HOPS = 4
+"""Loop iterations in a row in which a catching-up run reads no time before its next skipped wait
+ends: then nothing of the run is left to do before it (what wakes a task, a task's end, waking
+the task that awaits it, takes one iteration each; a run that does anything reads the time)."""
+
+
+class CatchUp:
+    """A re-driven run's time: the recorded waits are skipped, and time is real past them.
+
+    `Engine.resume` (and `continue_approved`) re-drive a run's recorded inputs, each served at
+    its recorded end. On a real clock that would sleep through the whole recorded run again.
+    Here a wait that ends by `horizon` (the latest time the record shows, in seconds from now)
+    takes no time: `monotonic` jumps to its end instead. Waits end in order, as timers would: one
+    is skipped only once the run has been quiet (`QUIET_HOPS`), so whatever the run does before
+    it (a concurrent call's result observed first) sees the time it did then (a run waiting on
+    other I/O, an awaited store's commit, is quiet too: a `FakeClock` jumps then as well). A
+    wait that straddles the horizon skips to it and sleeps the rest for real; past it every wait
+    is real.
+
+    Time lost while nobody drove the run (the crash, a human's approval) is not on it: the
+    run's elapsed time is the recorded time plus the live time since the re-drive began, so its
+    bounds decide as they did and the deadline still counts only time the run was driven.
+    `now` (wall stamps), `loop_factory` and `real_io` are the base clock's.
+    """
+
+    def __init__(self, base: Clock, horizon: float) -> None:
+        self.base = base
+        self.started = base.monotonic()
+        """Where the re-drive began, on this clock (the recorded run's start)."""
+        self.horizon = self.started + horizon
+        self._offset = 0.0
+        self._reads = 0
+        """Every reading of this clock: the run doing something."""
+        self._skips: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._ticking = False
+        self._quiet = 0
+        self._seen = 0
+
+    def now(self) -> datetime:
+        return self.base.now()
+
+    def monotonic(self) -> float:
+        self._reads += 1
+        return self.base.monotonic() + self._offset
+
+    async def sleep(self, seconds: float) -> None:
+        now = self.monotonic()
+        end = now + seconds
+        skipped = min(end, self.horizon)
+        if skipped > now:
+            await self._skip_to(skipped)
+            seconds = end - self.monotonic()  # what is left past the horizon, lived for real
+            if seconds <= 0:
+                return
+        await self.base.sleep(seconds)
+
+    @property
+    def loop_factory(self) -> LoopFactory | None:
+        return self.base.loop_factory
+
+    def real_io(self) -> AbstractContextManager[None]:
+        return self.base.real_io()
+
+    async def _skip_to(self, end: float) -> None:
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
+        heapq.heappush(self._skips, (end, next(self._order), woken))
+        if not self._ticking:
+            self._ticking = True
+            self._quiet, self._seen = 0, self._reads
+            loop.call_soon(self._tick, loop)
+        await woken
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Skip the earliest wait once the run has been quiet for `QUIET_HOPS` iterations."""
+        skips = self._skips
+        while skips and skips[0][2].done():  # cancelled while waiting
+            heapq.heappop(skips)
+        if not skips:
+            self._ticking = False
+            return
+        if self._reads != self._seen:
+            self._quiet, self._seen = 0, self._reads
+        elif self._quiet < QUIET_HOPS:
+            self._quiet += 1
+        else:
+            end, _, woken = heapq.heappop(skips)
+            self._offset = max(self._offset, end - self.base.monotonic())
+            woken.set_result(None)
+            self._quiet = 0
+        loop.call_soon(self._tick, loop)
 
 
 class _JumpingSelector(selectors.DefaultSelector):

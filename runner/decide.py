@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, assert_never
 
-from ._frozen import quick_init
+from ._frozen import quick_init, quick_new
 from .budget import Bound
 from .classifier import malformed_reason
 from .machine import Decision
@@ -267,7 +267,7 @@ def decide(
     if _PRECEDENCE[decision] > _PRECEDENCE[batch.decision]:
         reason = shown.bound.value if isinstance(shown, BudgetExhausted) else shown.kind
         batch = Batch(decision=decision, reason=reason, key=facts.operation_key)
-    return Verdict(
+    return _VERDICT(  # the usual way out: as a plain function (see `quick_new`)
         decision=decision,
         reason=why(shown),
         shown=shown,
@@ -275,6 +275,9 @@ def decide(
         batch=batch,
         exit=_exit(batch, facts.unsettled, tripped) if facts.last else None,
     )
+
+
+_VERDICT: Final = quick_new(Verdict)
 
 
 def _exit(batch: Batch, unsettled: str | None, tripped: Bound | None) -> Exit:

@@ -13,9 +13,10 @@ import asyncio
 import dataclasses
 import functools
 import inspect
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from ._cancel import Cancellation, abandonable
+from ._frozen import quick_new
 from ._jsonsafe import MAX_INT, MIN_INT, NotJson, json_value, safe_str
 from ._replies import checked_reply
 from .clock import Clock, within
@@ -43,6 +44,7 @@ from .tools import ToolImplementation, ToolInvocation, ToolResponse
 from .transcript import Transcript
 
 FAILED_PREFIX = "failed:"
+_OUTPUT: Final = quick_new(RecordedOutput)  # one a dispatch (see `quick_new`)
 
 
 class Effects(Protocol):
@@ -238,7 +240,7 @@ class LiveEffects:
         started: float,
     ) -> None:
         self.recorded.append(
-            RecordedOutput(
+            _OUTPUT(
                 run_id=self.run_id,
                 ordinal=ordinal,
                 call_id=invocation.call_id,

@@ -30,12 +30,12 @@ from datetime import datetime, timedelta
 from ._continuation import begin_continuation, inputs_then
 from ._core import Core, brief
 from ._driving import drive
-from ._replay_effects import ReplayEffects
+from ._replay_effects import ReplayEffects, recorded_horizon
 from ._run_checks import as_resumed, check_durability, check_start
 from ._run_ends import header, new_run, run_secrets
 from ._run_resources import Indexes, priced, retriever_for
 from ._state import RunState, Runtime
-from .clock import Clock
+from .clock import CatchUp, Clock
 from .confirm import ApprovalSecret
 from .contracts import ContractSet
 from .effects import Effects, LiveEffects
@@ -183,12 +183,14 @@ class Engine:
         started: Callable[[RunHandle], None] | None = None,
     ) -> RunResult:
         """Continue a stored run that never finished: re-drive it from its recorded inputs (on
-        this engine's clock, which must start where the run started), then go on live.
+        this engine's clock: a `FakeClock` must start where the run started; on a real one the
+        recorded waits take no time, see `clock.CatchUp`), then go on live.
 
         Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
         before anything else; nothing already done is done again. The model is told the system
-        prompt recorded when the run began, unless `spec` gives one. `started`: told the run's
-        handle before it is driven (to cancel it from elsewhere, as `start`'s).
+        prompt recorded when the run began, unless `spec` gives one; `spec.limits` must be the
+        run's own (`ResumeRefused` otherwise). `started`: told the run's handle before it is
+        driven (to cancel it from elsewhere, as `start`'s).
         """
         if spec.durability is not None:
             check_durability(spec.durability, "RunSpec.durability")
@@ -199,8 +201,6 @@ class Engine:
         if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
         spec = as_resumed(spec, stored)
-        began = self.clock.monotonic()
-        live = LiveEffects(run_id, model, self.clock, began, Redactor(run_secrets(spec, model)))
         outputs = await store.outputs(run_id)
         answered = {output.ordinal for output in outputs}
         operations = await store.operations(run_id)
@@ -212,11 +212,14 @@ class Engine:
                 turns, await store.turns(waited), outputs, await store.outputs(waited)
             )
             record_as = run_id
-        effects = ReplayEffects(
-            turns, outputs, self.clock, began, live=live, in_flight=in_flight, record_as=record_as
-        )
         known = await store.transitions(run_id)
-        run = self._new_run(run_id, spec, effects, began, known=known)
+        clock = self._catching_up(turns, outputs, known)
+        began = clock.monotonic()
+        live = LiveEffects(run_id, model, clock, began, Redactor(run_secrets(spec, model)))
+        effects = ReplayEffects(
+            turns, outputs, clock, began, live=live, in_flight=in_flight, record_as=record_as
+        )
+        run = self._new_run(run_id, spec, effects, began, known=known, clock=clock)
         if self.runtime.pending is not None:  # claims made again while re-driving settle here
             for op in operations:
                 self.runtime.pending.adopt(op.key, run_id)
@@ -254,8 +257,8 @@ class Engine:
         its proposal, `spec.tenant` and the policy now in force, at `now` (the approver's clock,
         not the run's); a refusal raises `ApprovalRefused` and nothing is stored or sent. The
         continuation is a new run (its header names `run_id` in `continues`) that re-drives the
-        waiting run's recorded inputs on this engine's clock, which must start where that run
-        started, then goes on live: an approved write is sent once, under the key it was
+        waiting run's recorded inputs on this engine's clock (as `resume` does), then goes on
+        live: an approved write is sent once, under the key it was
         proposed with; a denied one ends the run `abstain`. Asked again for the same decisions, it
         resumes (or reports) the continuation already made. `started`: as for `resume`.
         """
@@ -267,18 +270,13 @@ class Engine:
         check_start(
             self.runtime, continuing, asyncio.get_running_loop(), self.retrievers, continuing=True
         )
-        began = self.clock.monotonic()
+        turns, outputs = await self._reader.turns(run_id), await self._reader.outputs(run_id)
+        clock = self._catching_up(turns, outputs, [])
+        began = clock.monotonic()
         redactor = Redactor(run_secrets(continuing, model))
-        live = LiveEffects(new_id, model, self.clock, began, redactor)
-        effects = ReplayEffects(
-            await self._reader.turns(run_id),
-            await self._reader.outputs(run_id),
-            self.clock,
-            began,
-            live=live,
-            record_as=new_id,
-        )
-        run = self._begin(new_id, continuing, effects, began, model)
+        live = LiveEffects(new_id, model, clock, began, redactor)
+        effects = ReplayEffects(turns, outputs, clock, began, live=live, record_as=new_id)
+        run = self._begin(new_id, continuing, effects, began, model, clock=clock)
         return await self._drive_handed(run, live, started)
 
     async def replay(
@@ -330,6 +328,23 @@ class Engine:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def _catching_up(
+        self,
+        turns: Sequence[RecordedTurn],
+        outputs: Sequence[RecordedOutput],
+        known: Sequence[TransitionRecord],
+    ) -> Clock:
+        """The clock a re-driven run keeps time on: the engine's, its recorded waits skipped
+        (`CatchUp`), so a real clock does not sleep through the recorded run again. A clock with
+        a virtual loop (`FakeClock`) re-drives at once already and is kept as it is: its time
+        (wall stamps included) then moves through the recorded waits, as an exact replay's does,
+        so what a run derives from the wall clock (a tool's Retry-After date) comes out the same.
+        """
+        clock = self.clock
+        if clock.loop_factory is not None:
+            return clock
+        return CatchUp(clock, recorded_horizon(turns, outputs, known))
+
     def _hold(self, run: RunState) -> None:
         """A run in `step` durability: its transitions are committed a step at a time."""
         if self._commits is not None and (run.setup.spec.durability or self.durability) == "step":
@@ -352,10 +367,17 @@ class Engine:
         return self._begin(run_id, spec, effects, started, model), effects
 
     def _begin(
-        self, run_id: str, spec: RunSpec, effects: Effects, started: float, model: ModelAdapter
+        self,
+        run_id: str,
+        spec: RunSpec,
+        effects: Effects,
+        started: float,
+        model: ModelAdapter,
+        *,
+        clock: Clock | None = None,
     ) -> RunState:
         """A run's state, its header stored (nothing is left attached if that fails), held."""
-        run = self._new_run(run_id, spec, effects, started, known=[])
+        run = self._new_run(run_id, spec, effects, started, known=[], clock=clock)
         try:
             self.runtime.store.begin_run(self._header(run, identity_of(model)))
         except BaseException:
@@ -377,7 +399,9 @@ class Engine:
         spec: RunSpec,
         effects: Effects,
         started: float,
+        *,
         known: list[TransitionRecord],
+        clock: Clock | None = None,
     ) -> RunState:
         run = new_run(
             self.runtime,
@@ -387,6 +411,7 @@ class Engine:
             started=started,
             known=known,
             system_prompt=self._prompt(spec),
+            clock=clock,
         )
         try:
             offered = run.setup.offered

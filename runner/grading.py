@@ -17,7 +17,7 @@ from ._call_ids import unique_id
 from .children import charged_by_children
 from .contracts import ContractSet
 from .machine import Trigger
-from .replay import Recording
+from .replay import Recording, check_contracts_cover
 from .result_classes import DISPATCHED, LEAVES_WRITE_OPEN
 from .states import TERMINAL, State
 from .trace import TransitionRecord
@@ -370,7 +370,8 @@ def outcome_checks(recording: Recording, expect: Expect, holds: int | None) -> l
 def grade(
     recording: Recording, contracts: ContractSet, expect: Expect | None, holds: int | None
 ) -> Trial:
-    """Every check on one recorded run."""
+    """Every check on one recorded run (with the contracts it ran with)."""
+    check_contracts_cover(recording.header, contracts)
     checks = outcome_checks(recording, expect, holds) if expect is not None else []
     checks += [check(recording, contracts) for check in TRAJECTORY_CHECKS]
     return Trial(

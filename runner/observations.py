@@ -70,6 +70,9 @@ class ToolFailedTransiently:
     reason: Literal["timeout", "service_unavailable", "connection"]
     detail: str = ""
     retryable_hint: bool | None = None
+    retry_after: str | None = None
+    """The raw Retry-After a `service_unavailable` (a 503) came with, if any: RFC 9110 gives it
+    to a 503 as to a 429, and the policy honours it the same way."""
     kind: Literal["transient"] = "transient"
 
 

@@ -29,7 +29,7 @@ from ._documents import (
 )
 from .errors import ConfigError
 from .machine import Decision
-from .observations import ResultClass, ToolRateLimited
+from .observations import ResultClass, ToolFailedTransiently, ToolRateLimited
 from .result_classes import CLASSES
 
 DEFAULT_DECISIONS: Final[dict[ResultClass, Decision]] = {
@@ -252,6 +252,11 @@ def retry_delay(
     rng: random.Random,
     now: datetime,
 ) -> float:
-    """How long to wait before retry `retry_number` of a tool call."""
-    retry_after = observation.retry_after if isinstance(observation, ToolRateLimited) else None
+    """How long to wait before retry `retry_number` of a tool call: the Retry-After a rate limit
+    or a 503 came with, when usable, else backoff."""
+    retry_after = (
+        observation.retry_after
+        if isinstance(observation, ToolRateLimited | ToolFailedTransiently)
+        else None
+    )
     return retry_after_or_backoff(policy, retry_after, retry_number, rng, now)

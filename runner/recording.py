@@ -14,7 +14,7 @@ from typing import Annotated, Any, Final, Literal, NotRequired
 from pydantic import ConfigDict, Discriminator, TypeAdapter, with_config
 from typing_extensions import TypedDict  # pydantic needs it, not typing's, before 3.12
 
-from ._frozen import quick_init
+from ._frozen import quick_init, quick_new
 from ._jsonsafe import clean_text, safe_str
 from .models.base import ModelReply, TokenUsage, ToolCall
 from .tools import ToolResponse
@@ -88,7 +88,7 @@ def describe_exception(exc: BaseException) -> str:
 
 def raw_outcome(outcome: ToolResponse | BaseException) -> Responded | Raised | Lost:
     if isinstance(outcome, ToolResponse):
-        return Responded(payload=outcome.payload, retry_after=outcome.retry_after)
+        return _new_responded(payload=outcome.payload, retry_after=outcome.retry_after)
     if isinstance(outcome, ResponseLost):
         return Lost(detail=str(outcome))
     return Raised(type=exception_name(outcome), message=safe_str(outcome))
@@ -181,7 +181,8 @@ class RecordedTurn:
         model_state: dict[str, Any] | None,
         max_output_tokens: int | None = None,
     ) -> RecordedTurn:
-        return cls(
+        new = _new_turn if cls is RecordedTurn else cls  # (see `quick_new`)
+        return new(
             run_id=run_id,
             ordinal=ordinal,
             tool_choice=tool_choice,
@@ -239,6 +240,8 @@ class RecordedOutput:
 
 quick_init(RecordedTurn)  # one a model request
 quick_init(RecordedOutput)  # one a dispatch
+_new_turn = quick_new(RecordedTurn)
+_new_responded = quick_new(Responded)  # one a dispatch (see `quick_new`)
 
 RAW_OUTCOME_ADAPTER: TypeAdapter[Responded | Raised | Lost] = TypeAdapter(
     RawOutcome, config=_DEFERRED

@@ -176,6 +176,19 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
     )
 
 
+def check_contracts_cover(header: RunHeader, contracts: ContractSet) -> None:
+    """Refuse contracts that do not declare every tool the run was offered: a run can only
+    have started with contracts for all of them, so these are another set (replayed or graded
+    with them, its calls would read as `unknown_tool`, a divergence that is not the run's)."""
+    missing = [name for name in header.tools if name not in contracts]
+    if missing:
+        raise ConfigError(
+            f"run {header.run_id} was offered tools these contracts do not declare: "
+            f"{', '.join(sorted(missing))}; give the contracts it ran with "
+            "(`--contracts DIR` on the command line)"
+        )
+
+
 def replay(
     recording: Recording,
     contracts: ContractSet,
@@ -191,6 +204,7 @@ def replay(
     """
     outside_a_loop("replay_run_sync", "await runner.api.replay_run(...)")
     header = recording.header
+    check_contracts_cover(header, contracts)
     recorded_policy = Policy.recorded(header.policy)
     recorded_limits = stored_limits(header)
     use_policy = policy or recorded_policy

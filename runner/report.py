@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .grading import FixtureGrade
+from .recording import RecordedTurn
 from .replay import Replay
 from .spec import RunResult
 from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord, states_visited
@@ -114,6 +115,24 @@ class RunView:
         )
 
     @classmethod
+    def not_started(cls, run_id: str, name: str) -> RunView:
+        """A run accepted and not started yet: nothing has happened in it."""
+        return cls(
+            run_id=run_id,
+            name=name,
+            terminal=None,
+            reason=None,
+            answer=None,
+            attempts=0,
+            model_steps=0,
+            tokens_in=0,
+            tokens_out=0,
+            elapsed_s=None,
+            waits_s=[],
+            transitions=[],
+        )
+
+    @classmethod
     def of_summary(
         cls, name: str, summary: RunSummary, transitions: list[TransitionRecord]
     ) -> RunView:
@@ -189,6 +208,33 @@ def run_json(view: RunView, expect: dict[str, Any] | None) -> dict[str, Any]:
         "cost_usd": view.cost_usd,
         "expect": expect,
     }
+
+
+def started_as(header: RunHeader) -> dict[str, Any]:
+    """How a stored run was started, from its header: what a resume or a replay goes on with
+    (a None: not recorded, a run stored before the runner recorded it)."""
+    model = header.model
+    return {
+        "durability": header.durability,
+        "seed": header.seed,
+        "model": None if model is None else f"{model.provider}:{model.name}",
+        "tenant": header.tenant,
+        "started_at": header.started_at.isoformat(),
+    }
+
+
+def started_as_line(header: RunHeader) -> str:
+    shown = "  ".join(f"{k} {_dash(v)}" for k, v in started_as(header).items())
+    return printable(f"  started as: {shown}")
+
+
+def stored_run_json(header: RunHeader, view: RunView, turns: list[RecordedTurn]) -> dict[str, Any]:
+    """`show --json` of a stored run: `run_json`, with how the run was started and the output
+    limit each model request was sent (None: none, or a turn stored before limits existed)."""
+    data = run_json(view, None)
+    data["started_as"] = started_as(header)
+    data["context"]["max_output_tokens_per_step"] = [turn.max_output_tokens for turn in turns]
+    return data
 
 
 def _dash(value: object) -> str:
@@ -357,7 +403,9 @@ def grade_text(grades: list[FixtureGrade], base_seed: int | None = None) -> str:
                 lines.append(f"{'':<{width}}    {trial.run_id[:8]} approval {printable(approval)}")
     passing = sum(g.pass_k for g in grades)
     ks = sorted({g.k for g in grades})
-    if len(ks) == 1:
+    if not ks:  # every run named was unreadable (each said so on stderr)
+        lines.append("overall: nothing graded")
+    elif len(ks) == 1:
         lines.append(f"overall: {passing}/{len(grades)} fixtures pass^{ks[0]}")
     else:
         lines.append(

@@ -20,7 +20,7 @@ from typing import Any, TypeAlias
 
 from .clock import FakeClock
 from .models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from .models.scripted import ScriptedModel, ScriptedTurn, estimate_tokens
+from .models.scripted import ScriptedModel, ScriptedTurn, cut_off, estimate_tokens
 from .tools import ToolInvocation, ToolResponse
 from .transcript import AssistantMessage, ToolResultMessage, Transcript, render_json
 
@@ -61,21 +61,33 @@ class FunctionModel:
     """A model adapter that calls `function(transcript, tools)` (sync or async) for each request.
 
     Asked for a tool-free answer (the final request after a bound is spent), the function is
-    given no tools. `requests` counts the requests made.
+    given no tools. `requests` counts the requests made. Each request's output limit (what the
+    run's token and money caps leave, as a provider is told it) is kept in `output_limits`, and a
+    reply longer than it is cut off there as a provider would cut it (`max_tokens`, no calls).
     """
 
     def __init__(self, function: ModelFunction) -> None:
         self.function = function
         self.requests = 0
+        self.output_limits: list[int | None] = []
 
     async def generate(
-        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+        self,
+        transcript: Transcript,
+        tools: tuple[ToolSpec, ...],
+        tool_choice: ToolChoice,
+        *,
+        max_output_tokens: int | None = None,
     ) -> ModelReply:
         self.requests += 1
+        self.output_limits.append(max_output_tokens)
         answer = self.function(transcript, () if tool_choice == "none" else tools)
         if inspect.isawaitable(answer):
             answer = await answer
-        return self._reply(transcript, answer)
+        reply = self._reply(transcript, answer)
+        if max_output_tokens is not None and reply.usage.output_tokens > max_output_tokens:
+            return cut_off(reply, max_output_tokens)
+        return reply
 
     def _reply(self, transcript: Transcript, answer: Reply) -> ModelReply:
         if isinstance(answer, ModelReply):

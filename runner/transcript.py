@@ -13,7 +13,7 @@ from typing import Literal
 
 import orjson
 
-from ._frozen import quick_init
+from ._frozen import quick_init, quick_new
 from .models.base import ToolCall
 
 
@@ -65,6 +65,8 @@ class ToolResultMessage:
 
 quick_init(AssistantMessage)  # one of each a step
 quick_init(ToolResultMessage)
+
+_TOOL_RESULT = quick_new(ToolResultMessage)  # (see `quick_new`)
 
 Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
 
@@ -120,7 +122,7 @@ class Transcript:
         full_size: int | None = None,
         fingerprint: str | None = None,
     ) -> ToolResultMessage:
-        message = ToolResultMessage(
+        message = _TOOL_RESULT(
             call_id=call_id,
             tool=tool,
             result_class=result_class,

@@ -129,3 +129,23 @@ def test_runs_json_names_an_unreadable_run_in_its_place(
     assert listed[bad] == {"run_id": bad, "unreadable": listed[bad]["unreadable"]}
     assert f"run {bad} header cannot be read back" in listed[bad]["unreadable"]
     assert err.count("\n") == 1 and f"run {bad} header cannot be read back" in err
+
+
+def test_show_tells_how_the_run_was_started_and_each_requests_output_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "r.sqlite")
+    fixture = str(FIXTURES / "parallel_calls.yaml")
+    argv = ["run", fixture, "--db", db, "--json", "--durability", "step", "--seed", "7"]
+    assert main(argv) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["show", run_id, "--db", db, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    started = shown["started_as"]
+    assert (started["durability"], started["seed"], started["tenant"]) == ("step", 7, "optiverse")
+    assert started["model"].startswith("scripted:")
+    limits = shown["context"]["max_output_tokens_per_step"]
+    assert len(limits) == shown["model_steps"] >= 2
+    assert all(isinstance(limit, int) and limit > 0 for limit in limits)
+    assert main(["show", run_id, "--db", db]) == 0
+    assert "started as: durability step  seed 7" in capsys.readouterr().out

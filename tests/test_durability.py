@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 
 from runner import _failpoints
+from runner.budget import Limits
 from runner.clock import FakeClock
 from runner.contracts import ContractSet
 from runner.engine import Engine
-from runner.errors import ConfigError
+from runner.errors import ConfigError, ResumeRefused
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from runner.store import SqliteStore
 from runner.tools import ToolImplementation, ToolInvocation, ToolResponse
@@ -274,3 +275,41 @@ def test_a_resumed_run_commits_as_it_began_unless_its_spec_says_otherwise(
         ("step", "transition"): 7 + 3,
     }
     assert (by_default, told_other) == (left[began, began], left[began, other])
+
+
+def test_a_resume_under_other_limits_is_refused_before_anything_is_re_driven(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """A run's recorded decisions were taken under its limits: a resume given other ones is
+    refused at once, naming each limit that differs (it used to stop with a divergence at the
+    first decision they changed), and the run resumes as it was with its own."""
+    path = tmp_path / "r.sqlite"
+    store = SqliteStore(path)
+    first = Watching(Committed(path))
+    engine = Engine(contracts=contracts, toolbox=first, store=store, clock=FakeClock(START))
+    original = _failpoints.committed
+    _failpoints.committed = _crash_after(3)  # type: ignore[assignment]
+    try:
+        with pytest.raises(_Crash):
+            engine.run_sync(spec(), first)
+    finally:
+        _failpoints.committed = original  # type: ignore[assignment]
+    (listing,) = store.runs()
+    run_id = listing.header.run_id
+    store.close()  # the process died: the next one opens the file afresh
+    store = SqliteStore(path)
+    stored = len(store.transitions(run_id))
+    going_on = Watching(Committed(path))
+    going_on.replies = going_on.replies[1:]
+    going_on.requests = 1
+    clock = FakeClock(START)
+    engine = Engine(contracts=contracts, toolbox=going_on, store=store, clock=clock)
+    other = Limits(max_attempts=3, max_seconds=45)
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+        with pytest.raises(ResumeRefused) as refused:
+            runner.run(engine.resume(run_id, spec(limits=other), going_on))
+        assert "max_attempts 8 (given 3), max_seconds 30.0 (given 45.0)" in str(refused.value)
+        assert len(store.transitions(run_id)) == stored and going_on.requests == 1
+        result = runner.run(engine.resume(run_id, spec(), going_on))
+    store.close()
+    assert result.terminal.value == "complete", result.reason

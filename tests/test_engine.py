@@ -92,6 +92,31 @@ def test_wait_that_fits_is_slept_then_retried(contracts: ContractSet) -> None:
     assert clock.sleeps == [29.0] and result.terminal.value == "complete"
 
 
+def test_a_503s_retry_after_is_honoured_as_a_rate_limits_is(contracts: ContractSet) -> None:
+    """RFC 9110 gives Retry-After to a 503 too: a `service_unavailable` that carries one is
+    retried after it (delay-seconds or an HTTP-date), not after the backoff; past the deadline,
+    not at all."""
+    fixture = make_fixture(
+        environment={
+            "search_flights": [
+                {"respond": UNAVAILABLE, "retry_after": "17"},
+                {"respond": UNAVAILABLE, "retry_after": "Mon, 01 Mar 2027 09:00:25 GMT"},
+                {"respond": FLIGHTS_OK},
+            ]
+        },
+    )
+    result, clock, _, _ = drive(fixture, contracts)
+    assert clock.sleeps == [17.0, 8.0] and result.terminal.value == "complete"
+    assert result.waits_s == [17.0, 8.0]
+    late = make_fixture(
+        budget={"max_seconds": 30},
+        environment={"search_flights": [{"respond": UNAVAILABLE, "retry_after": "45"}]},
+        model=[search(), {"final": "unavailable; nothing confirmed"}],
+    )
+    result, clock, _, _ = drive(late, contracts)
+    assert clock.sleeps == [] and (result.terminal.value, result.reason) == ("abstain", "deadline")
+
+
 def test_check_before_sleep_counts_attempts(contracts: ContractSet) -> None:
     """With the attempt budget spent, a retry is not even waited for."""
     fixture = make_fixture(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runner._frozen import quick_init
+from runner._frozen import quick_init, quick_new
 from runner._state import Decided
 from runner.decide import Batch, Exit, Facts, Verdict
 from runner.models.base import ModelReply, TokenUsage, ToolCall
@@ -173,3 +173,61 @@ def test_many_fields_are_built_through_a_twin_and_a_subclass_keeps_its_own() -> 
     sub = Sub(**fields)
     assert type(sub) is Sub
     assert dataclasses.asdict(sub) == fields
+
+
+NEW: list[type[Any]] = [
+    Facts, ToolInvocation, RecordedOutput, RecordedTurn, TransitionRecord, Verdict, Decided,
+    ToolResultMessage, AssistantMessage, Responded, *ToolObservation.__args__,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", NEW, ids=lambda kind: kind.__name__)
+def test_quick_new_builds_what_the_class_builds(kind: type[Any]) -> None:
+    """`quick_new(kind)(...)` is `kind(...)`: the same class and fields, frozen, the same
+    keyword-only signature, required fields required and unknown ones refused."""
+    new = quick_new(kind)
+    fields = dataclasses.fields(kind)
+    assert inspect.signature(new).parameters.keys() == inspect.signature(kind).parameters.keys()
+    for parameter, field in zip(inspect.signature(new).parameters.values(), fields, strict=True):
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        default = inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
+        assert parameter.default == default
+    required = {f.name: object() for f in fields if f.default is dataclasses.MISSING}
+    value = new(**required)
+    assert type(value) is kind
+    assert value == kind(**required)
+    for field in fields:
+        assert getattr(value, field.name) is required.get(field.name, field.default)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(value, fields[0].name, None)
+    with pytest.raises(TypeError):
+        new(**required, colour="red")
+    if required:
+        with pytest.raises(TypeError):
+            new(**dict(list(required.items())[1:]))
+        with pytest.raises(TypeError):
+            new(*required.values())
+
+
+def test_quick_new_takes_what_quick_init_takes() -> None:
+    @dataclasses.dataclass(slots=True, kw_only=True)
+    class Mutable:
+        x: int
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Factory:
+        xs: list[int] = dataclasses.field(default_factory=list)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Positional:
+        x: int
+
+    for kind in (Mutable, Factory, Positional):
+        with pytest.raises(TypeError):
+            quick_new(kind)
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Empty:
+        pass
+
+    assert quick_new(Empty)() == Empty()

@@ -74,10 +74,34 @@ def test_an_adapter_written_without_the_limit_is_asked_without_it(
     assert not takes_output_limit(Plain()) and not takes_output_limit(Positional())
     assert takes_output_limit(Keywords()) and takes_output_limit(ScriptedModel([]))
     assert not takes_output_limit(object())
-    model = FunctionModel(lambda transcript, tools: "NH7.")
-    assert not takes_output_limit(model)
+    inner = FunctionModel(lambda transcript, tools: "NH7.")
+
+    class ThreeArguments:  # an adapter written before the limit existed
+        async def generate(self, transcript: Any, tools: Any, tool_choice: Any) -> ModelReply:
+            return await inner.generate(transcript, tools, tool_choice)
+
+    model = ThreeArguments()
+    assert not takes_output_limit(model) and takes_output_limit(inner)
     result = run_fixture(make_fixture(), contracts, MemoryStore(), model=model).result
     assert result.terminal.value == "complete"
+    assert inner.output_limits == [None]  # asked without it
+
+
+def test_the_testing_kits_function_model_is_told_the_limit_and_cut_at_it(
+    contracts: ContractSet,
+) -> None:
+    """`FunctionModel` takes the limit as a provider does: it keeps what each request was sent,
+    and a reply past it comes back cut off, so a long answer cannot carry a test run past its
+    token cap (it ends on the bound, as a live run would)."""
+    model = FunctionModel(lambda transcript, tools: _answer(20_000))  # about 5,000 tokens
+    store = MemoryStore()
+    fixture = make_fixture(budget={"max_tokens": 1000})
+    result = run_fixture(fixture, contracts, store, model=model).result
+    assert (result.terminal.value, result.reason) == ("abstain", "tokens")
+    assert result.tokens_in + result.tokens_out <= 1000
+    turns = store.turns(result.run_id)
+    assert model.output_limits == [turn.max_output_tokens for turn in turns]
+    assert turns[0].stop_reason == "max_tokens" and turns[0].output_tokens == model.output_limits[0]
 
 
 def test_a_tool_call_cut_off_by_the_budget_ends_the_run_on_that_bound(

@@ -6,12 +6,14 @@ each test submits its own runs.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from runner.cli import main
 from runner.store import SqliteStore
 from tests.conftest import ROOT
 from tests.service_harness import A_READ, LONG, A, B, Service, loopback, read_events, serving
@@ -54,6 +56,21 @@ def test_a_fixture_run_goes_from_post_to_complete(service: Service) -> None:
         stored.close()
 
 
+def test_a_run_read_through_the_api_is_what_runner_show_json_prints(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`GET /v1/runs/ID` is `runner show --json`'s object plus the service's own keys."""
+    run_id = service.submit("read_only_success")
+    served = service.wait_ended(run_id)
+    assert main(["show", run_id, "--db", str(service.db), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert {k: v for k, v in served.items() if k in shown and k != "holds"} == {
+        k: v for k, v in shown.items() if k != "holds"
+    }
+    assert served["started_as"]["durability"] == "transition"
+    assert len(served["context"]["max_output_tokens_per_step"]) == served["model_steps"]
+
+
 def test_every_bundled_fixture_can_be_named_json_ones_too(service: Service) -> None:
     """The fixtures a run may name are those `runner run FOLDER` reads in each bundled folder,
     the injection fixtures (JSON) included, and the config's own (`long_search`); an injection
@@ -80,6 +97,11 @@ def test_the_events_stream_delivers_every_transition_in_order_and_resumes(
     seqs = [data["seq"] for event, _, data in events if event == "transition"]
     assert seqs == [t["seq"] for t in stored["transitions"]]  # all, in order, none twice
     assert [ident for event, ident, _ in events if event == "transition"] == [str(s) for s in seqs]
+    assert events[-1][1] == str(seqs[-1])  # the end carries the last seq
+    with service.client() as client:  # a reconnect from past the end, or from the very end
+        past = read_events(client, run_id, last_event_id=str(seqs[-1] + 50))
+        at_end = read_events(client, run_id, last_event_id=str(seqs[-1]))
+    assert [(event, ident) for event, ident, _ in past + at_end] == [("end", str(seqs[-1]))] * 2
 
 
 def test_a_hold_needing_approval_is_approved_through_the_api_and_commits_once(

@@ -46,6 +46,7 @@ def test_two_services_and_two_workers_share_one_postgres_store(pg_url: str, tmp_
             queued = client.get(f"/v1/runs/{submitted[0][1]}").json()
             waiting = client.get("/v1/runs", params={"limit": 100}).json()
         assert queued["status"] == "queued" and queued["accepted_at"] is not None
+        assert (queued["fixture"], queued["transitions"]) == ("read_only_success", [])
         assert waiting["total"] == RUNS  # listed while no worker has begun them
         assert {item["status"] for item in waiting["runs"]} == {"queued"}
         assert [item["run_id"] for item in waiting["runs"]] == [run for _, run in submitted]

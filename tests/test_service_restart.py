@@ -36,6 +36,14 @@ def test_runs_accepted_before_a_crash_are_started_or_resumed_by_the_next_process
         with first.client() as client:
             read_events(client, in_flight, stop_after=3)  # it is going; the others wait
             listed = client.get("/v1/runs").json()
+            waiting = client.get(f"/v1/runs/{queued[0]}").json()
+            going = client.get(f"/v1/runs/{in_flight}").json()
+        # a queued run has every key a started run has, with nothing in it yet
+        assert set(waiting) == set(going)
+        assert (waiting["status"], waiting["fixture"]) == ("queued", "read_only_success")
+        assert (waiting["transitions"], waiting["states"], waiting["attempts"]) == ([], [], 0)
+        assert (waiting["started_as"], going["started_as"]["tenant"]) == (None, going["tenant"])
+        assert set(waiting["context"]) == set(going["context"])
         statuses = {item["run_id"]: item["status"] for item in listed["runs"]}
         assert listed["total"] == 4
         assert statuses[in_flight] == "running"

@@ -296,7 +296,7 @@ def _resume(args: argparse.Namespace) -> int:
             if args.json:  # the stored run as `show --json` prints it, marked as not resumed
                 recording = Recording.from_store(store, args.run_id)
                 holds = stored_holds(recording, args.db.folder)
-                ended = ended_run_json(recording.header, summary, recording.transitions, holds)
+                ended = ended_run_json(recording, summary, holds)
                 print(json.dumps(ended, sort_keys=True))
                 return 0
             print(

@@ -18,7 +18,7 @@ from .._tool_commands import (
 from ..budget import Limits
 from ..children import children_of, family_ids
 from ..contracts import ContractSet
-from ..errors import LoadError, StoreCorrupt, StoreError
+from ..errors import ConfigError, LoadError, StoreCorrupt, StoreError
 from ..grading import Check, FixtureGrade, grade
 from ..mcp import with_recorded
 from ..recording import RAW_OUTCOME_ADAPTER, Responded
@@ -31,9 +31,10 @@ from ..report import (
     printable,
     printable_json,
     replay_json,
-    run_json,
     run_text,
     side_by_side,
+    started_as_line,
+    stored_run_json,
 )
 from ..store.base import RunListing, Store, UnreadableRun
 from ..travel import (
@@ -64,18 +65,19 @@ def show_command(args: argparse.Namespace) -> int:
             assert found is not None
             view = RunView.of_stored(found, store.summary(run_id), store.transitions(run_id))
             links = children_of(store.outputs(run_id))
-            views.append((found, view, links))
+            views.append((found, view, links, store.turns(run_id)))
     finally:
         store.close()
-    for index, (found, view, links) in enumerate(views):
+    for index, (found, view, links, turns) in enumerate(views):
         if args.json:
-            data = run_json(view, None)
+            data = stored_run_json(found, view, turns)
             if links:  # only a run that started child runs has the key
                 data["children"] = [{"call_id": c, "run_id": r} for c, r in links]
             print(json.dumps(data, sort_keys=True))
             continue
         heading = found.name if index == 0 else f"child {found.name}"
         print(run_text(view, heading))
+        print(started_as_line(found))
         for call_id, child in links:
             print(printable(f"  child run {child} (call {call_id})"))
         print(context_table(view))
@@ -274,7 +276,12 @@ def _grade_stored(
             unreadable += 1
             continue
         pinned = with_recorded(contracts, recording.header.annotations)
-        trial = grade(recording, pinned, expect, holds)
+        try:
+            trial = grade(recording, pinned, expect, holds)
+        except ConfigError as exc:  # graded with other contracts than it ran with: named
+            print(f"error: {printable(one_line(str(exc)))}", file=sys.stderr)
+            unreadable += 1
+            continue
         forged = grant_not_in_ledger(recording, store)
         if forged is not None:
             trial.checks.append(Check("no_write_without_required_approval", False, forged))

@@ -281,13 +281,17 @@ def _decision_route(app: FastAPI, service: RunService, verb: str, needs: Any) ->
 
 
 async def _stream(service: RunService, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
-    """Every transition after `after`, in order, each with `id:` its seq; then `end`."""
+    """Every transition after `after`, in order, each with `id:` its seq; then `end`, whose id
+    is the run's last seq (never a higher one the client sent)."""
+    streamed = False
     while True:
         records, end = await anyio.to_thread.run_sync(service.events_after, run_id, after)
         for record in records:
-            after = record["seq"]
+            after, streamed = record["seq"], True
             yield ServerSentEvent(json.dumps(record), event="transition", id=str(after))
         if end is not None and not records:
+            if not streamed:  # `after` is the client's: it may be past the run's last seq
+                after = await anyio.to_thread.run_sync(service.last_seq, run_id, after)
             yield ServerSentEvent(json.dumps(end), event="end", id=str(after))
             return
         if not records:

@@ -26,7 +26,7 @@ from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..errors import ApprovalRefused, RunnerError
 from ..handle import RunHandle
-from ..report import RunView, run_json, transition_json
+from ..report import RunView, run_json, stored_run_json, transition_json
 from ..states import State
 from ..store import SqliteStore
 from ..store.approvals import Proposal
@@ -350,18 +350,28 @@ class RunService:
         when = self._accepted_at(run_id)
         accepted_at = when.isoformat() if when is not None else None
         failure = self._failure(run_id)
-        if header is None:
-            return {
-                "run_id": run_id,
-                "tenant": key.tenant,  # check_tenant found it queued for this tenant
-                "status": "failed" if failure else "queued",
-                "state": State.PLAN.value,
-                "error": failure,
-                "accepted_at": accepted_at,
-            }
+        if header is None:  # not started: the same keys as a started run, with nothing in them
+            name = accepted.name if accepted is not None else self._queued_name(key, run_id)
+            data = run_json(RunView.not_started(run_id, name), None)
+            data["context"]["max_output_tokens_per_step"] = []
+            data.update(
+                started_as=None,
+                status="failed" if failure else "queued",
+                error=failure,
+                state=State.PLAN.value,
+                tenant=key.tenant,  # check_tenant found it queued for this tenant
+                started_at=None,
+                accepted_at=accepted_at,
+                continues=None,
+                continued_as=None,
+                continuation_error=None,
+                holds=None,
+            )
+            return data
         summary = store.summary(run_id)
         records = self._logs.read(store, run_id)  # only what it appended since the last read
-        data = run_json(RunView.of_stored(header, summary, records), None)
+        view = RunView.of_stored(header, summary, records)
+        data = stored_run_json(header, view, store.turns(run_id))  # as `runner show --json`
         state = summary.terminal if summary else (records[-1].to_state if records else State.PLAN)
         data.update(
             status=_status(summary is not None, failure),
@@ -452,6 +462,11 @@ class RunService:
         job = self._jobs.get(run_id) if self._jobs is not None else None
         return job.failure if job is not None else None
 
+    def _queued_name(self, key: ApiKey, run_id: str) -> str:
+        """The name a run another process accepted was queued under ("" if it is not listed)."""
+        listed = self._not_started(key.tenant, set())
+        return next((str(item["name"]) for item in listed if item["run_id"] == run_id), "")
+
     def _not_started(self, tenant: str, stored: set[str]) -> list[dict[str, Any]]:
         """The tenant's accepted runs with no header stored yet: queued, or failed to start."""
         if self._jobs is None:
@@ -490,6 +505,15 @@ class RunService:
             if failure is not None:
                 end = {"run_id": run_id, "terminal": None, "reason": failure}
         return [transition_json(r) for r in records], end
+
+    def last_seq(self, run_id: str, at_most: int) -> int:
+        """The seq of the run's last stored transition, if it is below `at_most`; else
+        `at_most` (-1: the run has none)."""
+        store = self.store()
+        if at_most < 1 or store.transitions_after(run_id, at_most - 1, 1):
+            return at_most
+        records = store.transitions(run_id)  # only for a seq past the end: a client's mistake
+        return records[-1].seq if records else -1
 
     # -- approvals -----------------------------------------------------------------------------
 

@@ -58,16 +58,19 @@ class MemoryStore(MemoryApprovals):
         self.output_log[header.run_id] = []
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
-        self._known(record.run_id)
-        self._fenced(record.run_id)
-        records = self.records[record.run_id]
+        run_id = record.run_id  # `_known` and `_fenced`, inlined: three appends a step
+        if run_id not in self.headers:
+            raise StoreError(f"run {run_id} was never begun")
+        if run_id in self._fences:
+            self._fenced(run_id)
+        records = self.records[run_id]
         if record.seq != len(records) + 1:
-            raise StoreError(f"run {record.run_id}: seq {record.seq} after {len(records)}")
+            raise StoreError(f"run {run_id}: seq {record.seq} after {len(records)}")
         for item in inputs:
             if isinstance(item, RecordedTurn):
-                self.turn_log[record.run_id].append(item)
+                self.turn_log[run_id].append(item)
             else:
-                self.output_log[record.run_id].append(item)
+                self.output_log[run_id].append(item)
         records.append(record)
 
     def end_run(self, summary: RunSummary) -> None:

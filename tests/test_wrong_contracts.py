@@ -1,0 +1,79 @@
+"""Replaying or grading a run with contracts that do not declare its tools is refused, named:
+a run can only have started with contracts for every tool it was offered, so these are another
+set, and replayed with them its calls would read as `unknown_tool` (a divergence that is not
+the run's)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from runner.api import grade_run_sync, replay_run_sync
+from runner.cli import main
+from runner.contracts import load_contracts
+from runner.errors import ConfigError
+from runner.store import SqliteStore
+from runner.store.base import RunListing
+from runner.travel import load_travel_contracts
+
+from .conftest import ROOT
+
+EXAMPLES = ROOT / "examples"
+
+
+def _embedding_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("embed_service", EXAMPLES / "embed_service.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run_ids(store: SqliteStore) -> list[str]:
+    return [item.header.run_id for item in store.runs() if isinstance(item, RunListing)]
+
+
+@pytest.fixture
+def embedded_runs(tmp_path: Path) -> Path:
+    """The embedding example's store: its runs were offered `lookup_order` and `refund_order`."""
+    asyncio.run(_embedding_example().main(tmp_path))
+    return tmp_path / "runs.sqlite"
+
+
+def test_the_library_refuses_to_replay_or_grade_with_other_contracts(embedded_runs: Path) -> None:
+    store = SqliteStore(embedded_runs, read_only=True)
+    try:
+        run_id = _run_ids(store)[0]
+        travel = load_travel_contracts()
+        for attempt in (replay_run_sync, grade_run_sync):
+            with pytest.raises(ConfigError, match="lookup_order, refund_order"):
+                attempt(store, run_id, travel)
+        own = load_contracts(EXAMPLES / "contracts")
+        assert replay_run_sync(store, run_id, own).identical
+        assert grade_run_sync(store, run_id, own).passed
+    finally:
+        store.close()
+
+
+def test_the_command_line_names_the_missing_contracts(
+    embedded_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(embedded_runs)
+    store = SqliteStore(embedded_runs, read_only=True)
+    try:
+        run_ids = _run_ids(store)
+    finally:
+        store.close()
+    assert main(["replay", run_ids[0], "--db", db]) == 2
+    assert "give the contracts it ran with (`--contracts DIR`" in capsys.readouterr().err
+    assert main(["grade", "--stored", "--db", db]) == 2  # each run named, none graded
+    out, err = capsys.readouterr()
+    assert err.count("these contracts do not declare") == len(run_ids) == 3
+    assert "overall: nothing graded" in out
+    contracts = str(EXAMPLES / "contracts")
+    assert main(["--contracts", contracts, "replay", run_ids[0], "--db", db]) == 0
+    assert main(["--contracts", contracts, "grade", "--stored", "--db", db]) == 0
