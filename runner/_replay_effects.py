@@ -155,6 +155,11 @@ class ReplayEffects:
         """A continuation's run id: every input served is recorded again under it, so the
         continuation's own recording is whole (it re-drives another run's inputs)."""
         self._served_inputs: list[Recorded] = []
+        self._ended: dict[int, float] = {}
+        """Each served dispatch's recorded end until `output_ended` takes it."""
+        self._answered: float | None = None
+        """The last served reply's recorded end (an exact re-drive's; None: a counterfactual's,
+        whose clock may stand elsewhere)."""
 
     def unserved(self) -> list[str]:
         """Recorded inputs an exact re-drive never asked for (a recording with extra inputs)."""
@@ -256,6 +261,7 @@ class ReplayEffects:
         self.limit_sent = max_output_tokens if self.counterfactual else recorded_limit
         await self._serve_at(turn.started_at, turn.ended_at)
         self._served(turn)
+        self._answered = None if self.counterfactual else turn.ended_at
         if turn.stop_reason.startswith(FAILED_PREFIX):
             kind = turn.stop_reason.removeprefix(FAILED_PREFIX)
             if kind == "TimeoutError":
@@ -281,10 +287,18 @@ class ReplayEffects:
             )
         return reply
 
+    def output_ended(self, ordinal: int) -> float | None:
+        served = self._ended.pop(ordinal, None)
+        if served is None and self.live is not None:  # answered live (or lost) past the record
+            return self.live.output_ended(ordinal)
+        return served
+
     def answered_at(self) -> float:
         if self._live_answer and self.live is not None:
             return self.live.answered_at()
-        return self.clock.monotonic() - self.started  # a served reply ends when the clock says
+        if self._answered is not None:  # as recorded: what the live run read (`LiveEffects`)
+            return self._answered
+        return self.clock.monotonic() - self.started  # a counterfactual's: when its clock says
 
     def use_fallback(self) -> bool:
         """The recording switched models if it went on asking; past it, ask the live adapter."""
@@ -346,4 +360,5 @@ class ReplayEffects:
                 )
         await self._serve_at(output.started_at, output.ended_at)
         self._served(output)
+        self._ended[ordinal] = output.ended_at
         return rebuild_outcome(output.outcome)
