@@ -157,9 +157,6 @@ class ReplayEffects:
         self._served_inputs: list[Recorded] = []
         self._ended: dict[int, float] = {}
         """Each served dispatch's recorded end until `output_ended` takes it."""
-        self._answered: float | None = None
-        """The last served reply's recorded end (an exact re-drive's; None: a counterfactual's,
-        whose clock may stand elsewhere)."""
 
     def unserved(self) -> list[str]:
         """Recorded inputs an exact re-drive never asked for (a recording with extra inputs)."""
@@ -261,7 +258,6 @@ class ReplayEffects:
         self.limit_sent = max_output_tokens if self.counterfactual else recorded_limit
         await self._serve_at(turn.started_at, turn.ended_at)
         self._served(turn)
-        self._answered = None if self.counterfactual else turn.ended_at
         if turn.stop_reason.startswith(FAILED_PREFIX):
             kind = turn.stop_reason.removeprefix(FAILED_PREFIX)
             if kind == "TimeoutError":
@@ -296,8 +292,9 @@ class ReplayEffects:
     def answered_at(self) -> float:
         if self._live_answer and self.live is not None:
             return self.live.answered_at()
-        if self._answered is not None:  # as recorded: what the live run read (`LiveEffects`)
-            return self._answered
+        served = self.turns.get(self._asked)
+        if served is not None and not self.counterfactual:  # as recorded, as the live run read
+            return served.ended_at
         return self.clock.monotonic() - self.started  # a counterfactual's: when its clock says
 
     def use_fallback(self) -> bool:

@@ -26,6 +26,7 @@ from runner.clock import CatchUp, Clock, FakeClock, SystemClock
 from runner.confirm import ApprovalSecret
 from runner.contracts import ContractSet
 from runner.engine import Engine
+from runner.errors import ResumeRefused
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from runner.policy import ApprovalRules, Policy
 from runner.replay import Recording, replay
@@ -300,6 +301,14 @@ def test_continue_approved_on_a_real_clock_does_not_relive_the_waiting_run(
         clock=SystemClock(),
         policy=policy,
     )
+    other = spec(limits=Limits(max_seconds=60))  # not the waiting run's: refused, none stored
+    with pytest.raises(ResumeRefused, match=r"max_seconds 120\.0 \(given 60\.0\)"):
+        asyncio.run(
+            engine.continue_approved(
+                waiting.run_id, other, SearchThenHold(), secret=secret, now=now
+            )
+        )
+    assert len(store.runs()) == 1
     began = time.monotonic()
     continued = asyncio.run(
         engine.continue_approved(
