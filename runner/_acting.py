@@ -6,7 +6,7 @@ in the transcript.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Final, assert_never
 
 from . import budget as bounds
@@ -89,10 +89,10 @@ async def call(core: Core, run: RunState) -> None:
     if slot.duplicate_of is not None and slot.observation is None:
         slot.observation = refuse_duplicate(slot)  # the first call has been answered by now
     if slot.observation is not None:
-        observation = slot.observation
+        observation, slot.came_at = slot.observation, None
     else:
         assert slot.task is not None and slot.contract is not None
-        outcome, ended = await slot.task
+        outcome, ended, slot.came_at = await slot.task
         slot.task = None
         _account_child(run, slot, outcome)
         latency = round((ended - slot.started) * 1000, 3)
@@ -225,12 +225,22 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
         blocked=bounds.blocks_dispatch(limits, usage, now),
         now=now,
         deadline=bounds.deadline(limits, usage),
-        wall=clock.now(),
+        wall=_answered_wall(core, run, slot),
         tripped=run.tripped,
         batch=run.batch.standing,
         last=last,
         unsettled=_unsettled(run) if last else None,
     )
+
+
+def _answered_wall(core: Core, run: RunState, slot: Slot) -> datetime:
+    """The wall time `slot`'s outcome came at, as the record has it: the run's recorded start
+    plus the outcome's recorded end, so a Retry-After date is read at the same instant when the
+    run is replayed or resumed (the clock's `now` at the decision is microseconds later, and on
+    a resume hours later). The clock's now for an outcome no dispatch recorded."""
+    if slot.came_at is None:
+        return core.clock.now()
+    return run.setup.started_wall + timedelta(seconds=slot.came_at)
 
 
 async def observe(core: Core, run: RunState) -> None:

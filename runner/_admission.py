@@ -256,6 +256,7 @@ async def _outcome(
     ordinal: int,
     invocation: ToolInvocation,
     implementation: ToolImplementation,
-) -> tuple[Any, float]:
-    outcome = await run.setup.effects.call(ordinal, invocation, implementation)
-    return outcome, run.clock.monotonic()
+) -> tuple[Any, float, float | None]:
+    effects = run.setup.effects
+    outcome = await effects.call(ordinal, invocation, implementation)
+    return outcome, run.clock.monotonic(), effects.output_ended(ordinal)

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ._approval_gate import digest_for
-from ._run_checks import as_it_began
+from ._run_checks import as_it_began, check_same_limits
 from ._state import Runtime
 from .approvals import ledger_of
 from .confirm import ApprovalSecret, read_token, verify_token
@@ -198,6 +198,8 @@ async def begin_continuation(
     recorded; None for the spec when that continuation was made already (asked again after a
     crash: resume it). Raises `ApprovalRefused` when the checks fail or it has already ended."""
     waiting = await read_waiting(runtime, reader, run_id)
+    if waiting.header is not None:  # (`read_waiting` refused a run with none)
+        check_same_limits(spec, waiting.header)  # before any token is used: nothing stored
     new_id, continuation, used = plan_continuation(
         runtime, run_id, spec, secret=secret, now=now, token=token, waiting=waiting
     )

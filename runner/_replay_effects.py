@@ -155,6 +155,8 @@ class ReplayEffects:
         """A continuation's run id: every input served is recorded again under it, so the
         continuation's own recording is whole (it re-drives another run's inputs)."""
         self._served_inputs: list[Recorded] = []
+        self._ended: dict[int, float] = {}
+        """Each served dispatch's recorded end until `output_ended` takes it."""
 
     def unserved(self) -> list[str]:
         """Recorded inputs an exact re-drive never asked for (a recording with extra inputs)."""
@@ -281,10 +283,19 @@ class ReplayEffects:
             )
         return reply
 
+    def output_ended(self, ordinal: int) -> float | None:
+        served = self._ended.pop(ordinal, None)
+        if served is None and self.live is not None:  # answered live (or lost) past the record
+            return self.live.output_ended(ordinal)
+        return served
+
     def answered_at(self) -> float:
         if self._live_answer and self.live is not None:
             return self.live.answered_at()
-        return self.clock.monotonic() - self.started  # a served reply ends when the clock says
+        served = self.turns.get(self._asked)
+        if served is not None and not self.counterfactual:  # as recorded, as the live run read
+            return served.ended_at
+        return self.clock.monotonic() - self.started  # a counterfactual's: when its clock says
 
     def use_fallback(self) -> bool:
         """The recording switched models if it went on asking; past it, ask the live adapter."""
@@ -346,4 +357,5 @@ class ReplayEffects:
                 )
         await self._serve_at(output.started_at, output.ended_at)
         self._served(output)
+        self._ended[ordinal] = output.ended_at
         return rebuild_outcome(output.outcome)

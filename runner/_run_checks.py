@@ -77,7 +77,7 @@ def as_resumed(spec: RunSpec, stored: RunHeader) -> RunSpec:
     """The spec a stored run resumes with: as it began (`as_it_began`), a continuation of the
     run it continued, priced as it began whatever the table says now, committing as it began
     unless `spec` says otherwise."""
-    _check_same_limits(spec, stored)
+    check_same_limits(spec, stored)
     spec = as_it_began(spec, stored)
     if spec.durability is None and stored.durability is not None:
         spec = dataclasses.replace(spec, durability=stored.durability)
@@ -88,7 +88,7 @@ def as_resumed(spec: RunSpec, stored: RunHeader) -> RunSpec:
     return spec
 
 
-def _check_same_limits(spec: RunSpec, stored: RunHeader) -> None:
+def check_same_limits(spec: RunSpec, stored: RunHeader) -> None:
     """Refuse limits other than those the run began with, before anything is re-driven: its
     recorded decisions (and each model request's output limit) were taken under them, so the
     re-drive would diverge at the first one they change. Limits a header no longer loads are

@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import logging
 import secrets
+from datetime import datetime
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -38,9 +39,11 @@ def new_run(
     known: list[TransitionRecord],
     system_prompt: str,
     clock: Clock | None = None,
+    started_wall: datetime | None = None,
 ) -> RunState:
     """The state of a run about to start (or to be re-driven): its setup fixed once here.
-    `clock`: the run's own time (a re-driven run's `clock.CatchUp`); the engine's by default."""
+    `clock`: the run's own time (a re-driven run's `clock.CatchUp`); the engine's by default.
+    `started_wall`: when it began (a resumed run's header's); now by default."""
     contracts = runtime.contracts
     offered = tuple(
         ToolSpec(
@@ -69,7 +72,7 @@ def new_run(
         log=log,
         logging=enabled(logging.INFO) if callable(enabled) else True,
         effects=effects,
-        started_wall=runtime.clock.now(),
+        started_wall=started_wall or runtime.clock.now(),
         known=known,
         key_scope=str(continuation.get("key_scope") or run_id),
         grants={str(g["operation_key"]): dict(g) for g in continuation.get("grants", ())},

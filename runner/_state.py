@@ -84,10 +84,14 @@ class Slot:
     when, they have passed validation (so it also says that they have)."""
     observation: ToolObservation | None = None
     """Set at admission when the call is answered without dispatch."""
-    task: Awaitable[tuple[ToolResponse | BaseException, float]] | None = None
+    task: Awaitable[tuple[ToolResponse | BaseException, float, float | None]] | None = None
     """The dispatch in flight: a task when the batch has several calls (they run concurrently),
-    the bare coroutine when it has one (awaited in place; no task to schedule)."""
+    the bare coroutine when it has one (awaited in place; no task to schedule). It gives the
+    outcome, when it came on the run's clock, and when as recorded (`Effects.output_ended`)."""
     started: float = 0.0
+    came_at: float | None = None
+    """When its last dispatch's outcome came as recorded, in seconds from the run's start
+    (None: none dispatched, or not recorded): the wall time a Retry-After date is read at."""
     retries: int = 0
     operation_key: str | None = None
     params_hash: str | None = None

@@ -86,6 +86,12 @@ class Effects(Protocol):
         clock reads at that point too, so a wait derived from it (a Retry-After date) replays."""
         ...
 
+    def output_ended(self, ordinal: int) -> float | None:
+        """When dispatch `ordinal`'s outcome came, in seconds from the run's start, as recorded
+        (asked once, after its call returned; None: not recorded): a replay serves it at that
+        time too, so a wait derived from it (a Retry-After date) replays to the microsecond."""
+        ...
+
 
 class LiveEffects:
     """Calls the model and tools for real and records each reply and outcome."""
@@ -110,6 +116,8 @@ class LiveEffects:
         self.cancellation: Cancellation | None = None
         """The run's handle's cancel request (runs started with `Engine.start`)."""
         self.last_answer = 0.0
+        self._ended: dict[int, float] = {}
+        """Each recorded dispatch's end until `output_ended` takes it (the calls in flight)."""
         self.limit_sent: int | None = None
         self.limited = takes_output_limit(model)
         """Whether the adapter's `generate` takes `max_output_tokens` (one written before the
@@ -124,6 +132,9 @@ class LiveEffects:
 
     def answered_at(self) -> float:
         return self.last_answer
+
+    def output_ended(self, ordinal: int) -> float | None:
+        return self._ended.pop(ordinal, None)
 
     async def ask(
         self,
@@ -239,6 +250,7 @@ class LiveEffects:
         outcome: ToolResponse | BaseException,
         started: float,
     ) -> None:
+        self._ended[ordinal] = ended = self.since_start()
         self.recorded.append(
             _OUTPUT(
                 run_id=self.run_id,
@@ -248,7 +260,7 @@ class LiveEffects:
                 operation_key=invocation.operation_key,
                 outcome=raw_outcome(outcome),
                 started_at=started,
-                ended_at=self.since_start(),
+                ended_at=ended,
             )
         )
 

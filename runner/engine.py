@@ -219,7 +219,11 @@ class Engine:
         effects = ReplayEffects(
             turns, outputs, clock, began, live=live, in_flight=in_flight, record_as=record_as
         )
-        run = self._new_run(run_id, spec, effects, began, known=known, clock=clock)
+        # It began when its header says: the times its record derives from (a Retry-After
+        # date read at an outcome's recorded end) are read from there, on any clock.
+        run = self._new_run(
+            run_id, spec, effects, began, known=known, clock=clock, started_wall=stored.started_at
+        )
         if self.runtime.pending is not None:  # claims made again while re-driving settle here
             for op in operations:
                 self.runtime.pending.adopt(op.key, run_id)
@@ -402,6 +406,7 @@ class Engine:
         *,
         known: list[TransitionRecord],
         clock: Clock | None = None,
+        started_wall: datetime | None = None,
     ) -> RunState:
         run = new_run(
             self.runtime,
@@ -412,6 +417,7 @@ class Engine:
             known=known,
             system_prompt=self._prompt(spec),
             clock=clock,
+            started_wall=started_wall,
         )
         try:
             offered = run.setup.offered

@@ -77,7 +77,8 @@ class LogFormatError(LoadError):
 
 
 class ResumeRefused(LoadError):
-    """A stored run cannot be continued with the model and world it began with; nothing ran."""
+    """A stored run cannot be continued as it began (its model, its world, its limits);
+    nothing ran."""
 
     def __init__(self, run_id: str, message: str) -> None:
         self.run_id = run_id

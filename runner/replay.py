@@ -185,7 +185,7 @@ def check_contracts_cover(header: RunHeader, contracts: ContractSet) -> None:
         raise ConfigError(
             f"run {header.run_id} was offered tools these contracts do not declare: "
             f"{', '.join(sorted(missing))}; give the contracts it ran with "
-            "(`--contracts DIR` on the command line)"
+            "(on the command line: `runner --contracts DIR replay ...`)"
         )
 
 

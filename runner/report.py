@@ -369,8 +369,13 @@ def _repeated_seeds(fixture: FixtureGrade) -> int:
     return len(known) - len(set(known))
 
 
-def grade_text(grades: list[FixtureGrade], base_seed: int | None = None) -> str:
-    """pass^k per fixture with its own k and seeds; pass^k overall only when every k is one."""
+def grade_text(
+    grades: list[FixtureGrade],
+    base_seed: int | None = None,
+    not_graded: dict[str, str] | None = None,
+) -> str:
+    """pass^k per fixture with its own k and seeds; pass^k overall only when every k is one;
+    then how many stored runs could not be graded (each is named on stderr)."""
     width = max([len(g.fixture) for g in grades] + [len("fixture")])
     lines = [f"{'fixture':<{width}}  trials  pass^k    seeds   failed checks"]
     for fixture in grades:
@@ -412,6 +417,8 @@ def grade_text(grades: list[FixtureGrade], base_seed: int | None = None) -> str:
             f"overall: {passing}/{len(grades)} fixtures passed every trial; trials per fixture "
             f"differ ({ks[0]} to {ks[-1]}), so there is no one pass^k"
         )
+    if not_graded:
+        lines.append(f"not graded: {len(not_graded)} runs (each named on stderr, and why)")
     if base_seed is not None and len(ks) == 1:
         seeds = _seeds(list(range(base_seed, base_seed + ks[0])))
         lines.append(
@@ -420,13 +427,21 @@ def grade_text(grades: list[FixtureGrade], base_seed: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def grade_json(grades: list[FixtureGrade], base_seed: int | None = None) -> dict[str, Any]:
+def grade_json(
+    grades: list[FixtureGrade],
+    base_seed: int | None = None,
+    not_graded: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """`grade --json`; `not_graded`: the stored runs that could not be graded, and why (then
+    `pass_k` is false: a run not graded has not passed)."""
     ks = {g.k for g in grades}
+    not_graded = not_graded or {}
     return {
         "trials": max(ks, default=0),
         "uniform_k": len(ks) <= 1,
         "base_seed": base_seed,
-        "pass_k": all(g.pass_k for g in grades),
+        "pass_k": all(g.pass_k for g in grades) and not not_graded,
+        "not_graded": [{"run_id": k, "problem": v} for k, v in not_graded.items()],
         "fixtures": [
             {
                 "fixture": g.fixture,

@@ -26,6 +26,7 @@ from runner.clock import CatchUp, Clock, FakeClock, SystemClock
 from runner.confirm import ApprovalSecret
 from runner.contracts import ContractSet
 from runner.engine import Engine
+from runner.errors import ResumeRefused
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from runner.policy import ApprovalRules, Policy
 from runner.replay import Recording, replay
@@ -300,6 +301,14 @@ def test_continue_approved_on_a_real_clock_does_not_relive_the_waiting_run(
         clock=SystemClock(),
         policy=policy,
     )
+    other = spec(limits=Limits(max_seconds=60))  # not the waiting run's: refused, none stored
+    with pytest.raises(ResumeRefused, match=r"max_seconds 120\.0 \(given 60\.0\)"):
+        asyncio.run(
+            engine.continue_approved(
+                waiting.run_id, other, SearchThenHold(), secret=secret, now=now
+            )
+        )
+    assert len(store.runs()) == 1
     began = time.monotonic()
     continued = asyncio.run(
         engine.continue_approved(
@@ -373,3 +382,35 @@ def test_skipped_waits_end_in_order_and_the_run_sees_each_end() -> None:
         ("later", 5.0),
         ("observed later", 5.0),
     ]
+
+
+def _date_in(seconds: float) -> str:
+    from email.utils import formatdate  # noqa: PLC0415
+
+    return formatdate(time.time() + seconds, usegmt=True)
+
+
+def test_a_retry_after_date_on_a_real_clock_replays_and_resumes_to_the_microsecond(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """A Retry-After in date form is read at the wall time the outcome came as the record has
+    it (the run's recorded start plus the outcome's recorded end), not at the clock's now when
+    the decision is made: microseconds later in the run, and hours later on a resume. So the
+    recorded wait is derived again exactly: the log replays identical (it diverged by tens of
+    microseconds in `wait_s`), and a run crashed after the retry resumes (it diverged at once).
+    """
+    path = tmp_path / "date.sqlite"
+    first = Supplier(SystemClock(), latency=0.05, limited=_date_in(2))
+    run_id = _crashed_run(contracts, path, SystemClock(), first, at=("retry", "search_flights"))
+    store = SqliteStore(path)
+    try:
+        (retry,) = [r for r in store.transitions(run_id) if r.trigger == "retry"]
+        assert retry.wait_s is not None and 0 < retry.wait_s <= 2
+        _assert_replays(store, contracts, run_id)  # as far as it goes
+    finally:
+        store.close()
+    time.sleep(0.3)  # the process is down a while: the date is read as the record has it
+    going_on = Supplier(SystemClock(), latency=0.05)
+    result, _took = _resume_timed(contracts, path, run_id, going_on)
+    assert result.terminal is State.COMPLETE, result.reason
+    assert result.waits_s == [retry.wait_s] and going_on.holds == 1

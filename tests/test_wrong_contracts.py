@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 from pathlib import Path
 from types import ModuleType
 
@@ -69,11 +70,19 @@ def test_the_command_line_names_the_missing_contracts(
     finally:
         store.close()
     assert main(["replay", run_ids[0], "--db", db]) == 2
-    assert "give the contracts it ran with (`--contracts DIR`" in capsys.readouterr().err
+    assert (
+        "give the contracts it ran with (on the command line: `runner --contracts DIR"
+        in capsys.readouterr().err
+    )
     assert main(["grade", "--stored", "--db", db]) == 2  # each run named, none graded
     out, err = capsys.readouterr()
     assert err.count("these contracts do not declare") == len(run_ids) == 3
-    assert "overall: nothing graded" in out
+    assert "overall: nothing graded" in out and "not graded: 3 runs" in out
+    assert main(["grade", "--stored", "--db", db, "--json"]) == 2
+    graded = json.loads(capsys.readouterr().out)
+    assert graded["pass_k"] is False
+    assert sorted(item["run_id"] for item in graded["not_graded"]) == sorted(run_ids)
+    assert "lookup_order" in graded["not_graded"][0]["problem"]
     contracts = str(EXAMPLES / "contracts")
     assert main(["--contracts", contracts, "replay", run_ids[0], "--db", db]) == 0
     assert main(["--contracts", contracts, "grade", "--stored", "--db", db]) == 0

@@ -246,10 +246,10 @@ def _first_problem(exc: ValidationError) -> str:
 
 def _grade_stored(
     args: argparse.Namespace, store: Store, contracts: ContractSet, grades: dict[str, FixtureGrade]
-) -> int:
-    """Grade the stored runs `args.stored` names (all when none); returns how many were
-    unreadable (each named on stderr)."""
-    unreadable = 0
+) -> dict[str, str]:
+    """Grade the stored runs `args.stored` names (all when none); returns the runs that could
+    not be graded, each with why (each also named on stderr)."""
+    not_graded: dict[str, str] = {}
     recordings: list[Recording] = []
     listed = store.runs()
     run_ids = [linked for named in args.stored for linked in family_ids(store, named)] or [
@@ -273,14 +273,14 @@ def _grade_stored(
         except StoreError as exc:  # named; the other runs are still graded
             named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
             print(f"error: {printable(one_line(named))}", file=sys.stderr)
-            unreadable += 1
+            not_graded[run_id] = one_line(str(exc))
             continue
         pinned = with_recorded(contracts, recording.header.annotations)
         try:
             trial = grade(recording, pinned, expect, holds)
         except ConfigError as exc:  # graded with other contracts than it ran with: named
             print(f"error: {printable(one_line(str(exc)))}", file=sys.stderr)
-            unreadable += 1
+            not_graded[run_id] = one_line(str(exc))
             continue
         forged = grant_not_in_ledger(recording, store)
         if forged is not None:
@@ -289,7 +289,7 @@ def _grade_stored(
         grades.setdefault(name, FixtureGrade(fixture=name)).trials.append(trial)
         recordings.append(recording)
     _tokens_across_runs(recordings, grades)
-    return unreadable
+    return not_graded
 
 
 def grade_command(args: argparse.Namespace) -> int:
@@ -302,11 +302,11 @@ def grade_command(args: argparse.Namespace) -> int:
         raise LoadError("grade takes fixture paths or --stored RUN_ID..., not both")
     if stored and args.policy is not None:
         raise LoadError("--policy has no effect on --stored runs (they ran under their own)")
-    unreadable = 0
+    not_graded: dict[str, str] = {}
     store = open_store(args.db, must_exist=stored, read_only=stored)
     try:
         if args.stored is not None:
-            unreadable = _grade_stored(args, store, contracts, grades)
+            not_graded = _grade_stored(args, store, contracts, grades)
         else:
             if not args.paths:
                 raise LoadError("grade needs fixture paths, or --stored to grade stored runs")
@@ -331,9 +331,9 @@ def grade_command(args: argparse.Namespace) -> int:
     ordered = list(grades.values())
     base_seed = None if args.stored is not None else args.seed
     if args.json:
-        print(json.dumps(grade_json(ordered, base_seed), sort_keys=True))
+        print(json.dumps(grade_json(ordered, base_seed, not_graded), sort_keys=True))
     else:
-        print(grade_text(ordered, base_seed))
-    if unreadable:
+        print(grade_text(ordered, base_seed, not_graded))
+    if not_graded:
         return EXIT_BAD_INPUT
     return 0 if ordered and all(g.pass_k for g in ordered) else EXIT_EXPECTATION_FAILED
