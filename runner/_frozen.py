@@ -25,22 +25,20 @@ even at 7: Verdict 0.57 -> 0.53 us; RecordedOutput, 8 fields, 0.62 -> 0.57; Tool
 10, 0.72 -> 0.59)."""
 
 
-def _fields(kind: type[Any]) -> tuple[dataclasses.Field[Any], ...]:
-    """`kind`'s fields, once it is known to be what `quick_init` and `quick_new` take."""
+def _prepared(
+    kind: type[Any],
+) -> tuple[tuple[dataclasses.Field[Any], ...], dict[str, Any], list[str]]:
+    """What `quick_init` and `quick_new` generate from: `kind`'s fields, once it is known to be
+    a frozen, slotted, keyword-only dataclass they take; the namespace the code runs in (the
+    module's globals as they stand, so the annotations resolve as the generated `__init__`'s do,
+    and each field's bound setter and default: globals, the quickest names a function reads);
+    and the keyword-only parameters, defaults included."""
     params = getattr(kind, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in vars(kind):
         raise TypeError(f"{kind.__name__}: not a frozen, slotted dataclass")
     if hasattr(kind, "__post_init__"):
         raise TypeError(f"{kind.__name__}: has a __post_init__")
-    return dataclasses.fields(kind)
-
-
-def quick_init(kind: T) -> T:
-    """Replace `kind`'s generated `__init__` (a frozen, slotted, keyword-only dataclass with no
-    `default_factory`, `init=False` field or `__post_init__`); returns `kind` (a decorator)."""
-    fields = _fields(kind)
-    # The module's globals as they stand (so the annotations resolve as the generated
-    # `__init__`'s do) and the bound setters: globals, the quickest names a function reads.
+    fields = dataclasses.fields(kind)
     namespace: dict[str, Any] = dict(vars(sys.modules[kind.__module__]))
     signature = []
     for item in fields:
@@ -52,6 +50,13 @@ def quick_init(kind: T) -> T:
         else:
             namespace[f"_default_{item.name}"] = item.default
             signature.append(f"{item.name}=_default_{item.name}")
+    return fields, namespace, signature
+
+
+def quick_init(kind: T) -> T:
+    """Replace `kind`'s generated `__init__` (a frozen, slotted, keyword-only dataclass with no
+    `default_factory`, `init=False` field or `__post_init__`); returns `kind` (a decorator)."""
+    fields, namespace, signature = _prepared(kind)
     head = ", ".join(["self", *(["*", *signature] if signature else [])])
     lines = [f"def __init__({head}):", "    pass"]  # `pass`: a dataclass without fields
     through_slots = [f"_set_{item.name}(self, {item.name})" for item in fields]
@@ -86,18 +91,7 @@ def quick_new(kind: Callable[P, R]) -> Callable[P, R]:
     built as its twin (see `quick_init`) and given its class once.
     """
     assert isinstance(kind, type)
-    fields = _fields(kind)
-    namespace: dict[str, Any] = dict(vars(sys.modules[kind.__module__]))
-    signature = []
-    for item in fields:
-        if not item.kw_only or not item.init or item.default_factory is not dataclasses.MISSING:
-            raise TypeError(f"{kind.__name__}.{item.name}: keyword-only, no default_factory")
-        namespace[f"_set_{item.name}"] = getattr(kind, item.name).__set__
-        if item.default is dataclasses.MISSING:
-            signature.append(item.name)
-        else:
-            namespace[f"_default_{item.name}"] = item.default
-            signature.append(f"{item.name}=_default_{item.name}")
+    fields, namespace, signature = _prepared(kind)
     namespace["_kind"], namespace["_new"] = kind, object.__new__
     head = ", ".join(["*", *signature]) if signature else ""
     lines = [f"def new({head}):"]

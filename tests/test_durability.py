@@ -26,7 +26,7 @@ from runner.errors import ConfigError, ResumeRefused
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from runner.store import SqliteStore
 from runner.tools import ToolImplementation, ToolInvocation, ToolResponse
-from runner.trace import Durability
+from runner.trace import Durability, RunHeader
 from runner.transcript import Transcript
 
 from .conftest import FLIGHT_ARGS
@@ -206,6 +206,26 @@ def _crash_after(commits: int) -> Any:
     return committed
 
 
+def _crashed(contracts: ContractSet, path: Path, commits: int, **engine: Any) -> RunHeader:
+    """A run in a new store at `path` that dies right after its `commits`-th commit (`engine`:
+    the engine's own settings); the header it left."""
+    store = SqliteStore(path)
+    first = Watching(Committed(path))
+    running = Engine(
+        contracts=contracts, toolbox=first, store=store, clock=FakeClock(START), **engine
+    )
+    original = _failpoints.committed
+    _failpoints.committed = _crash_after(commits)  # type: ignore[assignment]
+    try:
+        with pytest.raises(_Crash):
+            running.run_sync(spec(), first)
+    finally:
+        _failpoints.committed = original  # type: ignore[assignment]
+    (listing,) = store.runs()
+    store.close()
+    return listing.header
+
+
 def _resumed_commits(
     contracts: ContractSet, tmp_path: Path, began: Durability, resumed: Durability | None
 ) -> tuple[Durability | None, int]:
@@ -214,21 +234,9 @@ def _resumed_commits(
     mode, with `resumed` in the resume's spec. Returns the mode the header records and the
     commits the resumed run made."""
     path = tmp_path / f"{began}-{resumed}.sqlite"
-    store = SqliteStore(path)
-    first = Watching(Committed(path))
-    engine = Engine(
-        contracts=contracts, toolbox=first, store=store, clock=FakeClock(START), durability=began
-    )
+    header = _crashed(contracts, path, 2, durability=began)
+    run_id, recorded = header.run_id, header.durability
     original = _failpoints.committed
-    _failpoints.committed = _crash_after(2)  # type: ignore[assignment]
-    try:
-        with pytest.raises(_Crash):
-            engine.run_sync(spec(), first)
-    finally:
-        _failpoints.committed = original  # type: ignore[assignment]
-    (listing,) = store.runs()
-    run_id, recorded = listing.header.run_id, listing.header.durability
-    store.close()
 
     store = SqliteStore(path)
     going_on = Watching(Committed(path))
@@ -284,20 +292,8 @@ def test_a_resume_under_other_limits_is_refused_before_anything_is_re_driven(
     refused at once, naming each limit that differs (it used to stop with a divergence at the
     first decision they changed), and the run resumes as it was with its own."""
     path = tmp_path / "r.sqlite"
-    store = SqliteStore(path)
-    first = Watching(Committed(path))
-    engine = Engine(contracts=contracts, toolbox=first, store=store, clock=FakeClock(START))
-    original = _failpoints.committed
-    _failpoints.committed = _crash_after(3)  # type: ignore[assignment]
-    try:
-        with pytest.raises(_Crash):
-            engine.run_sync(spec(), first)
-    finally:
-        _failpoints.committed = original  # type: ignore[assignment]
-    (listing,) = store.runs()
-    run_id = listing.header.run_id
-    store.close()  # the process died: the next one opens the file afresh
-    store = SqliteStore(path)
+    run_id = _crashed(contracts, path, 3).run_id
+    store = SqliteStore(path)  # the process died: the next one opens the file afresh
     stored = len(store.transitions(run_id))
     going_on = Watching(Committed(path))
     going_on.replies = going_on.replies[1:]

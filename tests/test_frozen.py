@@ -65,7 +65,10 @@ def test_the_quick_init_takes_what_the_dataclass_declares(kind: type[Any]) -> No
     assert dataclasses.replace(value) == value
 
 
-def test_only_frozen_slotted_keyword_only_dataclasses_get_one() -> None:
+def _refused() -> tuple[type[Any], ...]:
+    """Dataclasses neither `quick_init` nor `quick_new` takes: mutable, with a default factory,
+    with positional fields."""
+
     @dataclasses.dataclass(slots=True, kw_only=True)
     class Mutable:
         x: int
@@ -78,7 +81,11 @@ def test_only_frozen_slotted_keyword_only_dataclasses_get_one() -> None:
     class Positional:
         x: int
 
-    for kind in (Mutable, Factory, Positional):
+    return Mutable, Factory, Positional
+
+
+def test_only_frozen_slotted_keyword_only_dataclasses_get_one() -> None:
+    for kind in _refused():
         with pytest.raises(TypeError):
             quick_init(kind)
 
@@ -210,19 +217,7 @@ def test_quick_new_builds_what_the_class_builds(kind: type[Any]) -> None:
 
 
 def test_quick_new_takes_what_quick_init_takes() -> None:
-    @dataclasses.dataclass(slots=True, kw_only=True)
-    class Mutable:
-        x: int
-
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-    class Factory:
-        xs: list[int] = dataclasses.field(default_factory=list)
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Positional:
-        x: int
-
-    for kind in (Mutable, Factory, Positional):
+    for kind in _refused():
         with pytest.raises(TypeError):
             quick_new(kind)
 
