@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import sqlite3
 from pathlib import Path
 from types import ModuleType
 
@@ -86,3 +87,21 @@ def test_the_command_line_names_the_missing_contracts(
     contracts = str(EXAMPLES / "contracts")
     assert main(["--contracts", contracts, "replay", run_ids[0], "--db", db]) == 0
     assert main(["--contracts", contracts, "grade", "--stored", "--db", db]) == 0
+
+
+def test_runner_resume_of_an_embedded_run_says_where_it_can_be_resumed(
+    embedded_runs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command line resumes fixture runs only; an unfinished run of your own embedding is
+    refused, pointing at `Engine.resume` (it said only "cannot be resumed here")."""
+    store = SqliteStore(embedded_runs, read_only=True)
+    try:
+        run_id = _run_ids(store)[0]
+    finally:
+        store.close()
+    conn = sqlite3.connect(embedded_runs)  # as if its process died before its end was stored
+    with conn:
+        conn.execute("UPDATE runs SET terminal = NULL, summary = NULL WHERE run_id = ?", (run_id,))
+    conn.close()
+    assert main(["resume", run_id, "--db", str(embedded_runs)]) == 2
+    assert "with Engine.resume (its own tools, model and limits)" in capsys.readouterr().err

@@ -191,7 +191,13 @@ def resume_fixture(
     run commits from here on (default: as it began, the engine's default for a run stored
     before the runner recorded it).
     """
-    stored = _stored_run(run_id, store, model, store_dir, refusal="it cannot be resumed here")
+    stored = _stored_run(
+        run_id,
+        store,
+        model,
+        store_dir,
+        refusal="resume it where it runs, with Engine.resume (its own tools, model and limits)",
+    )
     header, live = stored.header, stored.live
     tools, contracts, spec = _pinned_tools(
         run_id, header, mcp, contracts, stored.spec, verb="resume"
