@@ -107,7 +107,6 @@ async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         if not await _claim_intent(runtime, run, slot, key, params_hash):
             return
     _dispatch(
-        runtime,
         run,
         slot,
         tool=call.name,
@@ -145,7 +144,6 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
         )
         return
     _dispatch(
-        runtime,
         run,
         slot,
         tool=lookup,
@@ -214,7 +212,6 @@ async def _claim_intent(
 
 
 def _dispatch(
-    runtime: Runtime,
     run: RunState,
     slot: Slot,
     *,
@@ -246,12 +243,11 @@ def _dispatch(
     )
     run.meters.dispatches += 1
     slot.started = now
-    outcome = _outcome(runtime, run, run.meters.dispatches, invocation, implementation)
+    outcome = _outcome(run, run.meters.dispatches, invocation, implementation)
     slot.task = asyncio.ensure_future(outcome) if len(run.batch.calls) > 1 else outcome
 
 
 async def _outcome(
-    runtime: Runtime,
     run: RunState,
     ordinal: int,
     invocation: ToolInvocation,
