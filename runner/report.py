@@ -228,13 +228,21 @@ def started_as_line(header: RunHeader) -> str:
     return printable(f"  started as: {shown}")
 
 
-def stored_run_json(header: RunHeader, view: RunView, turns: list[RecordedTurn]) -> dict[str, Any]:
+def stored_run_json(
+    header: RunHeader, view: RunView, output_limits: list[int | None]
+) -> dict[str, Any]:
     """`show --json` of a stored run: `run_json`, with how the run was started and the output
-    limit each model request was sent (None: none, or a turn stored before limits existed)."""
+    limit each model request was sent (`output_limits`, its turns' `max_output_tokens`; None:
+    none, or a turn stored before limits existed)."""
     data = run_json(view, None)
     data["started_as"] = started_as(header)
-    data["context"]["max_output_tokens_per_step"] = [turn.max_output_tokens for turn in turns]
+    data["context"]["max_output_tokens_per_step"] = output_limits
     return data
+
+
+def output_limits(turns: list[RecordedTurn]) -> list[int | None]:
+    """The output limit each model request was sent, as `stored_run_json` takes them."""
+    return [turn.max_output_tokens for turn in turns]
 
 
 def _dash(value: object) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.recording import RecordedTurn
 from runner.service.config import ServiceConfig
 from runner.service.runs import RunService
 from runner.store import SqliteStore
@@ -35,9 +36,14 @@ def summary(run_id: str, transitions: int) -> RunSummary:
 
 
 class CountingStore(SqliteStore):
-    """A SQLite store that counts the transition rows it hands out."""
+    """A SQLite store that counts the transition rows it hands out, and its reads of turns."""
 
     fetched = 0
+    turn_reads = 0
+
+    def turns(self, run_id: str) -> list[RecordedTurn]:
+        self.turn_reads += 1
+        return super().turns(run_id)
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
         found = super().transitions(run_id)
@@ -104,6 +110,24 @@ def test_reading_a_going_run_again_fetches_only_its_new_transitions(
     assert run["status"] == "running"
     assert _rows(store, lambda: service.list_runs(key, 0, 10)) == 50  # the short one, once
     assert _rows(store, lambda: service.list_runs(key, 0, 10)) == 0
+
+
+def test_an_ended_run_polled_again_reads_its_turns_once(
+    service: RunService, store: CountingStore
+) -> None:
+    """The output limits `GET /v1/runs/{id}` shows come from the run's turns: read on every poll
+    while the run goes, and once for a run that has ended (they can no longer change)."""
+    key = service.config.key_for(A)
+    assert key is not None
+    service.run(key, "short")
+    service.run(key, "short")
+    assert store.turn_reads == 2  # going: read each time
+    store.end_run(summary("short", 50))
+    for _ in range(5):  # the page polls an ended run while its continuation starts
+        assert service.run(key, "short")["context"]["max_output_tokens_per_step"] == []
+    assert store.turn_reads == 3
+    assert _rows(store, lambda: service.last_seq("short", 999)) == 0  # from what was read
+    assert service.last_seq("short", 999) == 50
 
 
 class EndingStore(SqliteStore):

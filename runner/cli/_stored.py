@@ -28,6 +28,7 @@ from ..report import (
     context_table,
     grade_json,
     grade_text,
+    output_limits,
     printable,
     printable_json,
     replay_json,
@@ -70,7 +71,7 @@ def show_command(args: argparse.Namespace) -> int:
         store.close()
     for index, (found, view, links, turns) in enumerate(views):
         if args.json:
-            data = stored_run_json(found, view, turns)
+            data = stored_run_json(found, view, output_limits(turns))
             if links:  # only a run that started child runs has the key
                 data["children"] = [{"call_id": c, "run_id": r} for c, r in links]
             print(json.dumps(data, sort_keys=True))

@@ -1,6 +1,7 @@
 """What the service keeps of the runs it read lately: their transitions, decoded, so a run read
 again (a page polling `GET /v1/runs/{id}` while the run goes) reads from the store only what the
 run appended since. A run's log only grows, one `seq` after another, so what was read stays true.
+An ended run's output limits (read from its turns) are kept too: they can no longer change.
 """
 
 from __future__ import annotations
@@ -21,7 +22,24 @@ class RunLogs:
     def __init__(self, keep: int = 64) -> None:
         self.keep = keep
         self._logs: OrderedDict[str, list[TransitionRecord]] = OrderedDict()
+        self._limits: OrderedDict[str, list[int | None]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def output_limits(self, store: Store, run_id: str, *, ended: bool) -> list[int | None]:
+        """The output limit each model request of `run_id` was sent (`show --json`'s
+        `max_output_tokens_per_step`): read from its turns, and kept once it has ended (the
+        page polls an ended run while its approval's continuation starts)."""
+        with self._lock:
+            kept = self._limits.get(run_id)
+        if kept is not None:
+            return kept
+        limits = [turn.max_output_tokens for turn in store.turns(run_id)]
+        if ended:
+            with self._lock:
+                self._limits[run_id] = limits
+                while len(self._limits) > self.keep:
+                    self._limits.popitem(last=False)
+        return limits
 
     def read(self, store: Store, run_id: str) -> list[TransitionRecord]:
         """Every transition of `run_id`, in `seq` order: the ones kept, then those after them."""

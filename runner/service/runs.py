@@ -371,7 +371,8 @@ class RunService:
         summary = store.summary(run_id)
         records = self._logs.read(store, run_id)  # only what it appended since the last read
         view = RunView.of_stored(header, summary, records)
-        data = stored_run_json(header, view, store.turns(run_id))  # as `runner show --json`
+        limits = self._logs.output_limits(store, run_id, ended=summary is not None)
+        data = stored_run_json(header, view, limits)  # as `runner show --json`
         state = summary.terminal if summary else (records[-1].to_state if records else State.PLAN)
         data.update(
             status=_status(summary is not None, failure),
@@ -512,7 +513,7 @@ class RunService:
         store = self.store()
         if at_most < 1 or store.transitions_after(run_id, at_most - 1, 1):
             return at_most
-        records = store.transitions(run_id)  # only for a seq past the end: a client's mistake
+        records = self._logs.read(store, run_id)  # a seq past the end: a client's mistake
         return records[-1].seq if records else -1
 
     # -- approvals -----------------------------------------------------------------------------
