@@ -20,7 +20,7 @@ from typing import Any, TypeAlias
 
 from .clock import FakeClock
 from .models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from .models.scripted import ScriptedModel, ScriptedTurn, cut_off, estimate_tokens
+from .models.scripted import ScriptedModel, ScriptedTurn, estimate_tokens, within_limit
 from .tools import ToolInvocation, ToolResponse
 from .transcript import AssistantMessage, ToolResultMessage, Transcript, render_json
 
@@ -84,10 +84,7 @@ class FunctionModel:
         answer = self.function(transcript, () if tool_choice == "none" else tools)
         if inspect.isawaitable(answer):
             answer = await answer
-        reply = self._reply(transcript, answer)
-        if max_output_tokens is not None and reply.usage.output_tokens > max_output_tokens:
-            return cut_off(reply, max_output_tokens)
-        return reply
+        return within_limit(self._reply(transcript, answer), max_output_tokens)
 
     def _reply(self, transcript: Transcript, answer: Reply) -> ModelReply:
         if isinstance(answer, ModelReply):

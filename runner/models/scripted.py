@@ -118,9 +118,7 @@ class ScriptedModel:
             reply = _reply(transcript, text, (), None, "script_exhausted")
         else:
             reply = turn.fixed_reply or _turn_reply(turn, step=self._step, transcript=transcript)
-        if max_output_tokens is not None and reply.usage.output_tokens > max_output_tokens:
-            return cut_off(reply, max_output_tokens)
-        return reply
+        return within_limit(reply, max_output_tokens)
 
     def snapshot(self) -> dict[str, Any]:
         """Where the script stands, recorded with each turn so a resumed run continues from it."""
@@ -144,6 +142,14 @@ class ScriptedModel:
             if last.intersection(turn.when):
                 return turn
         return None
+
+
+def within_limit(reply: ModelReply, limit: int | None) -> ModelReply:
+    """`reply` as a provider told `limit` sends it: as it is when it fits (or no limit was
+    sent), else `cut_off` there."""
+    if limit is not None and reply.usage.output_tokens > limit:
+        return cut_off(reply, limit)
+    return reply
 
 
 def cut_off(reply: ModelReply, limit: int) -> ModelReply:
