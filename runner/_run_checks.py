@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from ._run_ends import with_seed
 from ._state import Runtime
 from .approvals import ledger_of
-from .budget import Limits
+from .budget import Limits, changed_limits
 from .clock import FakeClock
 from .errors import ConfigError, ResumeRefused
 from .retrieval import RetrieverFactory, check_retrieval
@@ -101,8 +101,7 @@ def check_same_limits(spec: RunSpec, stored: RunHeader) -> None:
         return
     differs = ", ".join(
         f"{name} {getattr(began, name)} (given {getattr(spec.limits, name)})"
-        for name in Limits.model_fields
-        if getattr(began, name) != getattr(spec.limits, name)
+        for name in changed_limits(began, spec.limits)
     )
     raise ResumeRefused(
         stored.run_id, f"it began with other limits: {differs}; resume it with the same limits"

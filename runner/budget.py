@@ -50,6 +50,11 @@ class Limits(BaseModel):
     limited to what the money left pays for after its projected input."""
 
 
+def changed_limits(before: Limits, after: Limits) -> list[str]:
+    """The names of the limits `after` sets otherwise than `before`, in declaration order."""
+    return [name for name in Limits.model_fields if getattr(before, name) != getattr(after, name)]
+
+
 @dataclass(slots=True)
 class Usage:
     """What a run has spent so far. Mutated only by the engine."""

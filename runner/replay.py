@@ -17,7 +17,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from ._admission import unavailable
-from .budget import Limits
+from .budget import Limits, changed_limits
 from .clock import FakeClock
 from .contracts import ContractSet
 from .engine import Engine, ReplayedRun, outside_a_loop
@@ -216,8 +216,7 @@ def replay(
         )
     changes = [
         f"{name} {getattr(use_limits, name)}"
-        for name in Limits.model_fields
-        if getattr(use_limits, name) != getattr(recorded_limits, name)
+        for name in changed_limits(recorded_limits, use_limits)
     ]
     if use_policy.name != recorded_policy.name:
         changes.append(f"policy {use_policy.name}")
