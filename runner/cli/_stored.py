@@ -271,17 +271,14 @@ def _grade_stored(
             holds = stored_holds(recording, args.db.folder)
             if run_id in continued:
                 expect = _without_holds(expect)
-        except StoreError as exc:  # named; the other runs are still graded
-            named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
-            print(f"error: {printable(one_line(named))}", file=sys.stderr)
-            not_graded[run_id] = one_line(str(exc))
+        except StoreError as exc:  # unreadable
+            _not_graded(not_graded, run_id, exc)
             continue
         pinned = with_recorded(contracts, recording.header.annotations)
         try:
             trial = grade(recording, pinned, expect, holds)
-        except ConfigError as exc:  # graded with other contracts than it ran with: named
-            print(f"error: {printable(one_line(str(exc)))}", file=sys.stderr)
-            not_graded[run_id] = one_line(str(exc))
+        except ConfigError as exc:  # graded with other contracts than it ran with
+            _not_graded(not_graded, run_id, exc)
             continue
         forged = grant_not_in_ledger(recording, store)
         if forged is not None:
@@ -291,6 +288,14 @@ def _grade_stored(
         recordings.append(recording)
     _tokens_across_runs(recordings, grades)
     return not_graded
+
+
+def _not_graded(not_graded: dict[str, str], run_id: str, exc: Exception) -> None:
+    """Name a run that could not be graded, and why, on stderr and in `not_graded` (the other
+    runs are still graded)."""
+    named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
+    print(f"error: {printable(one_line(named))}", file=sys.stderr)
+    not_graded[run_id] = one_line(str(exc))
 
 
 def grade_command(args: argparse.Namespace) -> int:
