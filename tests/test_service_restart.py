@@ -7,15 +7,18 @@ Over real HTTP (`runner serve` in a child process), killed with SIGKILL mid-run.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
+from runner.approvals import approve, pending_approvals
+from runner.confirm import ApprovalSecret
 from runner.errors import ConfigError
 from runner.service import ServiceConfig
 from runner.store import SqliteStore
-from tests.service_harness import LONG, A, Service, loopback, read_events, serving
+from tests.service_harness import LONG, SECRET, A, Service, loopback, read_events, serving
 
 __all__ = ["loopback"]
 
@@ -116,6 +119,42 @@ def test_an_approval_whose_continuation_was_cut_short_is_continued_once_after_a_
         t for t in final["transitions"] if t["tool"] == "hold_room" and t["trigger"] == "classify"
     ]
     assert len(sent) == 1
+
+
+def test_an_approval_decided_by_a_process_that_stopped_before_keeping_its_job_is_continued(
+    tmp_path: Path,
+) -> None:
+    """A decision and its continuation's job are two writes: a process that stops between them
+    leaves a decided run no job continues (and a second decision is refused: it is decided).
+    The next process finds it and continues it, once."""
+    with serving(tmp_path, pace_s=0.0) as first:
+        waiting = first.submit("hold_approved")
+        assert first.wait_ended(waiting)["reason"] == "approval_required"
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    try:  # what the stopped process stored: the decision, and no job
+        (proposal,) = pending_approvals(store, waiting)
+        approve(
+            store,
+            waiting,
+            proposal.operation_key,
+            approver="ops",
+            secret=ApprovalSecret(SECRET),
+            now=datetime.now(UTC),
+        )
+    finally:
+        store.close()
+    with serving(tmp_path) as second:
+        deadline = time.monotonic() + 60
+        with second.client() as client:
+            while (continued := client.get(f"/v1/runs/{waiting}").json()["continued_as"]) is None:
+                assert time.monotonic() < deadline, "the decided approval was never continued"
+                time.sleep(0.05)
+        final = second.wait_ended(continued)
+    assert (final["state"], final["holds"]) == ("complete", 1)
+    # nothing is left to take up: no second continuation
+    with serving(tmp_path) as third, third.client() as client:
+        runs = client.get("/v1/runs").json()["runs"]
+    assert len(runs) == 2 and {item["status"] for item in runs} == {"ended"}
 
 
 def test_the_newest_runs_come_first_when_asked(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ A `202` promises the run: it is written here before the answer goes out, and cro
 when the run has ended (or could not start, with why). A service restarted after a crash or a
 stop finds what is left here and finishes it: a run that never stored its header starts, one
 that did is resumed from its records (nothing done is done again), a decided approval whose
-continuation did not end is continued again. One service process drives one SQLite file (many
-processes share a PostgreSQL store instead, whose queue keeps its own jobs).
+continuation did not end is continued again, and so is one decided with no job kept (the
+process stopped between the two writes: `RunService.recover`). One service process drives one
+SQLite file (many processes share a PostgreSQL store instead, whose queue keeps its own jobs).
 """
 
 from __future__ import annotations
@@ -117,6 +118,14 @@ class ServiceJobs:
                 (tenant,),
             ).fetchall()
         return {(row[0], row[1]): datetime.fromisoformat(row[2]) for row in rows}
+
+    def continued(self) -> set[str]:
+        """The waiting runs a continuation was ever accepted for (finished or not)."""
+        with self._connection() as connection:
+            rows = connection.execute(
+                "SELECT run_id FROM service_jobs WHERE kind = 'continue'"
+            ).fetchall()
+        return {row[0] for row in rows}
 
     def get(self, run_id: str) -> Job | None:
         found = self._select("WHERE kind = 'fixture' AND run_id = ?", run_id)

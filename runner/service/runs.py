@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from ..approvals import approve, deny, pending_approvals
+from ..approvals import approve, deny, ledger_of, pending_approvals
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..errors import ApprovalRefused, RunnerError
@@ -247,8 +247,53 @@ class RunService:
                 self._accepted[job.run_id] = accepted
                 self._executor.submit(self._drive, accepted, fixture, job.model)
             taken += 1
+        taken += self._continue_decided_without_job(store)
         if taken:
             _log.warning("took up runs an earlier service process left unfinished", runs=taken)
+        return taken
+
+    def _continue_decided_without_job(self, store: Store) -> int:
+        """Continue each run waiting for approval whose proposals are all decided and that no
+        job ever continued: a decision and its job are two writes, and a process that stopped
+        between them left it (a second decision is refused: it is decided). A continuation's id
+        derives from the run and its decisions, so one made meanwhile is found, not doubled."""
+        assert self._jobs is not None
+        decided: dict[str, list[Proposal]] = {}
+        for proposal in ledger_of(store).proposals():
+            decided.setdefault(proposal.run_id, []).append(proposal)
+        jobs = self._jobs.continued()
+        candidates = [
+            (run_id, proposals)
+            for run_id, proposals in decided.items()
+            if run_id not in jobs and all(p.decision is not None for p in proposals)
+        ]
+        if not candidates:
+            return 0
+        continued = {
+            continued_from(item.header.continues)
+            for item in store.runs()
+            if isinstance(item, RunListing)
+        }
+        taken = 0
+        for run_id, proposals in candidates:
+            summary = store.summary(run_id)
+            if run_id in continued or summary is None or summary.terminal != State.ESCALATE:
+                continue
+            at = max(p.decision.decided_at for p in proposals if p.decision is not None)
+            accepted = Accepted(run_id, proposals[0].tenant, "", at, finished=True)
+            with self._lock:
+                self._accepted.setdefault(run_id, accepted)
+            self._jobs.add(
+                run_id,
+                "continue",
+                tenant=accepted.tenant,
+                name="",
+                document={},
+                model=None,
+                accepted_at=at,
+            )
+            self._executor.submit(self._continue, self._accepted[run_id], at)
+            taken += 1
         return taken
 
     def _fixture_of(self, job: Job) -> Fixture | None:
@@ -532,8 +577,6 @@ class RunService:
         raise ApiError(404, "no_approval", f"no pending approval {approval_id}")
 
     def _decided(self, run_id: str) -> list[Proposal]:
-        from ..approvals import ledger_of  # noqa: PLC0415
-
         if not run_id:
             return []
         return [p for p in ledger_of(self.store()).proposals(run_id) if p.status != "pending"]
