@@ -20,7 +20,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from runner.approvals import approve, pending_approvals
 from runner.cli._distributed import fixture_player
+from runner.confirm import ApprovalSecret
 from runner.distributed.worker import RunDriver, WorkerSettings
 from runner.states import TERMINAL
 from runner.store.adapters import BlockingStore
@@ -213,6 +215,45 @@ def test_approvals_through_the_other_service_continue_on_a_worker_and_commit_onc
         [(approved, "approved", "agent-7"), (denied, "denied", "agent-7")]
     )
     assert uses == [(continuation,)]  # the confirm token used once, by the continuation
+
+
+def test_a_decision_whose_continuation_was_never_queued_is_queued_once_by_the_next_service(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A decision and its queued continuation are two writes: a service process that stopped
+    between them left the run waiting, and a second decision is refused (decided). The next
+    service process to start queues it; the one after finds it queued."""
+    env = {**os.environ, "RUNNER_WORLD": str(tmp_path / "world"), "RUNNER_APPROVAL_SECRET": SECRET}
+    with serving(tmp_path / "s1", url=pg_url, env=env) as first, workers(pg_url, tmp_path, env):
+        waiting = first.submit("hold_approved")
+        assert first.wait_ended(waiting)["reason"] == "approval_required"
+    store = BlockingStore(lambda: PostgresStore.open(pg_url))
+    try:  # what the stopped process stored: the decision, and nothing queued
+        (proposal,) = pending_approvals(store, waiting)
+        approve(
+            store,
+            waiting,
+            proposal.operation_key,
+            approver="ops",
+            secret=ApprovalSecret(SECRET),
+            now=datetime.now(UTC),
+        )
+    finally:
+        store.close()
+    with (
+        serving(tmp_path / "s2", url=pg_url, env=env) as second,
+        serving(tmp_path / "s3", url=pg_url, env=env),
+        workers(pg_url, tmp_path, env),
+    ):
+        final = second.wait_ended(_continued(second, waiting))
+    assert (final["state"], final["holds"]) == ("complete", 1)
+    with psycopg.connect(pg_url) as conn:
+        (queued,) = conn.execute(
+            "SELECT count(*) FROM procrastinate_jobs WHERE args->>'run_id' = %s "
+            "AND args->'document' ? 'continue_after_approval'",
+            (waiting,),
+        ).fetchone() or (None,)
+    assert queued == 1
 
 
 class _Job:

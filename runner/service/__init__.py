@@ -41,6 +41,7 @@ def build_queued_app(
     from .queued import QueuedRunService  # noqa: PLC0415  # psycopg, procrastinate: optional
 
     service = QueuedRunService(config, url, contracts, _approval_secret(config), world)
+    service.recover()  # decided approvals a stopped process left without a continuation
     app = create_app(service)
     app.state.service = service
     return app

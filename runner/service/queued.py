@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio.from_thread
 import psycopg
+import structlog
 
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
@@ -36,6 +38,8 @@ from .config import ApiKey, ServiceConfig
 from .errors import ApiError
 from .live import LiveRun, live_document
 from .runs import RunService, queued_item
+
+_log = structlog.get_logger("runner.service")
 
 _QUEUED_TENANT = (
     "SELECT args->'document'->>'tenant' FROM procrastinate_jobs WHERE args->>'run_id' = %s "
@@ -60,6 +64,17 @@ _ACCEPTED_TIMES = (  # the tenant's runs and every continuation, with when each 
     "JOIN procrastinate_events e ON e.job_id = j.id AND e.type = 'deferred' "
     "WHERE j.args->'document'->>'tenant' = %s OR j.args->'document' ? %s GROUP BY 1, 2"
 )
+_DECIDED_NOT_CONTINUED = (  # waiting runs, every proposal decided, no continuation, no job
+    "SELECT a.run_id, max(a.proposal::jsonb->'decision'->>'decided_at') FROM runner_approvals a "
+    "JOIN runner_runs r ON r.run_id = a.run_id AND r.terminal = 'escalate' "
+    "WHERE NOT EXISTS (SELECT 1 FROM runner_runs c "
+    "WHERE (c.header::jsonb)->'continues'->>'run_id' = a.run_id) "
+    "AND NOT EXISTS (SELECT 1 FROM procrastinate_jobs j "
+    "WHERE j.args->>'run_id' = a.run_id AND j.args->'document' ? %s) "
+    "GROUP BY a.run_id HAVING bool_and(a.status <> 'pending') ORDER BY 2"
+)
+_TAKE_UP_LOCK: Final = 0x72756E_0002
+"""Held by the one service process that looks for decided runs at a time (see `recover`)."""
 FAILURE_CHECK_S = 2.0
 FAILED_ON_A_WORKER = "its job failed on every worker that took it (see the workers' logs)"
 _CONTINUED_AS = (  # indexed (migration 3)
@@ -93,6 +108,34 @@ class QueuedRunService(RunService):
         self._opening = asyncio.Lock()
         self._failures: dict[str, tuple[float, str | None]] = {}
         """Each run's last failure check: when, and what it found."""
+
+    def recover(self) -> int:
+        """Queue the continuation of each run whose approvals were decided and that nothing
+        continues: a decision and its queued continuation are two writes, and a process that
+        stopped between them left the run waiting (a second decision is refused: it is
+        decided). One process looks at a time, so two starting together queue it once. Runs
+        before the app serves (its own event loop, in a thread of its own)."""
+        with ThreadPoolExecutor(1) as looking:
+            return looking.submit(asyncio.run, self._queue_decided()).result()
+
+    async def _queue_decided(self) -> int:
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+            await conn.execute("SELECT pg_advisory_lock(%s)", (_TAKE_UP_LOCK,))  # till closed
+            found = await conn.execute("SELECT to_regclass('runner_approvals')")
+            if (await found.fetchone()) in (None, (None,)):
+                return 0  # a store no run has used yet
+            queue = make_app(self.url, pool_size=1)
+            async with queue.open_async():
+                await ensure_queue_schema(queue, self.url)
+                cursor = await conn.execute(_DECIDED_NOT_CONTINUED, (CONTINUE,))
+                decided = await cursor.fetchall()
+                await submit(
+                    queue,
+                    [continuation_job(run, datetime.fromisoformat(at)) for run, at in decided],
+                )
+        if decided:
+            _log.warning("queued the continuations of decided runs", runs=len(decided))
+        return len(decided)
 
     async def submit_queued(self, key: ApiKey, name: str) -> str:
         fixture = self.fixture_for(key, name)
