@@ -9,11 +9,14 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
-from tests.service_harness import B, Service, loopback, read_events, serving
+from tests.service_harness import B, Service, loopback, read_events, serving, write_config
 
 __all__ = ["loopback"]
 
@@ -79,3 +82,30 @@ def test_two_services_and_two_workers_share_one_postgres_store(pg_url: str, tmp_
                 worker.send_signal(signal.SIGTERM)
             for worker in workers:
                 worker.wait(timeout=60)
+
+
+def test_the_service_reads_on_one_kept_connection_and_opens_it_again_once_broken(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Each read of the queue once opened a connection of its own (~2.8 ms against ~0.09 ms
+    for the read itself); one is kept now, and a broken one is replaced, the read answered."""
+    from runner.service.config import ServiceConfig  # noqa: PLC0415
+    from runner.service.queued import QueuedRunService  # noqa: PLC0415  # needs psycopg
+    from runner.travel import load_travel_contracts  # noqa: PLC0415
+
+    config = ServiceConfig.load(write_config(tmp_path))
+    service = QueuedRunService(config, pg_url, load_travel_contracts(), None, tmp_path / "world")
+    with psycopg.connect(pg_url, autocommit=True) as admin, closing(service.shared):
+        admin.execute("CREATE TABLE IF NOT EXISTS procrastinate_jobs (args jsonb)")
+        admin.execute(
+            "INSERT INTO procrastinate_jobs VALUES (%s)",
+            (Jsonb({"run_id": "r-1", "document": {"tenant": "acme"}}),),
+        )
+        assert service.queued_tenant("r-1") == "acme"
+        kept = service._connection
+        assert kept is not None
+        assert service.queued_tenant("r-2") is None and service._connection is kept
+        admin.execute("SELECT pg_terminate_backend(%s)", (kept.info.backend_pid,))
+        assert service.queued_tenant("r-1") == "acme"  # read again on a new connection
+        assert service._connection is not kept and kept.closed
+        admin.execute("DROP TABLE procrastinate_jobs")

@@ -12,6 +12,7 @@ the workers (they need the same `RUNNER_APPROVAL_SECRET` as this service's `appr
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -108,6 +109,8 @@ class QueuedRunService(RunService):
         self._opening = asyncio.Lock()
         self._failures: dict[str, tuple[float, str | None]] = {}
         """Each run's last failure check: when, and what it found."""
+        self._connection: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._reading = threading.Lock()
 
     def recover(self) -> int:
         """Queue the continuation of each run whose approvals were decided and that nothing
@@ -158,24 +161,41 @@ class QueuedRunService(RunService):
                 self._opened = True
         return await submit(self._queue, jobs)
 
-    def _query(self, sql: str, run_id: str) -> str | None:
-        with psycopg.connect(self.url, autocommit=True) as connection:
+    def _rows(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """`sql`'s rows, read on the process's one kept connection (opening one per read cost
+        several times the read; psycopg serializes the request threads on it); none when
+        nothing was ever queued. A connection found broken is opened again once."""
+        for again in (False, True):
+            connection = self._reader()
             try:
-                row = connection.execute(sql, (run_id,)).fetchone()
+                return connection.execute(sql, parameters).fetchall()
             except psycopg.errors.UndefinedTable:
-                return None  # nothing was ever queued
-        return str(row[0]) if row and row[0] is not None else None
+                return []  # no queue tables: nothing was ever queued
+            except psycopg.OperationalError:
+                with self._reading:
+                    if self._connection is connection:
+                        self._connection = None
+                connection.close()
+                if again:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _reader(self) -> psycopg.Connection[tuple[Any, ...]]:
+        with self._reading:
+            if self._connection is None or self._connection.closed:
+                self._connection = psycopg.connect(self.url, autocommit=True)
+            return self._connection
+
+    def _query(self, sql: str, run_id: str) -> str | None:
+        rows = self._rows(sql, (run_id,))
+        return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def queued_tenant(self, run_id: str) -> str | None:
         return self._query(_QUEUED_TENANT, run_id)
 
     def _not_started(self, tenant: str, stored: set[str]) -> list[dict[str, Any]]:
         """The tenant's queued runs that no worker has begun (no header stored yet)."""
-        with psycopg.connect(self.url, autocommit=True) as connection:
-            try:
-                rows = connection.execute(_QUEUED_RUNS, (tenant,)).fetchall()
-            except psycopg.errors.UndefinedTable:
-                return []  # nothing was ever queued
+        rows = self._rows(_QUEUED_RUNS, (tenant,))
         return [
             queued_item(run_id, name or "", FAILED_ON_A_WORKER if status == "failed" else None)
             for run_id, name, status in rows
@@ -183,11 +203,7 @@ class QueuedRunService(RunService):
         ]
 
     def _acceptance_times(self, tenant: str) -> dict[tuple[str, str], datetime]:
-        with psycopg.connect(self.url, autocommit=True) as connection:
-            try:
-                rows = connection.execute(_ACCEPTED_TIMES, (CONTINUE, tenant, CONTINUE)).fetchall()
-            except psycopg.errors.UndefinedTable:
-                return {}
+        rows = self._rows(_ACCEPTED_TIMES, (CONTINUE, tenant, CONTINUE))
         return {(run_id, kind): at for run_id, kind, at in rows if run_id is not None}
 
     def _accepted_at(self, run_id: str) -> datetime | None:
