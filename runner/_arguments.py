@@ -39,6 +39,14 @@ def seed(text: str) -> int:
     return value
 
 
+def port_number(text: str) -> int:
+    """A TCP port to listen on: 0 (any free one) to 65535."""
+    value = _integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {text}")
+    return value
+
+
 def _integer(text: str) -> int:
     try:
         return int(text)

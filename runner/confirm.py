@@ -37,7 +37,12 @@ class ApprovalSecret:
     __slots__ = ("_key",)
 
     def __init__(self, key: bytes | str) -> None:
-        raw = key.encode() if isinstance(key, str) else bytes(key)
+        try:  # an environment's bytes that are not UTF-8 come as escapes: their bytes are the key
+            raw = key.encode("utf-8", "surrogateescape") if isinstance(key, str) else bytes(key)
+        except UnicodeEncodeError:
+            raise ConfigError(
+                "the approval secret holds a lone surrogate: it is not text (give it as bytes)"
+            ) from None
         if len(raw) < MIN_SECRET_BYTES:
             raise ConfigError(
                 f"the approval secret has {len(raw)} bytes; it needs at least {MIN_SECRET_BYTES}"

@@ -23,6 +23,8 @@ from runner.cli import main
 
 from .conftest import FIXTURES, ROOT
 
+SERVICE = str(ROOT / "examples" / "service.yaml")
+
 FIXTURE = str(FIXTURES / "rate_limited.yaml")
 
 
@@ -93,6 +95,8 @@ def test_an_out_of_range_replay_bound_is_one_line(
         ["run"],
         ["frobnicate"],
         ["run", FIXTURE, "--no-such-flag"],
+        ["serve", "--config", SERVICE, "--port", "99999"],  # was bind()'s OverflowError
+        ["serve", "--config", SERVICE, "--port", "-1"],
     ],
 )
 def test_a_meaningless_flag_is_one_line(

@@ -109,3 +109,14 @@ def test_the_policy_digest_changes_with_the_policy_or_the_contract() -> None:
     assert base == policy_digest({"name": "default"}, {"name": "hold_room"})
     assert base != policy_digest({"name": "cautious"}, {"name": "hold_room"})
     assert base != policy_digest({"name": "default"}, {"name": "hold_room", "scope": "x"})
+
+
+def test_a_secret_of_bytes_that_are_not_utf8_is_those_bytes() -> None:
+    """`os.environ` gives bytes that are not UTF-8 as escapes: the key is the bytes that were set
+    (it was a UnicodeEncodeError traceback); a lone surrogate made in code is a ConfigError."""
+    raw = b"\xff\xfe" + b"k" * 32
+    from_env = ApprovalSecret(raw.decode("utf-8", "surrogateescape"))
+    token = issue_token(from_env, CLAIMS)
+    assert verify_token(ApprovalSecret(raw), token, **BOUND, now=T0) == CLAIMS
+    with pytest.raises(ConfigError, match="lone surrogate"):
+        ApprovalSecret("\ud800" + "k" * 32)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._arguments import port_number
 from ..errors import ConfigError
 from ._common import contracts_for, world_dir
 
@@ -18,7 +19,7 @@ def add_serve_parser(
     serve = commands.add_parser("serve", help="serve the HTTP API and the run inspector page")
     serve.add_argument("--config", type=Path, required=True, help="service config (YAML)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port (8000)")
+    serve.add_argument("--port", type=port_number, default=8000, help="port (8000)")
     with_db(serve)
 
 

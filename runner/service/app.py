@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from ..errors import StoreError
 from .config import ApiKey, Role
 from .errors import (
     ERROR_RESPONSES,
@@ -28,6 +29,7 @@ from .errors import (
     BodyLimit,
     ErrorBody,
     install_error_handlers,
+    store_error_body,
 )
 from .live import LiveRun
 from .page import page_html, state_diagram_svg
@@ -76,9 +78,11 @@ class RunCreated(BaseModel):
 class RunItem(BaseModel):
     run_id: str
     name: str
-    status: Literal["queued", "failed", "running", "ended"]
-    """`queued`: accepted, not started yet; `failed`: it could not start (`reason` says why)."""
-    state: str
+    status: Literal["queued", "failed", "running", "ended", "unreadable"]
+    """`queued`: accepted, not started yet; `failed`: it could not start (`reason` says why);
+    `unreadable`: its stored record cannot be read back (changed outside the runner)."""
+    state: str | None
+    """Null only for an `unreadable` run."""
     reason: str | None
     attempts: int | None
     started_at: str | None
@@ -231,7 +235,10 @@ def create_app(service: RunService) -> FastAPI:
                 after = max(after, int(last_event_id))
             except ValueError:
                 raise ApiError(400, "bad_last_event_id", "Last-Event-ID is a seq") from None
-        return EventSourceResponse(_stream(service, run_id, after), ping=15)
+        # The first read before the stream starts: a record that cannot be read is refused
+        # with an error answer, not an empty stream.
+        first = await anyio.to_thread.run_sync(service.events_after, run_id, after)
+        return EventSourceResponse(_stream(service, run_id, after, first), ping=15)
 
     @app.post("/v1/runs/{run_id}/cancel", status_code=202, response_model=CancelAccepted)
     def cancel(
@@ -280,12 +287,19 @@ def _decision_route(app: FastAPI, service: RunService, verb: str, needs: Any) ->
         return service.decide(key, approval_id, verb, body.note if body else None)
 
 
-async def _stream(service: RunService, run_id: str, after: int) -> AsyncIterator[ServerSentEvent]:
+async def _stream(
+    service: RunService,
+    run_id: str,
+    after: int,
+    first: tuple[list[dict[str, Any]], dict[str, Any] | None],
+) -> AsyncIterator[ServerSentEvent]:
     """Every transition after `after`, in order, each with `id:` its seq; then `end`, whose id
-    is the run's last seq (never a higher one the client sent)."""
+    is the run's last seq (never a higher one the client sent). `first` is the first read. A
+    record found unreadable on the way ends the stream with an `error` event (what the error
+    answer would have said)."""
     streamed = False
+    records, end = first
     while True:
-        records, end = await anyio.to_thread.run_sync(service.events_after, run_id, after)
         for record in records:
             after, streamed = record["seq"], True
             yield ServerSentEvent(json.dumps(record), event="transition", id=str(after))
@@ -296,3 +310,9 @@ async def _stream(service: RunService, run_id: str, after: int) -> AsyncIterator
             return
         if not records:
             await asyncio.sleep(POLL_S)
+        try:
+            records, end = await anyio.to_thread.run_sync(service.events_after, run_id, after)
+        except StoreError as exc:
+            _status, body = store_error_body(exc)
+            yield ServerSentEvent(json.dumps(body), event="error")
+            return

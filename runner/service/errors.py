@@ -1,7 +1,9 @@
 """One error shape for every refusal: `{"error": {"code", "message"}}` with the right status.
 
 Validation errors are 422 (malformed JSON 400, a run sent as other than JSON 415), unknown paths
-404, bodies over the limit 413; nothing a client sends can make the service answer 500.
+404, bodies over the limit 413; nothing a client sends can make the service answer 500 (a store
+that cannot serve a request answers 503 while locked, 500 for a record damaged outside the runner,
+in the same shape).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -16,6 +19,10 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..errors import StoreCorrupt, StoreError, StoreLocked
+
+_log = structlog.get_logger("runner.service")
 
 _CODES = {
     400: "bad_request",
@@ -74,6 +81,22 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+def store_error_body(exc: StoreError) -> tuple[int, dict[str, Any]]:
+    """The answer to a request the store could not serve (logged in full here: the client is
+    told what kind of trouble, not the store's file or host): 503 while another process holds
+    the store's lock, 500 for a record changed or damaged outside the runner."""
+    _log.error("the store could not serve a request", error=str(exc))
+    if isinstance(exc, StoreLocked):
+        code, message = "store_busy", "the store is locked by another process; try again"
+        return 503, {"error": {"code": code, "message": message}}
+    if isinstance(exc, StoreCorrupt):
+        code = "unreadable_record"
+        message = "the stored record cannot be read back: it was changed outside the runner"
+    else:
+        code, message = "store_error", f"the store failed: {type(exc).__name__}"
+    return 500, {"error": {"code": code, "message": f"{message} (the service log has more)"}}
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -98,7 +121,13 @@ def install_error_handlers(app: FastAPI) -> None:
         status, code, message = _explained(first, json_sent=media.endswith(("/json", "+json")))
         return error_response(status, code, message)
 
+    async def store_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StoreError)
+        status, body = store_error_body(exc)
+        return JSONResponse(body, status_code=status)
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(StoreError, store_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
 

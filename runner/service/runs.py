@@ -24,13 +24,13 @@ from pydantic import ValidationError
 from ..approvals import approve, deny, ledger_of, pending_approvals
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
-from ..errors import ApprovalRefused, RunnerError
+from ..errors import ApprovalRefused, RunnerError, StoreCorrupt
 from ..handle import RunHandle
 from ..report import RunView, run_json, stored_run_json, transition_json
 from ..states import State
 from ..store import SqliteStore
 from ..store.approvals import Proposal
-from ..store.base import RunListing, Store
+from ..store.base import RunListing, Store, UnreadableRun
 from ..trace import TransitionRecord
 from ..travel import fixtures_dir
 from ..travel.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
@@ -380,7 +380,12 @@ class RunService:
 
     def check_tenant(self, key: ApiKey, run_id: str) -> None:
         """404 for a run of another tenant, exactly as for one that does not exist."""
-        header = self.store().header(run_id)
+        try:
+            header = self.store().header(run_id)
+        except StoreCorrupt:  # whose it is, from its job: its tenant is told, others get 404
+            if self.queued_tenant(run_id) == key.tenant:
+                raise
+            raise ApiError(404, "no_run", f"no run {run_id}") from None
         tenant = header.tenant if header is not None else None
         if tenant is None:
             tenant = self.queued_tenant(run_id)
@@ -439,12 +444,19 @@ class RunService:
         """The tenant's runs, in the order they were accepted (or started, for runs this service
         did not accept), those not started yet included (`queued`, or `failed` to start)."""
         store = self.store()
+        found = store.runs()
         listed = [
             item
-            for item in store.runs()
+            for item in found
             if isinstance(item, RunListing) and item.header.tenant == key.tenant
         ]
-        stored = {item.header.run_id for item in listed}
+        stored = {item.header.run_id for item in found if isinstance(item, RunListing)}
+        unreadable = [  # listed by the tenant of the job that started it (no header says)
+            unreadable_item(item.run_id, item.problem, self._accepted_name(item.run_id))
+            for item in found
+            if isinstance(item, UnreadableRun) and self.queued_tenant(item.run_id) == key.tenant
+        ]
+        stored |= {item["run_id"] for item in unreadable}
         times = self._acceptance_times(key.tenant)
 
         def accepted(item: RunListing | dict[str, Any]) -> datetime:
@@ -459,7 +471,7 @@ class RunService:
             return when or _BEFORE_ALL
 
         mine: list[RunListing | dict[str, Any]] = sorted(
-            [*listed, *self._not_started(key.tenant, stored)], key=accepted
+            [*listed, *unreadable, *self._not_started(key.tenant, stored)], key=accepted
         )
         if newest_first:
             mine.reverse()
@@ -473,7 +485,11 @@ class RunService:
             if summary is not None:
                 state = summary.terminal
             else:
-                records = self._logs.read(store, header.run_id)
+                try:
+                    records = self._logs.read(store, header.run_id)
+                except StoreCorrupt as exc:
+                    items.append(unreadable_item(header.run_id, str(exc), header.name))
+                    continue
                 state = records[-1].to_state if records else State.PLAN
             stopped = self._failure(header.run_id) if summary is None else None
             items.append(
@@ -507,6 +523,14 @@ class RunService:
             return accepted.failure if accepted.finished else None
         job = self._jobs.get(run_id) if self._jobs is not None else None
         return job.failure if job is not None else None
+
+    def _accepted_name(self, run_id: str) -> str:
+        """The fixture a run this process (or one before it on the file) accepted ran."""
+        accepted = self._accepted.get(run_id)
+        if accepted is not None:
+            return accepted.name
+        job = self._jobs.get(run_id) if self._jobs is not None else None
+        return job.name if job is not None else ""
 
     def _queued_name(self, key: ApiKey, run_id: str) -> str:
         """The name a run another process accepted was queued under ("" if it is not listed)."""
@@ -707,6 +731,21 @@ def queued_item(run_id: str, name: str, failure: str | None = None) -> dict[str,
         "status": "failed" if failure else "queued",
         "state": State.PLAN.value,
         "reason": failure,
+        "attempts": None,
+        "started_at": None,
+        "continues": None,
+    }
+
+
+def unreadable_item(run_id: str, problem: str, name: str = "") -> dict[str, Any]:
+    """A listed run whose stored record cannot be read back: its state is not known (null)."""
+    _log.error("a stored run cannot be read back", run_id=run_id, problem=problem)
+    return {
+        "run_id": run_id,
+        "name": name,
+        "status": "unreadable",
+        "state": None,
+        "reason": "its stored record cannot be read back (the service log has more)",
         "attempts": None,
         "started_at": None,
         "continues": None,

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from .._jsonsafe import clean_text, safe_str
 from ..errors import StoreCorrupt, StoreError
 from ..operations import Operation, OperationStatus
-from ..trace import HEADER_ADAPTER, SUMMARY_ADAPTER
+from ..trace import HEADER_ADAPTER, SUMMARY_ADAPTER, TransitionRecord
 from .base import RunListing, UnreadableRun
 
 T = TypeVar("T")
@@ -109,10 +109,29 @@ def _read_json(adapter: TypeAdapter[T], text: Any, path: Path | str, row: str) -
     """One stored row decoded, or `StoreCorrupt` naming the row (never a bare parse error)."""
     try:
         return adapter.validate_json(text)
-    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
-        first = safe_str(exc).splitlines()
-        problem = first[-1].strip() if first else type(exc).__name__
+    except ValidationError as exc:  # its first problem, where it is (not pydantic's help URL)
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        problem = f"{where}: {first['msg']}" if where else first["msg"]
+        raise StoreCorrupt(f"{path}: {row} cannot be read back ({safe_str(problem)})") from exc
+    except (ValueError, RecursionError) as exc:
+        problem = safe_str(exc) or type(exc).__name__
         raise StoreCorrupt(f"{path}: {row} cannot be read back ({problem})") from exc
+
+
+def in_order(
+    records: list[TransitionRecord], path: Path | str, run_id: str, after: int = 0
+) -> list[TransitionRecord]:
+    """A run's transitions as read (those after seq `after`), or `StoreCorrupt` where one is
+    missing or out of place: a row deleted or edited outside the runner. A log with a gap
+    neither replays nor proves anything, so no reader shows it as if it were whole."""
+    for expected, record in enumerate(records, after + 1):
+        if record.seq != expected:
+            raise StoreCorrupt(
+                f"{path}: run {run_id} transition seq {record.seq} where {expected} belongs "
+                "(a gap or an edit)"
+            )
+    return records
 
 
 def listing(

@@ -39,7 +39,15 @@ from ._pg_approvals import PostgresApprovals
 from ._pg_cancels import PostgresCancels
 from ._pg_leases import Connection, PostgresLeases, _utc
 from ._pg_schema import LEASE_LOST, migrate
-from ._rows import OPERATION_COLUMNS, _json, _read_json, _row_json, listing, operation_of
+from ._rows import (
+    OPERATION_COLUMNS,
+    _json,
+    _read_json,
+    _row_json,
+    in_order,
+    listing,
+    operation_of,
+)
 from .base import Lease, RunListing, UnreadableRun
 from .urls import hide_password, password_of
 
@@ -234,7 +242,8 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
 
     async def transitions(self, run_id: str) -> list[TransitionRecord]:
         sql = "SELECT seq, record FROM runner_transitions WHERE run_id = %s ORDER BY seq"
-        return await self._logged(RECORD_ADAPTER, sql, run_id, "transition")
+        records = await self._logged(RECORD_ADAPTER, sql, run_id, "transition")
+        return in_order(records, self.where, run_id)
 
     async def transitions_after(
         self, run_id: str, after: int, limit: int
@@ -245,7 +254,8 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
             (run_id, after, max(limit, 0)),
         )
         where = f"run {run_id} transition"
-        return [_read_json(RECORD_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
+        records = [_read_json(RECORD_ADAPTER, r, self.where, f"{where} {n}") for n, r in rows]
+        return in_order(records, self.where, run_id, max(after, 0))
 
     async def turns(self, run_id: str) -> list[RecordedTurn]:
         sql = "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal"

@@ -40,7 +40,7 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
-from ._rows import _json, _read_json, _row_json, listing, operation_of
+from ._rows import _json, _read_json, _row_json, in_order, listing, operation_of
 from ._sqlite_base import Synchronous, open_database, transaction, translate
 from ._sqlite_leases import SqliteLeases
 from .approvals import APPROVALS_MIGRATION, SqliteApprovals
@@ -407,7 +407,8 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         return _read_json(SUMMARY_ADAPTER, rows[0][0], self.path, f"run {run_id} summary")
 
     def transitions(self, run_id: str) -> list[TransitionRecord]:
-        return self._logged(RECORD_ADAPTER, TRANSITION, run_id, "transition")
+        records = self._logged(RECORD_ADAPTER, TRANSITION, run_id, "transition")
+        return in_order(records, self.path, run_id)
 
     def transitions_after(self, run_id: str, after: int, limit: int) -> list[TransitionRecord]:
         sql = (
@@ -415,7 +416,8 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         )
         where = f"run {run_id} transition"
         rows = self._read(sql, (run_id, after, max(limit, 0)))
-        return [_read_json(RECORD_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
+        records = [_read_json(RECORD_ADAPTER, row, self.path, f"{where} {n}") for n, row in rows]
+        return in_order(records, self.path, run_id, max(after, 0))
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
         return self._logged(TURN_ADAPTER, TURN, run_id, "model turn")

@@ -15,6 +15,7 @@ from runner.errors import StoreCorrupt, StoreError
 from runner.operations import Operation, OperationStatus
 from runner.store import JsonlLog, SqliteStore, UnreadableRun
 from runner.store.base import RunListing
+from runner.store.sqlite import TRANSITION
 from runner.trace import RunHeader, RunSummary, read_log
 
 from ..conftest import FIXTURES
@@ -166,9 +167,12 @@ def test_a_bad_transition_row_is_named_by_run_and_seq(
     corrupt(db, "UPDATE outputs SET output = json_object('x', 1) WHERE run_id = ?", first)
     capsys.readouterr()
     assert main(["show", bad, "--db", str(db)]) == 2
-    assert f"run {bad} transition 2 cannot be read back" in capsys.readouterr().err
+    err = capsys.readouterr().err  # what is wrong, not only pydantic's help page
+    assert f"run {bad} transition 2 cannot be read back (Invalid JSON: EOF while" in err
+    assert "errors.pydantic.dev" not in err
     assert main(["replay", first, "--db", str(db)]) == 2
-    assert f"run {first} tool output 1 cannot be read back" in capsys.readouterr().err
+    err = capsys.readouterr().err  # where in the row
+    assert f"run {first} tool output 1 cannot be read back (" in err and "Field required" in err
     corrupt(
         db,
         "UPDATE turns SET turn = json_remove(turn, '$.tool_calls[0].id') WHERE run_id = ?",
@@ -279,3 +283,40 @@ def test_a_run_whose_world_cannot_be_read_spoils_only_its_own_grade(
     assert "hold_not_committed  1/1" in out and "read_only_success   3/3" in out, out
     assert err.startswith(f"error: run {bad}: ") and err.count("\n") == 1
     assert str(not_a_database) in err and first not in err and stored
+
+
+def test_a_log_with_a_transition_missing_or_moved_is_read_as_corrupt_by_every_reader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row deleted (or a seq edited) outside the runner leaves a log that neither replays nor
+    proves anything: `show` printed it as if it were whole (exit 0) while `replay` refused."""
+    db = tmp_path / "runs.sqlite"
+    gapped, edited, whole = stored_runs(db)
+    corrupt(
+        db,
+        "DELETE FROM run_log WHERE kind = ? AND number = 3 "
+        "AND entry >> 32 = (SELECT run_no FROM runs WHERE run_id = ?)",
+        TRANSITION,
+        gapped,
+    )
+    corrupt(
+        db,
+        "UPDATE transitions SET record = json_set(record, '$.seq', 9) WHERE run_id = ? AND seq = 2",
+        edited,
+    )
+    capsys.readouterr()
+    for command in ("show", "replay"):
+        assert main([command, gapped, "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert f"run {gapped} transition seq 4 where 3 belongs (a gap or an edit)" in err
+    assert main(["show", edited, "--db", str(db)]) == 2
+    assert "transition seq 9 where 2 belongs" in capsys.readouterr().err
+    store = SqliteStore(db, read_only=True)
+    try:
+        with pytest.raises(StoreCorrupt, match="seq 4 where 3 belongs"):
+            store.transitions_after(gapped, 1, 10)  # a page past the gap's start, too
+        assert [r.seq for r in store.transitions_after(gapped, -1, 2)] == [1, 2]  # before it
+        assert len(store.transitions(whole)) > 3
+    finally:
+        store.close()
+    assert main(["show", whole, "--db", str(db)]) == 0
