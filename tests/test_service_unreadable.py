@@ -74,3 +74,23 @@ def test_runs_whose_record_cannot_be_read_back_are_refused_and_listed_as_such(
     assert theirs["total"] == 0
     log = (tmp_path / "serve.log").read_text()
     assert "cannot be read back" in log and bad_header in log  # the whole story is logged
+
+
+def test_a_decision_while_another_process_holds_the_store_is_503_and_goes_through_after(
+    tmp_path: Path,
+) -> None:
+    with serving(tmp_path, pace_s=0.0) as service:
+        waiting = service.submit("hold_approved")
+        assert service.wait_ended(waiting)["reason"] == "approval_required"
+        (pending,) = service.pending(waiting)
+        approve = f"/v1/approvals/{pending['approval_id']}/approve"
+        with closing(sqlite3.connect(tmp_path / "runs.sqlite", isolation_level=None)) as holder:
+            holder.execute("BEGIN IMMEDIATE")  # another process's write lock, held
+            with service.client() as client:
+                busy = client.post(approve)
+            holder.execute("ROLLBACK")
+        with service.client() as client:
+            decided = client.post(approve)  # nothing was kept: the same request goes through
+    assert busy.status_code == 503, busy.text
+    assert busy.json()["error"]["code"] == "store_busy"
+    assert decided.status_code == 200, decided.text
