@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import httpx
 import pytest
 import yaml
 
+from runner.approvals import approve, pending_approvals
+from runner.confirm import ApprovalSecret
 from tests.conftest import allow_loopback_only
 
 SECRET = "a-test-approval-secret-of-enough-bytes-0123456789"
@@ -206,3 +209,20 @@ def read_events(
 def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     """The no-network guard, lifted for 127.0.0.1 alone."""
     allow_loopback_only(monkeypatch)
+
+
+def decide_in_store(store: Any, run_id: str) -> None:
+    """Approve `run_id`'s one pending proposal in `store` itself, then close it: what a service
+    process that stopped after storing a decision, before its continuation's job, left."""
+    try:
+        (proposal,) = pending_approvals(store, run_id)
+        approve(
+            store,
+            run_id,
+            proposal.operation_key,
+            approver="ops",
+            secret=ApprovalSecret(SECRET),
+            now=datetime.now(UTC),
+        )
+    finally:
+        store.close()

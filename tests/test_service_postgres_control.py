@@ -20,9 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner.approvals import approve, pending_approvals
 from runner.cli._distributed import fixture_player
-from runner.confirm import ApprovalSecret
 from runner.distributed.worker import RunDriver, WorkerSettings
 from runner.states import TERMINAL
 from runner.store.adapters import BlockingStore
@@ -36,6 +34,7 @@ from tests.service_harness import (
     A,
     B,
     Service,
+    decide_in_store,
     loopback,
     read_events,
     serving,
@@ -227,19 +226,9 @@ def test_a_decision_whose_continuation_was_never_queued_is_queued_once_by_the_ne
     with serving(tmp_path / "s1", url=pg_url, env=env) as first, workers(pg_url, tmp_path, env):
         waiting = first.submit("hold_approved")
         assert first.wait_ended(waiting)["reason"] == "approval_required"
-    store = BlockingStore(lambda: PostgresStore.open(pg_url))
-    try:  # what the stopped process stored: the decision, and nothing queued
-        (proposal,) = pending_approvals(store, waiting)
-        approve(
-            store,
-            waiting,
-            proposal.operation_key,
-            approver="ops",
-            secret=ApprovalSecret(SECRET),
-            now=datetime.now(UTC),
-        )
-    finally:
-        store.close()
+    decide_in_store(
+        BlockingStore(lambda: PostgresStore.open(pg_url)), waiting
+    )  # nothing continues it
     with (
         serving(tmp_path / "s2", url=pg_url, env=env) as second,
         serving(tmp_path / "s3", url=pg_url, env=env),

@@ -7,18 +7,23 @@ Over real HTTP (`runner serve` in a child process), killed with SIGKILL mid-run.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
 
-from runner.approvals import approve, pending_approvals
-from runner.confirm import ApprovalSecret
 from runner.errors import ConfigError
 from runner.service import ServiceConfig
 from runner.store import SqliteStore
-from tests.service_harness import LONG, SECRET, A, Service, loopback, read_events, serving
+from tests.service_harness import (
+    LONG,
+    A,
+    Service,
+    decide_in_store,
+    loopback,
+    read_events,
+    serving,
+)
 
 __all__ = ["loopback"]
 
@@ -130,19 +135,7 @@ def test_an_approval_decided_by_a_process_that_stopped_before_keeping_its_job_is
     with serving(tmp_path, pace_s=0.0) as first:
         waiting = first.submit("hold_approved")
         assert first.wait_ended(waiting)["reason"] == "approval_required"
-    store = SqliteStore(tmp_path / "runs.sqlite")
-    try:  # what the stopped process stored: the decision, and no job
-        (proposal,) = pending_approvals(store, waiting)
-        approve(
-            store,
-            waiting,
-            proposal.operation_key,
-            approver="ops",
-            secret=ApprovalSecret(SECRET),
-            now=datetime.now(UTC),
-        )
-    finally:
-        store.close()
+    decide_in_store(SqliteStore(tmp_path / "runs.sqlite"), waiting)  # nothing continues it
     with serving(tmp_path) as second:
         deadline = time.monotonic() + 60
         with second.client() as client:
