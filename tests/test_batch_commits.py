@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import signal
 import sqlite3
 import uuid
 from collections import Counter
@@ -36,14 +37,17 @@ from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, Too
 from runner.replay import Recording, replay
 from runner.spec import RunResult
 from runner.store import JsonlLog, SqliteStore
-from runner.store.base import Store
+from runner.store.base import RunListing, Store
 from runner.store.fanout import FanoutStore
 from runner.store.postgres import PostgresStore
 from runner.tools import ToolImplementation, ToolInvocation, ToolResponse
 from runner.transcript import ToolResultMessage, Transcript
+from runner.travel import load_travel_contracts
+from runner.travel.fixtures import load_fixture
 
-from .conftest import FLIGHT_ARGS
+from .conftest import FIXTURES, FLIGHT_ARGS
 from .hostile import FLIGHTS_OK, HOLD_ARGS, START, spec
+from .test_crash_sweep import _runner
 
 SLOW_S = 3.0
 FAST_ARGS = {**FLIGHT_ARGS, "max_results": 2}
@@ -491,3 +495,53 @@ def test_only_an_outcome_that_comes_before_an_earlier_one_is_committed_alone(
         store.close()
     assert result.terminal.value == "complete"
     assert len(made) == 1 + len(result.transitions) + 1 + alone
+
+
+def test_killed_at_every_commit_parallel_calls_resumes_with_its_attempts(tmp_path: Path) -> None:
+    """`parallel_calls` (3 s, 2 s and 1 s reads in one reply; the 1 s one fails and is retried) as
+    a real subprocess, SIGKILLed after each of its durable commits and resumed: every point ends
+    as the fixture declares, with its attempts. Some points fall after an outcome committed
+    alone (the log then ends in an input after its last transition): the new commits' points."""
+    path = FIXTURES / "parallel_calls.yaml"
+    expect = load_fixture(path, load_travel_contracts()).expect
+    assert expect is not None and expect.attempts == 4
+    ending_in_inputs, point = 0, 0
+    while True:
+        point += 1
+        folder = tmp_path / str(point)
+        folder.mkdir()
+        db = folder / "runs.sqlite"
+        done = _runner(["run", str(path), "--db", str(db), "--json"], folder, kill_after=point)
+        if done.returncode == 0:
+            break
+        assert done.returncode == -signal.SIGKILL, done.stderr
+        if not db.exists() or not _has_run(db):
+            continue  # died before the run began
+        rows = _rows(db)
+        ending_in_inputs += bool(rows) and rows[-1] != 0
+        run_id = _run_id(db)
+        resumed = _runner(["resume", run_id, "--db", str(db), "--json"], folder)
+        assert resumed.returncode == 0, (point, resumed.stderr)
+        reported = json.loads(resumed.stdout)
+        assert (reported["terminal"], reported["attempts"]) == (expect.terminal, 4), point
+        path_taken = ["plan", *(t["to"] for t in reported["transitions"])]
+        assert path_taken == [state.value for state in expect.transitions], point
+    assert ending_in_inputs >= 2  # the failed rail check's outcome, then the hotels'
+
+
+def _has_run(db: Path) -> bool:
+    store = SqliteStore(db)
+    try:
+        return bool(store.runs())
+    finally:
+        store.close()
+
+
+def _run_id(db: Path) -> str:
+    store = SqliteStore(db)
+    try:
+        (listing,) = store.runs()
+        assert isinstance(listing, RunListing)
+        return listing.header.run_id
+    finally:
+        store.close()
