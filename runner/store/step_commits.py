@@ -55,6 +55,7 @@ class StepCommits:
         self._early = HeldInputs()
         """Inputs of a held run (or for an inner log that takes none alone) until its next
         transition."""
+        self._early_runs = self._early.runs  # read on every append: one attribute, not two
 
     def hold(self, run_id: str) -> None:
         """Commit `run_id`'s transitions a step at a time from now on."""
@@ -83,7 +84,7 @@ class StepCommits:
         self.inner.begin_run(header)
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
-        if self._early.runs:  # inputs that came before this transition (see append_inputs)
+        if self._early_runs:  # inputs that came before this transition (see append_inputs)
             inputs = self._early.ahead(record.run_id, inputs)
         entries = self._held.get(record.run_id)
         if entries is None:
