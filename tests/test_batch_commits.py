@@ -5,9 +5,11 @@ call answers loses nothing. On resume that dispatch is served its recorded outco
 neither looked up nor sent again, a read not run again), and the run ends as the uncrashed one
 does: same terminal, same holds, same attempts, same transitions.
 
-The crash is the process dying right after a commit (`_failpoints.committed` raising, as in
-`test_durability.py`): the first commit after the fast call answered, which must come before
-the slow call answers.
+A crash is the process dying right after a commit (`_failpoints.committed` raising, as in
+`test_durability.py`: the first commit after the fast call answered, which must come before the
+slow call answers), the run's task cancelled at a chosen moment (nothing more is written in
+`transition` mode, as in `test_engine_postgres.py`), or a real subprocess SIGKILLed after its
+n-th commit (`RUNNER_KILL_AFTER_COMMITS`, as in `test_crash_sweep.py`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,6 @@ from runner.store.fanout import FanoutStore
 from runner.store.postgres import PostgresStore
 from runner.tools import ToolImplementation, ToolInvocation, ToolResponse
 from runner.transcript import ToolResultMessage, Transcript
-from runner.travel import load_travel_contracts
-from runner.travel.fixtures import load_fixture
 
 from .conftest import FIXTURES, FLIGHT_ARGS
 from .hostile import FLIGHTS_OK, HOLD_ARGS, START, spec
@@ -144,15 +144,12 @@ def _crash_once_the_fast_call_answered(world: World, late: list[str]) -> Callabl
     return committed
 
 
+VARYING = frozenset({"time", "latency_ms", "run_id", "operation_key"})
+"""What differs between two runs of the same batch (a key is minted per run)."""
+
+
 def _untimed(result: RunResult) -> list[dict[str, Any]]:
-    return [
-        {
-            k: v
-            for k, v in r.to_json().items()
-            if k not in {"time", "latency_ms", "run_id", "operation_key"}
-        }
-        for r in result.transitions
-    ]
+    return [{k: v for k, v in r.to_json().items() if k not in VARYING} for r in result.transitions]
 
 
 def _crash_and_resume(
@@ -497,14 +494,61 @@ def test_only_an_outcome_that_comes_before_an_earlier_one_is_committed_alone(
     assert len(made) == 1 + len(result.transitions) + 1 + alone
 
 
-def test_killed_at_every_commit_parallel_calls_resumes_with_its_attempts(tmp_path: Path) -> None:
-    """`parallel_calls` (3 s, 2 s and 1 s reads in one reply; the 1 s one fails and is retried) as
-    a real subprocess, SIGKILLed after each of its durable commits and resumed: every point ends
-    as the fixture declares, with its attempts. Some points fall after an outcome committed
-    alone (the log then ends in an input after its last transition): the new commits' points."""
+SAME_TOOL_OVERTAKES = """
+name: same_tool_overtakes
+description: Two flight searches in one reply; the second answers first, the first after 3 s.
+task: Find flights.
+tenant: optiverse
+principal: {id: agent-7, scopes: [travel.read]}
+tools: [search_flights]
+environment:
+  search_flights:
+    - latency_s: 3
+      respond: {status: ok, options: [{flight_id: NH7, assistance_status: reported_available}],
+                source_timestamp: "2027-03-01T09:00:00Z"}
+    - latency_s: 1
+      respond: {status: ok, options: [], source_timestamp: "2027-03-01T09:00:00Z"}
+model:
+  - tool_calls:
+      - {id: c-a, name: search_flights, args: {origin: SFO, destination: NRT,
+         date_start: "2027-04-01", date_end: "2027-04-03", accessibility: wheelchair}}
+      - {id: c-b, name: search_flights, args: {origin: SFO, destination: KIX,
+         date_start: "2027-04-01", date_end: "2027-04-03", accessibility: wheelchair}}
+  - final: "NH7."
+expect:
+  terminal: complete
+  reason: model_final
+  attempts: 2
+  transitions: [plan, call, observe, call, observe, plan, complete]
+"""
+
+
+def _comparable(reported: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in t.items() if k not in VARYING | {"cost_usd"}}
+        for t in reported["transitions"]
+    ]
+
+
+@pytest.mark.parametrize("fixture", ["parallel_calls", "same_tool_overtakes"])
+def test_killed_at_every_commit_a_batch_resumes_as_it_ran_uncrashed(
+    fixture: str, tmp_path: Path
+) -> None:
+    """A fixture as a real subprocess, SIGKILLed after each of its durable commits and resumed:
+    every point ends as the uncrashed run did, transition for transition (each call's recorded
+    observation included). `parallel_calls`: 3 s, 2 s and 1 s reads in one reply, the 1 s one
+    failing and retried. `same_tool_overtakes`: one tool twice, the second answering first, so
+    the scripted world must give the first, re-run after the crash, its own outcome. Some points
+    fall after an outcome committed alone (the log then ends in an input after its last
+    transition): the new commits' points."""
     path = FIXTURES / "parallel_calls.yaml"
-    expect = load_fixture(path, load_travel_contracts()).expect
-    assert expect is not None and expect.attempts == 4
+    if fixture == "same_tool_overtakes":
+        path = tmp_path / "same_tool_overtakes.yaml"
+        path.write_text(SAME_TOOL_OVERTAKES)
+    whole = _runner(["run", str(path), "--db", str(tmp_path / "whole.sqlite"), "--json"], tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    expected = json.loads(whole.stdout)
+    assert expected["terminal"] == "complete"
     ending_in_inputs, point = 0, 0
     while True:
         point += 1
@@ -519,14 +563,12 @@ def test_killed_at_every_commit_parallel_calls_resumes_with_its_attempts(tmp_pat
             continue  # died before the run began
         rows = _rows(db)
         ending_in_inputs += bool(rows) and rows[-1] != 0
-        run_id = _run_id(db)
-        resumed = _runner(["resume", run_id, "--db", str(db), "--json"], folder)
+        resumed = _runner(["resume", _run_id(db), "--db", str(db), "--json"], folder)
         assert resumed.returncode == 0, (point, resumed.stderr)
         reported = json.loads(resumed.stdout)
-        assert (reported["terminal"], reported["attempts"]) == (expect.terminal, 4), point
-        path_taken = ["plan", *(t["to"] for t in reported["transitions"])]
-        assert path_taken == [state.value for state in expect.transitions], point
-    assert ending_in_inputs >= 2  # the failed rail check's outcome, then the hotels'
+        assert reported["attempts"] == expected["attempts"], point
+        assert _comparable(reported) == _comparable(expected), point
+    assert ending_in_inputs >= 1
 
 
 def _has_run(db: Path) -> bool:
