@@ -587,3 +587,48 @@ def _run_id(db: Path) -> str:
         return listing.header.run_id
     finally:
         store.close()
+
+
+class PlainLog:
+    """A `RunLog` of a user's own, written before `append_inputs` existed: it has none."""
+
+    def __init__(self) -> None:
+        self.appended: list[tuple[int, list[str]]] = []
+
+    def begin_run(self, header: Any) -> None:
+        pass
+
+    def append(self, record: Any, inputs: Any = ()) -> None:
+        self.appended.append((record.seq, [f"{type(i).__name__} {i.ordinal}" for i in inputs]))
+
+    def end_run(self, summary: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_log_without_append_inputs_gets_the_early_outcome_with_the_next_transition(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """Beside a store that takes it at once, a log of one's own without the optional method
+    is given the outcome with the run's next transition, as before: nothing lost, nothing
+    twice, in the order the inputs came."""
+    world, plain = World(), PlainLog()
+    path = tmp_path / "s.sqlite"
+    world.at_slow_answer = lambda: plain.appended.append((0, _kinds(path)))
+    store = FanoutStore(SqliteStore(path), plain)
+    result = _engine(contracts, world, store, FakeClock(START)).run_sync(
+        spec(), Batch(SLOW, FAST_READ)
+    )
+    store.close()
+    assert result.terminal.value == "complete"
+    assert plain.appended[:3] == [
+        (1, ["RecordedTurn 1"]),
+        (0, ["1", "0", "2"]),  # the SQLite file as the slow call answers: the fast outcome in it
+        (2, ["RecordedOutput 2", "RecordedOutput 1"]),  # the plain log: both, as they came
+    ]
+
+
+def _kinds(path: Path) -> list[str]:
+    return [str(kind) for kind in _rows(path)]
