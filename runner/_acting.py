@@ -6,6 +6,9 @@ in the transcript.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Final, assert_never
 
@@ -38,6 +41,7 @@ from .observations import (
     WriteNotApplied,
 )
 from .operations import OperationStatus
+from .recording import Recorded
 from .result_classes import CLASSES
 from .tools import ToolResponse
 from .trace import recorded_observation
@@ -92,6 +96,8 @@ async def call(core: Core, run: RunState) -> None:
         observation, slot.came_at = slot.observation, None
     else:
         assert slot.task is not None and slot.contract is not None
+        if len(run.batch.calls) > 1:  # later calls in flight: what they bring is stored meanwhile
+            await _storing_meanwhile(core, run, slot.task)
         outcome, ended, slot.came_at = await slot.task
         slot.task = None
         _account_child(run, slot, outcome)
@@ -122,6 +128,43 @@ async def call(core: Core, run: RunState) -> None:
         provenance=slot.provenance,
     )
     _trace_call(core, run, slot, observation, latency)
+
+
+def _inputs_taker(core: Core, run: RunState) -> Callable[[str, list[Recorded]], None] | None:
+    """The store's `append_inputs`, unless it has none or the run is being re-driven."""
+    if len(run.records) < len(run.setup.known):
+        return None
+    taker: Callable[[str, list[Recorded]], None] | None
+    taker = getattr(core.runtime.store, "append_inputs", None)
+    return taker
+
+
+async def _storing_meanwhile(core: Core, run: RunState, waited: Awaitable[object]) -> None:
+    """Wait for `waited` (the batch's first call, or its retry's wait); each outcome a later
+    call of the batch brings meanwhile is stored at once, not with the next transition, so a
+    crash before `waited` ends does not lose it (a resume serves it as recorded: a write is not
+    looked up, a read not run again). Needs a store that takes inputs alone (`append_inputs`,
+    `store/base.py`); a re-drive stores nothing (its inputs are stored already)."""
+    setup = run.setup
+    take = _inputs_taker(core, run)
+    if take is None or not isinstance(waited, asyncio.Future):
+        return
+    others = {
+        s.task
+        for s in itertools.islice(run.batch.calls, 1, None)
+        if isinstance(s.task, asyncio.Future) and not s.task.done()
+    }
+    pending = core.runtime.pending
+    while others and not waited.done():
+        done, _ = await asyncio.wait({waited, *others}, return_when=asyncio.FIRST_COMPLETED)
+        if done == {waited}:
+            return  # it came first: the outcomes go with its transition, as for a single call
+        others -= done
+        inputs = setup.effects.drain()
+        if inputs:
+            take(setup.run_id, inputs)
+            if pending is not None:  # an awaited store: written now, not before the next phase
+                await pending.flush(setup.run_id)
 
 
 def _account_child(run: RunState, slot: Slot, outcome: object) -> None:
@@ -290,7 +333,16 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
     """Sleep the verdict's wait (it fits before the deadline) and go back to `call`; the
     retry's admission checks the bounds again before it dispatches."""
     assert verdict.wait is not None
-    await run.clock.sleep(verdict.wait)
+    if len(run.batch.calls) > 1 and _inputs_taker(core, run) is not None:  # as in `call`
+        sleeping = asyncio.ensure_future(run.clock.sleep(verdict.wait))
+        try:
+            await _storing_meanwhile(core, run, sleeping)
+        except BaseException:  # the run was cancelled meanwhile: so is its wait
+            sleeping.cancel()
+            raise
+        await sleeping
+    else:
+        await run.clock.sleep(verdict.wait)
     run.meters.waits.append(verdict.wait)
     run.work = Retry(slot)
     core.move(

@@ -334,6 +334,10 @@ class ReplayEffects:
                 f"operation_key={invocation.operation_key!r}",
             )
         self.served.add(ordinal)
+        if self.live is not None:  # resuming: a tool that keeps its place in a script skips one
+            skip = getattr(implementation, "answered_from_record", None)
+            if skip is not None:
+                skip(invocation)
         if self.counterfactual:
             latency, timeout = output.ended_at - output.started_at, invocation.timeout_s
             cut = _cut(latency, timeout)

@@ -74,7 +74,8 @@ class Effects(Protocol):
         ...
 
     def drain(self) -> list[Recorded]:
-        """The inputs taken in since the last call, to be stored with the next transition."""
+        """The inputs taken in since the last call, to be stored with the next transition (or
+        before it, when a batch's later call answers while the run waits on an earlier one)."""
         ...
 
     def use_fallback(self) -> bool:

@@ -19,6 +19,7 @@ from ..errors import ConfigError, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from ._early import HeldInputs, pass_on
 from .approvals import ApprovalDecision, AsyncApprovalLedger, Proposal
 from .base import AsyncStore, CancelRequests, Lease, Leases, RunListing, Store, UnreadableRun
 
@@ -28,10 +29,12 @@ T = TypeVar("T")
 class AsyncAdapter:
     """A synchronous `Store` (with `Leases`, where it keeps them) as an `AsyncStore`."""
 
-    __slots__ = ("store",)
+    __slots__ = ("_early", "store")
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._early = HeldInputs()
+        """Inputs for a store that takes none alone, until the run's next transition."""
 
     def _leases(self) -> Leases:
         if not isinstance(self.store, Leases):
@@ -42,7 +45,12 @@ class AsyncAdapter:
         self.store.begin_run(header)
 
     async def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        if self._early.runs:
+            inputs = self._early.ahead(record.run_id, inputs)
         self.store.append(record, inputs)
+
+    async def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        pass_on(self.store, self._early, run_id, inputs)
 
     async def end_run(self, summary: RunSummary) -> None:
         self.store.end_run(summary)
@@ -121,6 +129,8 @@ class BlockingStore:
         )
         self._thread.start()
         self._watchers: dict[str, Callable[[TransitionRecord], None]] = {}
+        self._early = HeldInputs()
+        """Inputs for an awaited store that takes none alone, until the run's next transition."""
         try:
             self.store: AsyncStore = self._call(_awaited(opener))
         except BaseException:
@@ -140,10 +150,19 @@ class BlockingStore:
         self._call(self.store.begin_run(header))
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        if self._early.runs:
+            inputs = self._early.ahead(record.run_id, inputs)
         self._call(self.store.append(record, inputs))
         watcher = self._watchers.get(record.run_id)
         if watcher is not None:
             watcher(record)  # in the appending thread: the run's own, between two of its steps
+
+    def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        take = getattr(self.store, "append_inputs", None)
+        if take is None:
+            self._early.hold(run_id, inputs)
+        else:
+            self._call(take(run_id, inputs))
 
     def end_run(self, summary: RunSummary) -> None:
         self._call(self.store.end_run(summary))

@@ -3,7 +3,10 @@
 `RunLog` is the write side of a run's record: `begin_run` once, `append` each transition in `seq`
 order together with the inputs (model replies, tool outcomes) that led to it, `end_run` once.
 Each `append` is one all-or-nothing write, so a transition is never durable without the inputs
-that produced it, and an input never without its transition. `Store` adds
+that produced it. A log may also offer `append_inputs` (`InputsAlone`, optional): inputs stored
+without a transition, for a parallel batch's outcome that came back while the run still waits on
+an earlier call of the batch (so a crash then does not lose it); the built-in stores do. A log
+without it gets those inputs with the run's next transition. `Store` adds
 reading back and the operation records that make writes exactly-once. Memory and SQLite implement
 `Store` (one contract suite, `tests/store/test_contract.py`, runs against both); the JSONL log is a
 `RunLog` only. A store raises `StoreError` when it cannot keep a write; it never drops one silently,
@@ -41,6 +44,18 @@ class RunLog(Protocol):
 
     def close(self) -> None:
         """Release files and connections."""
+        ...
+
+
+@runtime_checkable
+class InputsAlone(Protocol):
+    """What a `RunLog` may offer besides (not required: see `store/_early.py`)."""
+
+    def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        """Record inputs of `run_id` taken in since its last transition, before the next one,
+        in one write, checked against the run's lease as `append` is. Readers see them with
+        the run's other inputs (by ordinal); a run that stops before its next transition leaves
+        them after its last one, and a resume serves them as recorded."""
         ...
 
 

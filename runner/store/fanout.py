@@ -1,4 +1,8 @@
-"""A store that also copies every write to extra run logs (e.g. SQLite plus a JSONL log)."""
+"""A store that also copies every write to extra run logs (e.g. SQLite plus a JSONL log).
+
+Inputs stored before their transition (`append_inputs`) go to each log that takes them alone;
+a log that does not gets them with the run's next transition (`_early.py`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from ._early import HeldInputs, pass_on
 from .base import RunListing, RunLog, Store, UnreadableRun
 
 
@@ -18,14 +23,20 @@ class FanoutStore:
         self.primary = primary
         self.sinks = sinks
         self._logs: tuple[RunLog, ...] = (primary, *sinks)
+        self._early = tuple(HeldInputs() for _ in self._logs)
+        """Per log, the inputs it could not take alone (see `append_inputs`)."""
 
     def begin_run(self, header: RunHeader) -> None:
         for log in self._logs:
             log.begin_run(header)
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
-        for log in self._logs:
-            log.append(record, inputs)
+        for log, early in zip(self._logs, self._early, strict=True):
+            log.append(record, early.ahead(record.run_id, inputs) if early.runs else inputs)
+
+    def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        for log, early in zip(self._logs, self._early, strict=True):
+            pass_on(log, early, run_id, inputs)
 
     def end_run(self, summary: RunSummary) -> None:
         for log in self._logs:

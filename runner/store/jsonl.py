@@ -62,6 +62,17 @@ class JsonlLog:
         lines.append(transition_line(record))
         self._write("\n".join(lines))
 
+    def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        """Inputs before their transition (`base.InputsAlone`): their lines, no transition line
+        after them yet (a reader collects a run's inputs whatever line follows them)."""
+        if inputs:
+            self._write(
+                "\n".join(
+                    turn_line(item) if isinstance(item, RecordedTurn) else output_line(item)
+                    for item in inputs
+                )
+            )
+
     def end_run(self, summary: RunSummary) -> None:
         self._write(finished_line(summary))
 

@@ -73,6 +73,16 @@ class MemoryStore(MemoryApprovals):
                 self.output_log[run_id].append(item)
         records.append(record)
 
+    def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        """Inputs before their transition (`base.InputsAlone`)."""
+        self._known(run_id)
+        self._fenced(run_id)
+        for item in inputs:
+            if isinstance(item, RecordedTurn):
+                self.turn_log[run_id].append(item)
+            else:
+                self.output_log[run_id].append(item)
+
     def end_run(self, summary: RunSummary) -> None:
         self._known(summary.run_id)
         self._fenced(summary.run_id)

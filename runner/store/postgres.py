@@ -194,6 +194,37 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
         self._last_seq[run_id] = record.seq
         _failpoints.committed()  # the crash sweep's kill point, as for SQLite's commits
 
+    async def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        """Inputs before their transition (`base.InputsAlone`), in one transaction that holds
+        the run's lease row as `append` does: a worker that lost the run cannot write them."""
+        if not inputs:
+            return
+        turns = [i for i in inputs if isinstance(i, RecordedTurn)]
+        outputs = [i for i in inputs if not isinstance(i, RecordedTurn)]
+        async with self._connection() as conn, conn.transaction():
+            await self._fenced(conn, run_id)
+            if turns:
+                await conn.execute(
+                    "INSERT INTO runner_turns (run_id, ordinal, turn) SELECT %s, o, t "
+                    "FROM unnest(%s::integer[], %s::text[]) AS u (o, t)",
+                    (
+                        run_id,
+                        [t.ordinal for t in turns],
+                        [_row_json(t, TURN_ADAPTER) for t in turns],
+                    ),
+                )
+            if outputs:
+                await conn.execute(
+                    "INSERT INTO runner_outputs (run_id, ordinal, output) SELECT %s, o, t "
+                    "FROM unnest(%s::integer[], %s::text[]) AS u (o, t)",
+                    (
+                        run_id,
+                        [o.ordinal for o in outputs],
+                        [_row_json(o, OUTPUT_ADAPTER) for o in outputs],
+                    ),
+                )
+        _failpoints.committed()
+
     async def _last_stored_seq(self, conn: Connection, run_id: str) -> int:
         cursor = await conn.execute(
             "SELECT COALESCE(MAX(seq), 0), (SELECT count(*) FROM runner_runs WHERE run_id = %s) "

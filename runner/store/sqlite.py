@@ -335,6 +335,25 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         self._insert(run_id, rows)
         self._tails[run_id] = (first, position, last)
 
+    def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        """Inputs before their transition (`base.InputsAlone`): rows of the log after the run's
+        last one, read by kind and number as every input is; the next transition follows them."""
+        if not inputs:
+            return
+        tail = self._tails.get(run_id)
+        first, position, last = tail if tail is not None else self._tail(run_id)
+        rows: list[Any] = []
+        for item in inputs:
+            position += 1
+            if isinstance(item, RecordedTurn):
+                rows += (first + position, TURN, item.ordinal, _row_json(item, TURN_ADAPTER))
+            else:
+                rows += (first + position, OUTPUT, item.ordinal, _row_json(item, OUTPUT_ADAPTER))
+        if position > _LAST_POSITION:
+            raise StoreError(f"run {run_id}: more than {_LAST_POSITION} rows in its log")
+        self._insert(run_id, rows)
+        self._tails[run_id] = (first, position, last)
+
     def _insert(self, run_id: str, rows: list[Any]) -> None:
         """`rows` (four values a row) into `run_log`: one statement, its own commit, unless the
         run's lease must be checked in the same transaction or there are many rows."""

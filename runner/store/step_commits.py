@@ -10,6 +10,12 @@ The rule no mode relaxes holds: every write's intent is durable before its dispa
 outcome before anything depends on it (the next model request, the next claim). A crash loses
 at most the held transitions of the step in flight, which resume re-drives as it would a crash
 between two commits. Appends of runs it does not hold pass straight through.
+
+Inputs taken in before their transition (`append_inputs`: a parallel batch's outcome that came
+back while the run waits on an earlier call) are held with the step as well, and committed with
+the step's next transition: step mode trades the transitions of the step in flight for fewer
+commits, and those inputs go with them (a crash may then cost such a call one dispatch more, as
+before inputs could be stored alone). A run not held passes them straight on.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..states import TERMINAL, State
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from ._early import HeldInputs, pass_on
 from .base import RunListing, RunLog, Store, UnreadableRun
 
 Entry = tuple[TransitionRecord, Sequence[Recorded]]
@@ -45,15 +52,24 @@ class StepCommits:
     def __init__(self, inner: Store) -> None:
         self.inner = inner
         self._held: dict[str, list[Entry]] = {}
+        self._early = HeldInputs()
+        """Inputs of a held run (or for an inner log that takes none alone) until its next
+        transition."""
+        self._early_runs = self._early.runs  # read on every append: one attribute, not two
 
     def hold(self, run_id: str) -> None:
         """Commit `run_id`'s transitions a step at a time from now on."""
         self._held.setdefault(run_id, [])
 
     def release(self, run_id: str) -> None:
-        """Commit what `run_id` holds, and pass its appends straight through from now on."""
+        """Commit what `run_id` holds, and pass its appends straight through from now on (inputs
+        held without their transition, from a run cut short, go to a log that takes them)."""
         self.flush(run_id)
         self._held.pop(run_id, None)
+        early = self._early.runs.pop(run_id, None)
+        take = getattr(self.inner, "append_inputs", None)
+        if early and take is not None:
+            take(run_id, early)
 
     def flush(self, run_id: str) -> None:
         """Commit what `run_id` holds (nothing to do for a run not held)."""
@@ -68,6 +84,8 @@ class StepCommits:
         self.inner.begin_run(header)
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        if self._early_runs:  # inputs that came before this transition (see append_inputs)
+            inputs = self._early.ahead(record.run_id, inputs)
         entries = self._held.get(record.run_id)
         if entries is None:
             self.inner.append(record, inputs)
@@ -75,6 +93,13 @@ class StepCommits:
         entries.append((record, inputs))
         if record.to_state in STEP_ENDS:
             self.flush(record.run_id)
+
+    def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        """Held with the step when `run_id` is held (see the module); else passed on."""
+        if run_id in self._held:
+            self._early.hold(run_id, inputs)
+        else:
+            pass_on(self.inner, self._early, run_id, inputs)
 
     def end_run(self, summary: RunSummary) -> None:
         self.flush(summary.run_id)

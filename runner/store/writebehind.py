@@ -7,6 +7,8 @@ the points where durability is owed: before each phase of the run (so everything
 is stored before the next model request or tool dispatch), before each write intent is claimed
 (the claim itself is awaited: its answer decides whether to dispatch), and when the run ends.
 A synchronous store (memory, SQLite) is written in place as before: nothing here is on its path.
+Inputs stored before their transition (`append_inputs`) are queued like any write; the engine
+flushes the run's queue at once after them (they are stored to survive a crash meanwhile).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..errors import StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import RunHeader, RunSummary, TransitionRecord
+from ._early import HeldInputs
 from .approvals import ApprovalDecision, AsyncApprovalLedger, Proposal
 from .base import AsyncStore, RunListing, UnreadableRun
 
@@ -30,13 +33,15 @@ class PendingWrites:
     """The `Store` the engine writes to when its store is awaited: writes queue per run and go
     out, in order, at `flush`. Reading through it is refused (the engine reads the store itself)."""
 
-    __slots__ = ("_key_runs", "_queues", "store")
+    __slots__ = ("_early", "_key_runs", "_queues", "store")
 
     def __init__(self, store: AsyncStore) -> None:
         self.store = store
         self._queues: dict[str, deque[Write]] = {}
         self._key_runs: dict[str, str] = {}
         """The run each claimed key belongs to (a settle names only the key)."""
+        self._early = HeldInputs()
+        """Inputs for a store that takes none alone, until the run's next transition."""
 
     def _queue(self, run_id: str, write: Write) -> None:
         queue = self._queues.get(run_id)
@@ -79,8 +84,18 @@ class PendingWrites:
         self._queue(header.run_id, lambda: self.store.begin_run(header))
 
     def append(self, record: TransitionRecord, inputs: Sequence[Recorded] = ()) -> None:
+        if self._early.runs:
+            inputs = self._early.ahead(record.run_id, inputs)
         inputs = tuple(inputs)  # the caller's list is reused
         self._queue(record.run_id, lambda: self.store.append(record, inputs))
+
+    def append_inputs(self, run_id: str, inputs: Sequence[Recorded]) -> None:
+        take = getattr(self.store, "append_inputs", None)
+        if take is None:
+            self._early.hold(run_id, inputs)
+            return
+        kept = tuple(inputs)
+        self._queue(run_id, lambda: take(run_id, kept))
 
     def end_run(self, summary: RunSummary) -> None:
         self._queue(summary.run_id, lambda: self.store.end_run(summary))

@@ -67,6 +67,11 @@ class ScriptedTool:
             await self._clock.sleep(outcome.latency_s)
         return await _play(self._clock, self.name, outcome, invocation)
 
+    def answered_from_record(self, invocation: ToolInvocation) -> None:
+        """A resumed run was served this dispatch's recorded outcome: the script's outcome it
+        played before the crash is not played again (told in dispatch order, as calls come)."""
+        self._next += 1
+
 
 class HoldRoom:
     """`hold_room` against the supplier database.
@@ -149,11 +154,18 @@ class LookupHold:
             return ToolResponse(payload={"status": "ok", "found": False})
         return ToolResponse(payload={"status": "ok", "found": True, "hold_id": hold_id})
 
+    def answered_from_record(self, invocation: ToolInvocation) -> None:
+        """As `ScriptedTool.answered_from_record`: a scripted answer played before the crash."""
+        self._next += 1
+
 
 class ScriptedEnvironment:
     """A `ToolBox` whose tools play a fixture's script. Build a fresh one per run.
 
-    `consumed` counts outcomes already played per tool (when resuming); the supplier's tools keep
+    `consumed` counts outcomes already played per tool; a resumed run instead tells each
+    scripted tool of every dispatch it serves from the record (`answered_from_record`), in
+    dispatch order, so a call that was still running at the crash replays its own outcome even
+    when a later call of its batch had answered and was recorded first. The supplier's tools keep
     their own count in the supplier database.
     """
 

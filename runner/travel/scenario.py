@@ -284,7 +284,9 @@ def _stored_run(
     live = model_for_resume(run_id, header.model, model, replied_live=replied_live)
     world = stored_world(header)
     supplier = _reopen_supplier(run_id, world.get("supplier_db"), store_dir)
-    consumed = Counter(output.tool for output in store.outputs(run_id))
+    # Nothing counted here: re-driving the run serves each recorded output again, and each one
+    # served tells its scripted tool (`ScriptedTool.answered_from_record`), in dispatch order.
+    consumed: Counter[str] = Counter()
     spec = spec_for(fixture, header.seed, world)
     return _StoredRun(header, fixture, policy, live, supplier, consumed, spec)
 

@@ -73,6 +73,24 @@ def operation(key: str = "t:hold_room:1", params: str = "h1", dispatch: int = 1)
 TTL = timedelta(seconds=30)
 
 
+def _output(ordinal: int, run_id: str = "r1") -> RecordedOutput:
+    return RecordedOutput(
+        run_id=run_id,
+        ordinal=ordinal,
+        call_id=f"c{ordinal}",
+        tool="search_flights",
+        operation_key=None,
+        outcome=Responded(payload={"status": "ok"}),
+        started_at=0.5,
+        ended_at=1.0 + ordinal,
+    )
+
+
+async def _inputs_alone(store: AsyncStore, outputs: list[RecordedOutput]) -> None:
+    """`append_inputs`: not in the protocol (a user's store need not have it)."""
+    await store.append_inputs(outputs[0].run_id, outputs)  # type: ignore[attr-defined]
+
+
 class StoreContract:
     """What every store does the same. Subclass it with `store` and `another` fixtures."""
 
@@ -151,6 +169,40 @@ class StoreContract:
         assert await store.turns("r1") == [turn]
         assert (await store.turns("r1"))[0].reply() == reply
         assert await store.outputs("r1") == [output]
+
+    async def test_inputs_stored_alone_read_back_and_the_next_transition_follows(
+        self, store: AsyncStore, another: AsyncStore
+    ) -> None:
+        """`append_inputs` (optional for a user's store; every built-in one has it): inputs
+        before their transition, read with the others by ordinal, from this handle and another
+        (a log may end in them: a crash before the next transition)."""
+        await store.begin_run(header())
+        await store.append(record(1), [_output(1)])
+        await _inputs_alone(store, [_output(3)])
+        assert await store.outputs("r1") == [_output(1), _output(3)]
+        assert await another.outputs("r1") == [_output(1), _output(3)]
+        assert await another.transitions("r1") == [record(1)]
+        await store.append(record(2), [_output(2)])
+        await another.append(record(3))  # a handle that did not append them reads the tail
+        assert await store.transitions("r1") == [record(1), record(2), record(3)]
+        assert await another.outputs("r1") == [_output(1), _output(2), _output(3)]
+        with pytest.raises(StoreError):
+            await _inputs_alone(store, [_output(1, "nobody")])
+
+    async def test_a_taken_over_run_refuses_the_old_owners_inputs(
+        self, store: AsyncStore, another: AsyncStore
+    ) -> None:
+        first = await store.acquire_lease("r1", "worker-a", T0, TTL)
+        assert first is not None
+        await store.begin_run(header())
+        await store.append(record(1))
+        await _inputs_alone(store, [_output(1)])
+        taken = await another.acquire_lease("r1", "worker-b", T0 + TTL, TTL)
+        assert taken is not None
+        with pytest.raises(LeaseLost):
+            await _inputs_alone(store, [_output(2)])
+        await _inputs_alone(another, [_output(2)])
+        assert await another.outputs("r1") == [_output(1), _output(2)]
 
     async def test_gaps_and_duplicates_are_refused_and_change_nothing(
         self, store: AsyncStore
