@@ -330,7 +330,8 @@ def refuse_acting_lookup(
     """A write's lookup must be another tool, a read: after a lost response the runner calls it
     (by the operation key, with no arguments of the model's) to learn whether the write went
     through, so a write there would act again. A lookup not in `by_name` is left to the
-    callers that require every one (`load_contracts`, `checked_contract_set`)."""
+    callers that require every one (`load_contracts`, `checked_contract_set`). The lookup is
+    called with no arguments, so its input schema must accept none."""
     target = compiled.contract.reconcile_with
     if target is None:
         return
@@ -341,12 +342,22 @@ def refuse_acting_lookup(
             'it again; name a read-only lookup (a contract with "side_effect": "read")',
         )
     lookup = by_name.get(target)
-    if lookup is not None and lookup.contract.side_effect != "read":
+    if lookup is None:
+        return
+    if lookup.contract.side_effect != "read":
         raise ContractError(
             compiled.name,
             f"reconcile_with names {target!r}, a write (its contract says "
             '"side_effect": "write"): a lost response would make it act; name a read-only '
             'lookup (a contract with "side_effect": "read")',
+        )
+    refused = _first_error(lookup.input_validator, {})
+    if refused is not None:
+        raise ContractError(
+            compiled.name,
+            f"reconcile_with names {target!r}, whose input_schema refuses no arguments "
+            f"({_where(refused)}: {refused.message}): the runner calls a lookup with none, "
+            "the key alone (as ToolInvocation.operation_key)",
         )
 
 

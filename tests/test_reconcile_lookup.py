@@ -74,3 +74,25 @@ def test_declared_contracts_and_a_hand_built_set_refuse_a_write_lookup_too() -> 
         checked_contract_set([first, second])
     with pytest.raises(ContractError, match="'cancel_seat', a write"):
         ContractSet([first, second])
+
+
+def test_a_lookup_that_needs_arguments_is_refused(tmp_path: Path) -> None:
+    """The runner calls a lookup with no arguments, the key alone (as
+    `ToolInvocation.operation_key`): one whose schema requires an argument was called without
+    it, its schema unchecked."""
+    _copy(
+        EXAMPLES,
+        tmp_path,
+        "find_refund",
+        input_schema={
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["order_id"],
+            "properties": {"order_id": {"type": "string"}},
+        },
+    )
+    with pytest.raises(ContractError) as info:
+        load_contracts(tmp_path)
+    message = str(info.value)
+    assert message.startswith("contract refund_order:") and "'find_refund'" in message
+    assert "'order_id' is a required property" in message and "operation_key" in message
