@@ -34,17 +34,19 @@ class Limits(BaseModel):
     # Validators are built on first use, not at `import runner` (issue 11: import cost).
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    max_attempts: int = Field(default=8, ge=1)
+    max_attempts: int = Field(default=8, ge=1, strict=True)
     """Admitted tool attempts, counted on admission (retries and refused calls included)."""
-    max_model_steps: int = Field(default=16, ge=1)
+    max_model_steps: int = Field(default=16, ge=1, strict=True)
     """Model requests that may propose tools; the final tool-free request is outside this cap."""
-    max_tokens: int = Field(default=50_000, ge=1)
+    max_tokens: int = Field(default=50_000, ge=1, strict=True)
     """Cumulative input plus output tokens reported (or estimated) for model requests. Each
     request's output is limited to what is left (after its projected input, where that leaves
     any), so only input passes it; the final tool-free request after it is spent is outside it."""
-    max_seconds: float = Field(default=30.0, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False)
+    max_seconds: float = Field(
+        default=30.0, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False, strict=True
+    )
     """Wall-clock deadline from the run's start, covering model calls, waits and tools."""
-    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
     """Money spent on model requests, in US dollars at the run's price (None: unbounded). A
     request is made only when its projected cost fits (see `cost_room`), and its output is
     limited to what the money left pays for after its projected input."""

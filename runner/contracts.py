@@ -106,8 +106,11 @@ class ArgumentProblem:
 
 
 def fast_validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
-    """The compiled validator, its formats checked by the same functions as the reference's."""
-    return jsonschema_rs.validator_for(
+    """The compiled validator, its formats checked by the same functions as the reference's.
+
+    Draft 2020-12 whatever `$schema` says, as the reference reads it (an MCP server's schemas
+    often name draft 7, where `prefixItems` means nothing: the two would part ways)."""
+    return jsonschema_rs.Draft202012Validator(
         with_shortcuts(for_fast(schema)),
         validate_formats=True,
         ignore_unknown_formats=False,
@@ -218,6 +221,21 @@ def _describe_argument_error(
     return ArgumentProblem(path, error.message)
 
 
+def _refuse_reference_outside(
+    source: str | Path, label: str, where: str, schema: Mapping[str, Any]
+) -> None:
+    """A reference must stay inside the contract (`#...`): anything else would be fetched as
+    the contract loads (a file, the network), and could change under a stored run's replay."""
+    for keyword in ("$ref", "$dynamicRef"):
+        ref = schema.get(keyword)
+        if isinstance(ref, str) and ref.partition("#")[0]:
+            raise ContractError(
+                source,
+                f"{label} at {where}: {keyword} {ref!r} points outside the contract; only "
+                "references within it (starting with '#') are allowed: nothing is fetched",
+            )
+
+
 def _refuse_what_cannot_be_checked(source: str | Path, label: str, schema: Any) -> None:
     """A format the runner cannot assert, or a pattern it cannot read as ECMA-262, is refused."""
     unasserted = unasserted_formats(schema)
@@ -229,6 +247,7 @@ def _refuse_what_cannot_be_checked(source: str | Path, label: str, schema: Any) 
             f"(asserted: {', '.join(ASSERTED_FORMATS)})",
         )
     for where, sub in subschemas(schema):
+        _refuse_reference_outside(source, label, where, sub)
         pattern = sub.get("pattern")
         keys = sub.get("patternProperties")
         candidates = [pattern] if isinstance(pattern, str) else []
@@ -298,10 +317,48 @@ def compile_contract(
         fast_input = fast_validator(contract.input_schema)
         fast_result = fast_validator(contract.result_schema)
     except (ValueError, jsonschema_rs.ReferencingError) as exc:
-        raise ContractError(source, f"does not compile: {exc}") from exc
+        # jsonschema-rs adds lines about an instance (there is none): its first line says it
+        raise ContractError(source, f"does not compile: {str(exc).splitlines()[0]}") from exc
     return CompiledContract(
         contract, input_validator, result_validator, rules, fast_input, fast_result
     )
+
+
+def refuse_acting_lookup(
+    compiled: CompiledContract, by_name: Mapping[str, CompiledContract]
+) -> None:
+    """A write's lookup must be another tool, a read: after a lost response the runner calls it
+    (by the operation key, with no arguments of the model's) to learn whether the write went
+    through, so a write there would act again. A lookup not in `by_name` is left to the
+    callers that require every one (`load_contracts`, `checked_contract_set`). The lookup is
+    called with no arguments, so its input schema must accept none."""
+    target = compiled.contract.reconcile_with
+    if target is None:
+        return
+    if target == compiled.name:
+        raise ContractError(
+            compiled.name,
+            f"reconcile_with names the write itself ({target!r}): a lost response would send "
+            'it again; name a read-only lookup (a contract with "side_effect": "read")',
+        )
+    lookup = by_name.get(target)
+    if lookup is None:
+        return
+    if lookup.contract.side_effect != "read":
+        raise ContractError(
+            compiled.name,
+            f"reconcile_with names {target!r}, a write (its contract says "
+            '"side_effect": "write"): a lost response would make it act; name a read-only '
+            'lookup (a contract with "side_effect": "read")',
+        )
+    refused = _first_error(lookup.input_validator, {})
+    if refused is not None:
+        raise ContractError(
+            compiled.name,
+            f"reconcile_with names {target!r}, whose input_schema refuses no arguments "
+            f"({_where(refused)}: {refused.message}): the runner calls a lookup with none, "
+            "the key alone (as ToolInvocation.operation_key)",
+        )
 
 
 _T = TypeVar("_T")
@@ -312,6 +369,8 @@ class ContractSet(Mapping[str, CompiledContract]):
 
     def __init__(self, contracts: Iterable[CompiledContract]) -> None:
         self._by_name = {compiled.name: compiled for compiled in contracts}
+        for compiled in self._by_name.values():
+            refuse_acting_lookup(compiled, self._by_name)
 
     def __getitem__(self, name: str) -> CompiledContract:
         return self._by_name[name]

@@ -78,9 +78,9 @@ class Backoff(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
-    initial_s: float = Field(default=0.5, gt=0, le=MAX_BACKOFF_S)
-    multiplier: float = Field(default=2.0, ge=1, le=10)
-    max_s: float = Field(default=8.0, gt=0, le=MAX_BACKOFF_S)
+    initial_s: float = Field(default=0.5, gt=0, le=MAX_BACKOFF_S, strict=True)
+    multiplier: float = Field(default=2.0, ge=1, le=10, strict=True)
+    max_s: float = Field(default=8.0, gt=0, le=MAX_BACKOFF_S, strict=True)
 
     @model_validator(mode="after")
     def _ordered(self) -> Backoff:
@@ -117,9 +117,9 @@ class Policy(BaseModel):
 
     name: str = "default"
     decisions: dict[ResultClass, Decision] = Field(default_factory=lambda: dict(DEFAULT_DECISIONS))
-    max_retries: int = Field(default=2, ge=0, le=MAX_RETRIES)
+    max_retries: int = Field(default=2, ge=0, le=MAX_RETRIES, strict=True)
     """Retries of one call after rate limiting or a transient failure (first try not counted)."""
-    corrections_per_tool: int = Field(default=1, ge=0, le=MAX_CORRECTIONS)
+    corrections_per_tool: int = Field(default=1, ge=0, le=MAX_CORRECTIONS, strict=True)
     """Invalid-argument calls to one tool handed back for correction before the run abstains."""
     backoff: Backoff = Field(default_factory=Backoff)
     approval: ApprovalRules = Field(default_factory=ApprovalRules)

@@ -34,9 +34,9 @@ class ToolRetrieval(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    max_offered: int = Field(default=16, ge=1)
+    max_offered: int = Field(default=16, ge=1, strict=True)
     """A catalogue of at most this many tools is offered whole; a larger one is retrieved from."""
-    top_k: int = Field(default=5, ge=1)
+    top_k: int = Field(default=5, ge=1, strict=True)
     """How many tools retrieval adds to the `always` set at each request."""
     always: tuple[str, ...] = ()
     """Tools offered at every request (when the run may use them), whatever the query."""

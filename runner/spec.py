@@ -6,7 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from ._jsonsafe import NotJson, json_value
 from .budget import Limits
+from .errors import ConfigError
 from .evidence import EvidenceRequirement
 from .pricing import ModelPrice
 from .retrieval import ToolRetrieval
@@ -35,7 +39,8 @@ class RunSpec:
     limits: Limits = field(default_factory=Limits)
     credentials: Mapping[str, str] = field(default_factory=dict, repr=False)
     context: Mapping[str, Any] = field(default_factory=dict)
-    """Passed to semantic rules as pydantic validation context (e.g. the authorized dates)."""
+    """Passed to semantic rules as pydantic validation context (e.g. the authorized dates), and
+    kept in the header as its JSON (`check_spec` refuses a value that has none)."""
     name: str = "run"
     seed: int | None = None
     system_prompt: str | None = None
@@ -47,7 +52,8 @@ class RunSpec:
     """What a complete answer needs (the completion gate); empty: any answer completes."""
     annotations: Mapping[str, Any] = field(default_factory=dict)
     """The caller's own JSON data about the run, kept untouched in its header (the fixture layer
-    keeps the fixture and where its simulated world lives here, to resume and grade the run)."""
+    keeps the fixture and where its simulated world lives here, to resume and grade the run).
+    Plain JSON only (tuples are kept as arrays): `check_spec` refuses anything else."""
     durability: Durability | None = None
     """How often the run commits (`Durability`); None: the engine's (`Engine(durability=...)`)."""
     price: ModelPrice | None = None
@@ -55,6 +61,41 @@ class RunSpec:
     price table (resolved when the run starts and kept in its header)."""
     tool_retrieval: ToolRetrieval | None = None
     """How a large catalogue is offered a few tools at a time (None: always the whole of it)."""
+
+    def __post_init__(self) -> None:
+        check_spec(self)
+
+
+def check_spec(spec: RunSpec) -> None:
+    """Refuse what the run's header and operation keys could not keep as given: a tenant,
+    principal or scope that is not UTF-8 text (a key is minted from the tenant), a context that
+    is not JSON (the header keeps it as JSON, and a replay's rules read it from there; NaN was
+    kept as null), annotations that are not plain JSON (a set was kept as a list)."""
+    _check_text(spec.tenant, "RunSpec.tenant")
+    _check_text(spec.principal.id, "RunSpec.principal.id")
+    for scope in spec.principal.scopes:
+        _check_text(scope, "RunSpec.principal.scopes")
+    if spec.context:
+        try:  # as the header writes it: the rules' own values (models, dates) as their JSON
+            json_value(to_jsonable_python(dict(spec.context)), refuse_surrogates=True)
+        except (NotJson, PydanticSerializationError) as exc:
+            raise ConfigError(f"RunSpec.context is not JSON: {exc}") from exc
+    if spec.annotations:
+        try:
+            json_value(dict(spec.annotations), refuse_surrogates=True)
+        except NotJson as exc:
+            raise ConfigError(f"RunSpec.annotations are not plain JSON: {exc}") from exc
+
+
+def _check_text(value: object, where: str) -> None:
+    if type(value) is not str:
+        raise ConfigError(f"{where} must be a string, not {type(value).__name__}")
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ConfigError(
+            f"{where} {value!r} holds a lone surrogate, which no UTF-8 text can hold"
+        ) from exc
 
 
 @dataclass(slots=True, kw_only=True)

@@ -25,8 +25,8 @@ class ScriptedCall(BaseModel):
 class ScriptedUsage(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    input: int = Field(ge=0)
-    output: int = Field(ge=0)
+    input: int = Field(ge=0, strict=True)
+    output: int = Field(ge=0, strict=True)
 
 
 class ScriptedTurn(BaseModel):

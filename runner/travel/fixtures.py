@@ -18,6 +18,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
+    StrictInt,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -76,7 +78,7 @@ class ToolOutcome(BaseModel):
     write: Literal["commit", "commit_then_lose_response", "fail_before_commit"] | None = None
     """For supplier writes: commit and respond; commit and lose the response (the caller sees a
     timeout); or fail before committing (the caller sees a timeout too)."""
-    latency_s: float = Field(default=0.0, ge=0)
+    latency_s: float = Field(default=0.0, ge=0, strict=True)
 
     @model_validator(mode="after")
     def _one_outcome(self) -> ToolOutcome:
@@ -99,17 +101,17 @@ class Expect(BaseModel):
     terminal: State
     """Where the run must end: one of the terminal states (checked below)."""
     reason: str | None = None
-    attempts: int | None = None
-    model_steps: int | None = None
-    waits_s: list[float] | None = None
+    attempts: StrictInt | None = None
+    model_steps: StrictInt | None = None
+    waits_s: list[StrictFloat] | None = None
     transitions: list[State] | None = None
     """The states visited, starting with plan."""
     answer_contains: list[str] | None = None
-    holds: int | None = None
+    holds: StrictInt | None = None
     """Active holds in the supplier database when the run ends."""
     operation_key_preserved: bool | None = None
     """The run ends handing over the key of a write whose outcome is unknown."""
-    cost_usd: float | None = None
+    cost_usd: StrictFloat | None = None
     """What the run's model requests cost in total (to the nano-dollar)."""
 
     @field_validator("terminal")
@@ -132,9 +134,9 @@ class ApprovalScript(BaseModel):
     """What the approver decides on the run's pending proposal (None: nobody decides)."""
     approver: str = "approver-1"
     note: str | None = None
-    ttl_s: float = Field(default=1800.0, gt=0)
+    ttl_s: float = Field(default=1800.0, gt=0, strict=True)
     """How long the confirm token is valid after the decision."""
-    continue_after_s: float = Field(default=60.0, ge=0)
+    continue_after_s: float = Field(default=60.0, ge=0, strict=True)
     """When the continuation is asked for, after the decision."""
     present: Literal["issued", "forged", "other_run"] = "issued"
     """Which token the continuation presents: the one issued, one signed with another secret,

@@ -1,0 +1,136 @@
+"""A contract's `$ref`s stay inside the contract: nothing is fetched when it loads (no file, no
+network), so a run replays against the very schema it ran with."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.contracts import load_contracts
+from runner.errors import ContractError
+
+from .conftest import FLIGHT_ARGS, ROOT, allow_loopback_only
+
+
+def _with_origin(folder: Path, origin: dict[str, Any], **defs: Any) -> Path:
+    """The travel contracts, search_flights' `origin` argument replaced by `origin`."""
+    shutil.copytree(ROOT / "contracts", folder, dirs_exist_ok=True)
+    path = folder / "search_flights.json"
+    data = json.loads(path.read_text())
+    data["input_schema"]["properties"]["origin"] = origin
+    if defs:
+        data["input_schema"]["$defs"] = defs
+    path.write_text(json.dumps(data))
+    return folder
+
+
+def test_a_file_reference_is_refused_naming_it(tmp_path: Path) -> None:
+    outside = tmp_path / "airport.json"
+    outside.write_text(json.dumps({"type": "string", "pattern": "^[A-Z]{3}$"}))
+    ref = outside.as_uri()
+    folder = _with_origin(tmp_path / "c", {"$ref": ref})
+    with pytest.raises(ContractError) as info:
+        load_contracts(folder)
+    message = str(info.value)
+    assert "search_flights.json" in message and "input_schema at /properties/origin" in message
+    assert repr(ref) in message and "outside the contract" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "ref", ["airport.json", "airport.json#/x", "//example.org/a", "urn:example:airport"]
+)
+def test_a_relative_or_other_reference_is_refused(tmp_path: Path, ref: str) -> None:
+    with pytest.raises(ContractError, match="outside the contract"):
+        load_contracts(_with_origin(tmp_path, {"$ref": ref}))
+
+
+def test_a_dynamic_reference_outside_is_refused_too(tmp_path: Path) -> None:
+    with pytest.raises(ContractError, match=r"\$dynamicRef 'https://example.org/a'"):
+        load_contracts(_with_origin(tmp_path, {"$dynamicRef": "https://example.org/a"}))
+
+
+class _Listener:
+    """A real loopback HTTP listener that counts the connections it gets."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.1)
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                client, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            client.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 17\r\n\r\n{"type":"string"}')
+            client.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+        self.server.close()
+
+
+@pytest.fixture
+def listener(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Listener]:
+    allow_loopback_only(monkeypatch)
+    running = _Listener()
+    yield running
+    running.stop()
+
+
+def test_an_http_reference_is_refused_and_never_fetched(
+    tmp_path: Path, listener: _Listener
+) -> None:
+    ref = f"http://127.0.0.1:{listener.port}/airport.json"
+    with pytest.raises(ContractError, match="outside the contract"):
+        load_contracts(_with_origin(tmp_path, {"$ref": ref}))
+    assert listener.connections == 0
+
+
+def test_references_within_the_contract_still_load(tmp_path: Path) -> None:
+    airport = {"type": "string", "pattern": "^[A-Z]{3}$"}
+    contracts = load_contracts(_with_origin(tmp_path, {"$ref": "#/$defs/airport"}, airport=airport))
+    problem = contracts["search_flights"].check_arguments({**FLIGHT_ARGS, "origin": "sfo"}, {})
+    assert problem is not None and problem.field == "origin"
+
+
+def test_a_reference_to_nothing_within_is_one_clear_line(tmp_path: Path) -> None:
+    with pytest.raises(ContractError) as info:
+        load_contracts(_with_origin(tmp_path, {"$ref": "#/$defs/missing"}))
+    message = str(info.value)
+    assert "'/$defs/missing' does not exist" in message
+    assert "\n" not in message and "Failed validating" not in message
+
+
+@pytest.mark.parametrize(
+    "dialect", ["http://json-schema.org/draft-07/schema#", "https://example.org/my-schema"]
+)
+def test_every_schema_is_read_as_draft_2020_12_by_both_validators(
+    tmp_path: Path, dialect: str
+) -> None:
+    """The reference reads Draft 2020-12 whatever `$schema` says; the compiled validator did
+    follow `$schema`, and accepted alone what the reference refuses (`prefixItems` means
+    nothing in draft 7)."""
+    folder = _with_origin(tmp_path, {"prefixItems": [{"type": "string"}]})
+    path = folder / "search_flights.json"
+    data = json.loads(path.read_text())
+    data["input_schema"]["$schema"] = dialect
+    path.write_text(json.dumps(data))
+    problem = load_contracts(folder)["search_flights"].check_arguments(
+        {**FLIGHT_ARGS, "origin": [1]}, {}
+    )
+    assert problem is not None and problem.field == "origin.0"

@@ -1,0 +1,135 @@
+"""A `RunSpec` holds only what its run's header and operation keys can keep as they are: a
+tenant, principal or scope that is not UTF-8 text, a context that is not JSON, or annotations
+that are not plain JSON are refused when the spec is made, before anything is stored."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner import Engine, Principal, RunSpec, SqliteStore, ToolRegistry, ToolResponse
+from runner.api import list_runs
+from runner.contracts import load_contracts
+from runner.errors import ConfigError
+from runner.testing import FakeClock, FunctionModel, call, latest_results
+from runner.travel import TaskConstraints
+
+from .conftest import ROOT
+
+PRINCIPAL = Principal(id="bot", scopes=frozenset({"orders.refund"}))
+
+
+def _spec(**changes: Any) -> RunSpec:
+    fields: dict[str, Any] = {
+        "task": "refund A-1",
+        "tenant": "acme",
+        "principal": PRINCIPAL,
+        "tools": ("refund_order",),
+    }
+    return RunSpec(**{**fields, **changes})
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"tenant": "\ud800x"}, "RunSpec.tenant"),
+        ({"principal": Principal(id="b\udfffot", scopes=frozenset())}, "RunSpec.principal.id"),
+        (
+            {"principal": Principal(id="bot", scopes=frozenset({"orders.\ud800"}))},
+            "RunSpec.principal.scopes",
+        ),
+    ],
+)
+def test_an_identity_that_is_not_utf8_text_is_refused(
+    changes: dict[str, Any], fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        _spec(**changes)
+    assert fragment in str(info.value) and "lone surrogate" in str(info.value)
+    str(info.value).encode()  # the message itself can be printed anywhere
+
+
+def test_an_identity_that_is_not_a_string_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"RunSpec\.tenant must be a string, not int"):
+        _spec(tenant=7)
+
+
+def test_a_replaced_spec_is_checked_too() -> None:
+    with pytest.raises(ConfigError, match=r"RunSpec\.tenant"):
+        dataclasses.replace(_spec(), tenant="\udc80")
+
+
+def test_a_refused_tenant_stores_nothing(tmp_path: Path) -> None:
+    """The stranger's run: its header was stored with the tenant as U+FFFD, then minting the
+    write's key raised UnicodeEncodeError and the run stayed `running` for good."""
+    store = SqliteStore(tmp_path / "runs.sqlite")
+    contracts = load_contracts(ROOT / "examples" / "contracts")
+
+    async def refund(invocation: Any) -> ToolResponse:
+        return ToolResponse(payload={"status": "ok", "refund_id": "R"})
+
+    engine = Engine(
+        contracts=contracts,
+        toolbox=ToolRegistry({"refund_order": refund}),
+        store=store,
+        clock=FakeClock(),
+    )
+    model = FunctionModel(
+        lambda t, tools: "done" if latest_results(t) else call("refund_order", order_id="A-1")
+    )
+    with pytest.raises(ConfigError, match=r"RunSpec\.tenant"):
+        engine.run_sync(_spec(tenant="\ud800x"), model)
+    assert list_runs(store) == []
+
+
+@pytest.mark.parametrize(
+    ("context", "where"),
+    [
+        ({"x": float("nan")}, "/x: nan"),
+        ({"x": [1, float("inf")]}, "/x/1: inf"),
+        ({"x": object()}, "object"),
+        ({"x": "\ud800"}, "/x: a lone surrogate"),
+    ],
+)
+def test_a_context_that_is_not_json_is_refused(context: dict[str, Any], where: str) -> None:
+    """The header keeps the context as JSON, and a replay's rules read it back from there:
+    NaN was stored as null, so the replayed rules saw another context."""
+    with pytest.raises(ConfigError) as info:
+        _spec(context=context)
+    assert str(info.value).startswith("RunSpec.context") and where in str(info.value)
+
+
+def test_a_context_the_header_writes_as_json_is_kept() -> None:
+    """The rules' own values (a pydantic model, a date) are written as their JSON."""
+    constraints = TaskConstraints(earliest=date(2027, 3, 20))
+    spec = _spec(context={"task": constraints, "on": date(2027, 3, 21), "n": 1.5})
+    assert spec.context["task"] is constraints
+
+
+@pytest.mark.parametrize(
+    ("annotations", "where"),
+    [
+        ({"x": {1}}, "/x: set is not a JSON value"),
+        ({"x": float("nan")}, "/x: nan"),
+        ({"x": b"raw"}, "/x: bytes"),
+        ({"x": {1: "one"}}, "/x: key int"),
+        ({"x": date(2027, 3, 20)}, "/x: date"),
+        ({"\ud800": 1}, "a lone surrogate"),
+    ],
+)
+def test_annotations_that_are_not_plain_json_are_refused(
+    annotations: dict[str, Any], where: str
+) -> None:
+    """Annotations are kept as they are given: a set was stored as a list, silently."""
+    with pytest.raises(ConfigError) as info:
+        _spec(annotations=annotations)
+    assert str(info.value).startswith("RunSpec.annotations") and where in str(info.value)
+
+
+def test_plain_json_annotations_are_kept_as_given() -> None:
+    annotations = {"fixture": {"name": "a", "steps": [1, 2.5, None, True, {"k": "v"}]}}
+    assert _spec(annotations=annotations).annotations is annotations
