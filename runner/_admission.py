@@ -123,6 +123,11 @@ def unavailable(lookup: str) -> str:
     return f"{lookup} is not available"
 
 
+def not_granted(lookup: str, scope: str, principal: str) -> str:
+    """Why a write's outcome stays unknown when its lookup needs a scope the principal lacks."""
+    return f"{lookup} needs scope {scope}, which is not granted to {principal}"
+
+
 def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key."""
     assert slot.contract is not None and slot.operation_key is not None
@@ -138,11 +143,15 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     lookup_contract = runtime.contracts.get(lookup)
     implementation = runtime.toolbox.implementation(lookup)
     if lookup_contract is None or implementation is None:
+        reason: str | None = unavailable(lookup)
+    else:  # the lookup reads with the run's authority: no read the principal may not make
+        needed, principal = lookup_contract.contract.scope, run.setup.spec.principal
+        reason = None if needed in principal.scopes else not_granted(lookup, needed, principal.id)
+    if reason is not None:
         slot.progress = WriteProgress.LOOKED_UP  # nothing can: the outcome stays unknown
-        slot.observation = OutcomeUnknown(
-            call_id=slot.call.id, tool=slot.call.name, reason=unavailable(lookup)
-        )
+        slot.observation = OutcomeUnknown(call_id=slot.call.id, tool=slot.call.name, reason=reason)
         return
+    assert lookup_contract is not None and implementation is not None
     _dispatch(
         run,
         slot,

@@ -96,3 +96,42 @@ def test_a_lookup_that_needs_arguments_is_refused(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith("contract refund_order:") and "'find_refund'" in message
     assert "'order_id' is a required property" in message and "operation_key" in message
+
+
+def test_a_lookup_needing_a_scope_the_principal_lacks_is_not_called(tmp_path: Path) -> None:
+    """The lookup reads with the run's authority: a principal allowed the write but not its
+    lookup's scope does not get that read by way of a lost response. The outcome stays unknown
+    (the run ends `unknown`, the key preserved); the lookup is never dispatched."""
+    from runner import Engine, MemoryStore, Principal, RunSpec, ToolRegistry  # noqa: PLC0415
+    from runner.testing import FakeClock, FunctionModel, call, latest_results  # noqa: PLC0415
+
+    _copy(EXAMPLES, tmp_path, "find_refund", scope="orders.admin")
+    looked_up: list[dict[str, Any]] = []
+
+    async def refund(invocation: Any) -> Any:
+        raise TimeoutError("the response was lost")
+
+    async def find(invocation: Any) -> Any:
+        looked_up.append(dict(invocation.arguments))
+        raise AssertionError("the lookup needs orders.admin")
+
+    def plan(transcript: Any, tools: Any) -> Any:
+        if latest_results(transcript):
+            return "done"
+        return call("refund_order", order_id="A-100", amount_cents=5)
+
+    engine = Engine(
+        contracts=load_contracts(tmp_path),
+        toolbox=ToolRegistry({"refund_order": refund, "find_refund": find}),
+        store=MemoryStore(),
+        clock=FakeClock(),
+    )
+    principal = Principal(id="clerk", scopes=frozenset({"orders.refund"}))
+    spec = RunSpec(task="refund A-100", tenant="t", principal=principal, tools=("refund_order",))
+    result = engine.run_sync(spec, FunctionModel(plan))
+    assert looked_up == []
+    assert str(result.terminal) == "unknown" and len(result.operations) == 1
+    (end,) = [r for r in result.transitions if r.to_state == "unknown"]
+    assert end.operation_key == result.operations[0].key  # the key handed over
+    said = " ".join(f"{r.reason} {r.observation}" for r in result.transitions)
+    assert "find_refund needs scope orders.admin, which is not granted to clerk" in said
