@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -56,6 +57,37 @@ class SqliteLeases:
             )
         self._fences[run_id] = generation
         self._tails.pop(run_id, None)  # another owner may have appended since
+        return lease
+
+    def hold_run(
+        self, run_id: str, owner: str, now: datetime, ttl: timedelta, gone: Callable[[str], bool]
+    ) -> Lease | None:
+        """`_ownership.RunHolds`: one transaction, whatever it finds. The lease is not fenced
+        (its writes stay one statement each): it is only taken over from a driver known gone,
+        or past the run's deadline."""
+        with transaction(self._conn, self.path) as conn:
+            row = conn.execute(
+                "SELECT owner, generation, expires_at FROM leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            generation = 1
+            if row is not None:
+                held_by, generation, expires = row[0], int(row[1]), datetime.fromisoformat(row[2])
+                if expires != RELEASED and expires > now:
+                    if self._fences.get(run_id) == generation:
+                        return None  # this handle's own lease (a worker's): drive under it
+                    if not gone(held_by):
+                        return Lease(
+                            run_id=run_id, owner=held_by, generation=generation, expires_at=expires
+                        )
+                generation += 1
+            lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (run_id, owner, generation, expires_at) "
+                "VALUES (?, ?, ?, ?)",
+                (run_id, owner, generation, lease.expires_at.isoformat()),
+            )
+        self._fences.pop(run_id, None)  # an older generation's, if any: stale now
+        self._tails.pop(run_id, None)  # another driver may have appended since
         return lease
 
     def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:

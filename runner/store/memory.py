@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -145,6 +145,24 @@ class MemoryStore(MemoryApprovals):
         lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
         self.leases[run_id] = lease
         self._fences[run_id] = generation
+        return lease
+
+    def hold_run(
+        self, run_id: str, owner: str, now: datetime, ttl: timedelta, gone: Callable[[str], bool]
+    ) -> Lease | None:
+        """`_ownership.RunHolds`, as `SqliteStore.hold_run` (unfenced)."""
+        current = self.leases.get(run_id)
+        generation = 1
+        if current is not None:
+            if current.expires_at != RELEASED and current.expires_at > now:
+                if self._fences.get(run_id) == current.generation:
+                    return None  # this handle's own lease (a worker's): drive under it
+                if not gone(current.owner):
+                    return current
+            generation = current.generation + 1
+        lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
+        self.leases[run_id] = lease
+        self._fences.pop(run_id, None)  # an older generation's, if any: stale now
         return lease
 
     def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
