@@ -12,8 +12,9 @@ same pid, or whose drive in this process has ended, is taken over at once. A lea
 host's process cannot be seen to have stopped: it is refused until it expires, at the run's own
 deadline plus a margin, when its driver can no longer be driving it (every dispatch and sleep is
 checked against the deadline). No renewal and no check per transition: the lease costs a commit
-to take and one to release, per run. Lease times are real (`SystemClock`), not the run's clock:
-they are about processes, and a fixture run's virtual time says nothing of them.
+to take, per run, and one to release when the drive stops short of the run's end. Lease times
+are real (`SystemClock`), not the run's clock: they are about processes, and a fixture run's
+virtual time says nothing of them.
 
 A `PostgresStore` is left to its workers and to `runner resume --db postgresql://`, which take
 its lease with renewal (`distributed/worker.py`, `cli/_distributed.py`); a store handle that
@@ -22,10 +23,9 @@ already holds a run's lease (a worker's) drives it under that lease, never a sec
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 import os
 import socket
-import uuid
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -45,6 +45,11 @@ MARGIN = timedelta(minutes=10)
 _DRIVING: set[str] = set()
 """The drives of this process going now (their ids): a lease of this process naming no drive
 here was left by one that ended without letting go."""
+
+_DRIVES = itertools.count(1)
+"""Drive ids, unique within a process (the pid and process start tell processes apart)."""
+
+_CLOCK = SystemClock()
 
 
 @runtime_checkable
@@ -102,6 +107,17 @@ def this_process() -> Driver:
     return _this_process(os.getpid())
 
 
+@cache
+def _owners(pid: int) -> str:
+    """What every lease owner of this process begins with (its drive id follows)."""
+    return _this_process(pid).owner().removesuffix("-")
+
+
+@cache
+def _ttl(max_seconds: float) -> timedelta:
+    return timedelta(seconds=max_seconds) + MARGIN
+
+
 def _start_of(pid: int) -> str | None:
     """The process's start time in clock ticks since boot; None when there is no such process
     (or only its zombie); "-" when it exists but this system does not say when it started."""
@@ -144,43 +160,47 @@ def holds_of(store: object) -> RunHolds | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Held:
     """A run's lease taken for one drive, until `let_go`."""
 
     store: RunHolds
     lease: Lease
     drive: str
+    done: bool = False
 
 
 def take(store: RunHolds, run_id: str, limits: Limits) -> Held | None:
     """The run's lease for a new drive of this process; `RunDriven` while another driver holds
     it. None: `store` holds it already under its own lease (a worker's)."""
-    driver = dataclasses.replace(this_process(), drive=uuid.uuid4().hex[:12])
-    owner, now = driver.owner(), SystemClock().now()
-    ttl = timedelta(seconds=limits.max_seconds) + MARGIN
-    _DRIVING.add(driver.drive)
+    drive = str(next(_DRIVES))
+    owner, now = _owners(os.getpid()) + drive, _CLOCK.now()
+    _DRIVING.add(drive)
     try:
-        lease = store.hold_run(run_id, owner, now, ttl, gone)
+        lease = store.hold_run(run_id, owner, now, _ttl(limits.max_seconds), gone)
     except BaseException:
-        _DRIVING.discard(driver.drive)
+        _DRIVING.discard(drive)
         raise
     if lease is not None and lease.owner == owner:
-        return Held(store, lease, driver.drive)
-    _DRIVING.discard(driver.drive)
+        return Held(store, lease, drive)
+    _DRIVING.discard(drive)
     if lease is None:
         return None
     raise RunDriven(run_id, lease.owner, _holder(lease, now))
 
 
-def let_go(held: Held | None) -> None:
-    """End a drive's hold on its run. A lease that could not be released is still let go of:
-    this process no longer names its drive, so the next driver on this host takes it over."""
-    if held is None:
+def let_go(held: Held | None, *, ended: bool = False) -> None:
+    """End a drive's hold on its run (once). The lease of a run that `ended` is left as it is,
+    saving a commit: an ended run is never driven again (a resume says it ended, before taking
+    anything). A lease that could not be released is still let go of: this process no longer
+    names its drive, so the next driver on this host takes it over."""
+    if held is None or held.done:
         return
+    held.done = True
     _DRIVING.discard(held.drive)
-    with suppress(StoreError):
-        held.store.release_lease(held.lease)
+    if not ended:
+        with suppress(StoreError):
+            held.store.release_lease(held.lease)
 
 
 def _holder(lease: Lease, now: datetime) -> str:

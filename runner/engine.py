@@ -432,13 +432,12 @@ class Engine:
             if held is not None:
                 self._held[run_id] = held
 
-    def _let_go(self, run_id: str, held: Held | None = None) -> None:
-        """End the hold of the drive of `run_id` now going (or of `held`, whose drive ended:
-        then only if a later drive has not taken the run since)."""
-        current = self._held.get(run_id)
-        if held is None or current is held:
+    def _let_go(self, run_id: str, held: Held | None = None, *, ended: bool = False) -> None:
+        """End the hold of the drive of `run_id` now going (or of `held`: its task's, once
+        done, which a later drive's hold is not), unless ended already (`ownership.let_go`)."""
+        if held is None or self._held.get(run_id) is held:
             held = self._held.pop(run_id, None)
-        let_go(held)
+        let_go(held, ended=ended)
 
     def _priced(self, spec: RunSpec, model: ModelAdapter) -> RunSpec:
         """`spec` with the run's price: its own, the adapter's declared one, or the table's."""
@@ -489,9 +488,12 @@ class Engine:
 
     async def _drive(self, run: RunState) -> RunResult:
         try:
-            return await drive(self._core, self._commits, run)
-        finally:
+            result = await drive(self._core, self._commits, run)
+        except BaseException:
             self._let_go(run.setup.run_id)
+            raise
+        self._let_go(run.setup.run_id, ended=True)
+        return result
 
 
 def outside_a_loop(call: str, instead: str) -> None:

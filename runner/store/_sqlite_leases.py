@@ -9,9 +9,11 @@ import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from .. import _failpoints
 from ..errors import LeaseLost
-from ._sqlite_base import transaction
+from ._sqlite_base import transaction, translate
 from .base import Lease
 from .memory import RELEASED
 
@@ -25,6 +27,10 @@ class SqliteLeases:
     """The lease generation this handle was granted, per run: its writes for the run check
     it in their transaction (runs driven without a lease cost nothing)."""
     _tails: dict[str, tuple[int, int, int]]
+
+    if TYPE_CHECKING:
+
+        def _write(self, sql: str, params: tuple[Any, ...]) -> int: ...  # SqliteStore's
 
     def _fenced(self, conn: sqlite3.Connection, run_id: str) -> None:
         granted = self._fences.get(run_id)
@@ -62,9 +68,21 @@ class SqliteLeases:
     def hold_run(
         self, run_id: str, owner: str, now: datetime, ttl: timedelta, gone: Callable[[str], bool]
     ) -> Lease | None:
-        """`_ownership.RunHolds`: one transaction, whatever it finds. The lease is not fenced
-        (its writes stay one statement each): it is only taken over from a driver known gone,
-        or past the run's deadline."""
+        """`_ownership.RunHolds`: one statement for a run never leased (a new one), else one
+        transaction. The lease is not fenced (the run's writes stay one statement each): it is
+        only taken over from a driver known gone, or past the run's deadline."""
+        expires = now + ttl
+        fresh = (run_id, owner, expires.isoformat())
+        insert = "INSERT OR IGNORE INTO leases (run_id, owner, generation, expires_at) "
+        try:
+            taken = self._conn.execute(insert + "VALUES (?, ?, 1, ?)", fresh).rowcount
+        except sqlite3.Error as exc:
+            raise translate(self.path, exc) from exc
+        if taken == 1:  # (an insert ignored commits nothing: no failpoint either)
+            _failpoints.committed()
+            self._fences.pop(run_id, None)
+            self._tails.pop(run_id, None)
+            return Lease(run_id=run_id, owner=owner, generation=1, expires_at=expires)
         with transaction(self._conn, self.path) as conn:
             row = conn.execute(
                 "SELECT owner, generation, expires_at FROM leases WHERE run_id = ?", (run_id,)
@@ -102,8 +120,7 @@ class SqliteLeases:
         return renewed
 
     def release_lease(self, lease: Lease) -> None:
-        with transaction(self._conn, self.path) as conn:
-            conn.execute(
-                "UPDATE leases SET expires_at = ? WHERE run_id = ? AND generation = ?",
-                (RELEASED.isoformat(), lease.run_id, lease.generation),
-            )
+        self._write(  # one statement: its own transaction
+            "UPDATE leases SET expires_at = ? WHERE run_id = ? AND generation = ?",
+            (RELEASED.isoformat(), lease.run_id, lease.generation),
+        )

@@ -176,7 +176,12 @@ class MemoryStore(MemoryApprovals):
     def release_lease(self, lease: Lease) -> None:
         current = self.leases.get(lease.run_id)
         if current is not None and current.generation == lease.generation:
-            self.leases[lease.run_id] = dataclasses.replace(current, expires_at=RELEASED)
+            self.leases[lease.run_id] = Lease(
+                run_id=current.run_id,
+                owner=current.owner,
+                generation=current.generation,
+                expires_at=RELEASED,
+            )
 
     def close(self) -> None:
         """Nothing to release."""
