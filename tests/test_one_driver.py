@@ -22,15 +22,32 @@ from pathlib import Path
 
 import pytest
 
-from runner import Engine, MemoryStore, SqliteStore, SystemClock, ToolRegistry, ToolResponse
+from runner import (
+    Engine,
+    MemoryStore,
+    Principal,
+    SqliteStore,
+    SystemClock,
+    ToolRegistry,
+    ToolResponse,
+)
 from runner._ownership import this_process
+from runner.approvals import approve
+from runner.budget import Limits
+from runner.clock import FakeClock
+from runner.confirm import ApprovalSecret
+from runner.contracts import ContractSet
 from runner.errors import ResumeRefused
+from runner.policy import ApprovalRules, Policy
+from runner.states import State
 from runner.store.base import Store
 from runner.testing import FunctionModel
 from runner.tools import ToolInvocation
 
 from . import one_driver_play as play
+from .hostile import START, spec
 from .service_harness import LONG, loopback, serving
+from .test_catch_up import SearchThenHold, Supplier
 
 ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["loopback"]
@@ -248,3 +265,52 @@ def _stored_count(db: Path, run_id: str) -> int:
         return len(store.transitions(run_id))
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("change", ["principal", "scopes", "task"])
+def test_a_continuation_as_another_run_is_refused_before_its_tokens_are_used(
+    contracts: ContractSet, change: str
+) -> None:
+    """`continue_approved` checks the tokens (tenant, policy), then the rest as a resume does:
+    another principal, scopes or task is refused, no token used, nothing stored; the run's own
+    spec then continues it."""
+    store, clock = MemoryStore(), FakeClock(START)
+    policy = Policy(approval=ApprovalRules(tools=("hold_room",)))
+    limits = Limits(max_seconds=120)
+    first = Supplier(clock, latency=8, limited="20")
+    engine = Engine(
+        contracts=contracts, toolbox=first.tools(), store=store, clock=clock, policy=policy
+    )
+    waiting = engine.run_sync(spec(limits=limits), SearchThenHold())
+    secret, now = ApprovalSecret("a test secret of at least 16 bytes"), datetime.now(UTC)
+    approve(store, waiting.run_id, approver="alice", secret=secret, now=now)
+    going_on = Supplier(SystemClock(), latency=8, limited="20")
+    engine = Engine(
+        contracts=contracts,
+        toolbox=going_on.tools(),
+        store=store,
+        clock=SystemClock(),
+        policy=policy,
+    )
+    own = spec(limits=limits)
+    other = {
+        "principal": {"principal": Principal(id="someone-else", scopes=own.principal.scopes)},
+        "scopes": {"principal": Principal(id=own.principal.id, scopes=frozenset({"travel.read"}))},
+        "task": {"task": "Something else entirely."},
+    }[change]
+    with pytest.raises(ResumeRefused, match=change):
+        asyncio.run(
+            engine.continue_approved(
+                waiting.run_id,
+                dataclasses.replace(own, **other),
+                SearchThenHold(),
+                secret=secret,
+                now=now,
+            )
+        )
+    assert len(store.runs()) == 1
+    continued = asyncio.run(
+        engine.continue_approved(waiting.run_id, own, SearchThenHold(), secret=secret, now=now)
+    )
+    assert continued.terminal is State.COMPLETE, continued.reason
+    assert going_on.holds == 1
