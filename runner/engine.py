@@ -157,7 +157,8 @@ class Engine:
     ) -> RunResult:
         """Drive one task to exactly one terminal state and return its result. `run_id`: one
         minted beforehand (a queued run's, or a child run's, derived from its parent's call so a
-        resumed parent finds it); by default a new UUID."""
+        resumed parent finds it); by default a new UUID. On a store that keeps leases in place
+        (SQLite, memory) the run's lease is held while it is driven (`_ownership.py`)."""
         run, _ = self._begin_live(spec, model, run_id, asyncio.get_running_loop())
         return await self._drive(run)
 
@@ -196,9 +197,12 @@ class Engine:
 
         Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
         before anything else; nothing already done is done again. The model is told the system
-        prompt recorded when the run began, unless `spec` gives one; `spec.limits` must be the
-        run's own (`ResumeRefused` otherwise). `started`: told the run's handle before it is
-        driven (to cancel it from elsewhere, as `start`'s).
+        prompt recorded when the run began, unless `spec` gives one; `spec.limits`, tenant,
+        principal, scopes, task, tools and context, and this engine's policy, must be the run's
+        own (`ResumeRefused` otherwise, `_run_checks.check_same_run`). A run another driver holds
+        (a process, or a task of this one) is refused with `RunDriven` (`_ownership.py`), before
+        anything is read or sent. `started`: told the run's handle before it is driven (to
+        cancel it from elsewhere, as `start`'s).
         """
         if spec.durability is not None:
             check_durability(spec.durability, "RunSpec.durability")
