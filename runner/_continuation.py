@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ._approval_gate import digest_for
-from ._run_checks import as_it_began, check_same_limits
+from ._run_checks import as_it_began, check_same_limits, check_same_run
 from ._state import Runtime
 from .approvals import ledger_of
 from .confirm import ApprovalSecret, read_token, verify_token
@@ -203,6 +203,8 @@ async def begin_continuation(
     new_id, continuation, used = plan_continuation(
         runtime, run_id, spec, secret=secret, now=now, token=token, waiting=waiting
     )
+    if waiting.header is not None:  # the tokens checked tenant and policy; the rest, here
+        check_same_run(spec, waiting.header, runtime.policy)
     if await reader.header(new_id) is not None:  # asked again after a crash: the same one
         ended = await reader.summary(new_id)
         if ended is not None:

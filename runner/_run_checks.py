@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from ._run_ends import with_seed
 from ._state import Runtime
@@ -20,6 +22,7 @@ from .approvals import ledger_of
 from .budget import Limits, changed_limits
 from .clock import FakeClock
 from .errors import ConfigError, ResumeRefused
+from .policy import Policy
 from .retrieval import RetrieverFactory, check_retrieval
 from .spec import DURABILITIES, RunSpec
 from .trace import RunHeader
@@ -73,11 +76,13 @@ def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
     return spec
 
 
-def as_resumed(spec: RunSpec, stored: RunHeader) -> RunSpec:
+def as_resumed(spec: RunSpec, stored: RunHeader, policy: Policy) -> RunSpec:
     """The spec a stored run resumes with: as it began (`as_it_began`), a continuation of the
     run it continued, priced as it began whatever the table says now, committing as it began
-    unless `spec` says otherwise."""
+    unless `spec` says otherwise. Refused (`ResumeRefused`) under other limits, or another
+    tenant, principal, scopes, task, tools, context, evidence, retrieval or `policy`."""
     check_same_limits(spec, stored)
+    check_same_run(spec, stored, policy)
     spec = as_it_began(spec, stored)
     if spec.durability is None and stored.durability is not None:
         spec = dataclasses.replace(spec, durability=stored.durability)
@@ -106,6 +111,58 @@ def check_same_limits(spec: RunSpec, stored: RunHeader) -> None:
     raise ResumeRefused(
         stored.run_id, f"it began with other limits: {differs}; resume it with the same limits"
     )
+
+
+def check_same_run(spec: RunSpec, stored: RunHeader, policy: Policy) -> None:
+    """Refuse a resume that would not go on as the run began, before anything is re-driven:
+    another tenant mints other operation keys, so a write sent before the crash is not found
+    by its key and is sent again; another principal, scopes or policy acts under other
+    authority or decides otherwise than the record; another task, tools, context, required
+    evidence or retrieval is not the run the record is of. Not compared: `name` and
+    `annotations` (the caller's labels), `credentials` (never recorded; the runtime's),
+    `system_prompt` (the recorded one unless given; the re-drive checks the transcript),
+    `seed` and `price` (the header's are used), `durability` (may change per resume)."""
+    given: dict[str, tuple[object, object]] = {
+        "tenant": (stored.tenant, spec.tenant),
+        "principal": (stored.principal, spec.principal.id),
+        "scopes": (stored.scopes, sorted(spec.principal.scopes)),
+        "task": (stored.task, spec.task),
+        "tools": (stored.tools, list(spec.tools)),
+        "context": (stored.context, _jsonable(spec.context)),
+        "required_evidence": (
+            stored.required_evidence,
+            [r.model_dump(mode="json") for r in spec.required_evidence],
+        ),
+        "tool_retrieval": (stored.tool_retrieval, spec.tool_retrieval),
+    }
+    changed = [
+        f"{name} {_short(began)} (given {_short(now)})"
+        for name, (began, now) in given.items()
+        if began != now
+    ]
+    try:
+        began_under = Policy.model_validate(stored.policy)
+    except ValidationError:  # a policy the header no longer loads: the re-drive says so
+        began_under = policy
+    if began_under != policy:
+        changed.append("policy (the engine's is not the one the run began under)")
+    if changed:
+        raise ResumeRefused(
+            stored.run_id,
+            f"it began with another {'; '.join(changed)}; resume it with the run's own",
+        )
+
+
+def _jsonable(value: Mapping[str, Any]) -> object:
+    try:
+        return to_jsonable_python(dict(value))
+    except (ValueError, TypeError):  # not what was stored, whatever it is
+        return value
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _may_need_approval(runtime: Runtime, spec: RunSpec) -> bool:

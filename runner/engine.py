@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from ._continuation import begin_continuation, inputs_then
 from ._core import Core, brief
 from ._driving import drive
+from ._ownership import Held, holds_of, let_go, take
 from ._replay_effects import ReplayEffects, recorded_horizon
 from ._run_checks import as_resumed, check_durability, check_start
 from ._run_ends import header, new_run, run_secrets
@@ -125,6 +126,11 @@ class Engine:
         # holds only the runs in `step` durability (a sync store; PendingWrites batches its own)
         self._commits = StepCommits(store) if pending is None else None  # type: ignore[arg-type]
         self._reader = as_async(store)
+        self._holds = holds_of(store)
+        """Where a run's lease is taken for each drive (None: a store this engine leaves it to,
+        PostgreSQL's workers and `runner resume`)."""
+        self._held: dict[str, Held] = {}
+        """The leases of the runs this engine drives now."""
         self.runtime = Runtime(
             contracts=contracts,
             toolbox=toolbox,
@@ -151,7 +157,8 @@ class Engine:
     ) -> RunResult:
         """Drive one task to exactly one terminal state and return its result. `run_id`: one
         minted beforehand (a queued run's, or a child run's, derived from its parent's call so a
-        resumed parent finds it); by default a new UUID."""
+        resumed parent finds it); by default a new UUID. On a store that keeps leases in place
+        (SQLite, memory) the run's lease is held while it is driven (`_ownership.py`)."""
         run, _ = self._begin_live(spec, model, run_id, asyncio.get_running_loop())
         return await self._drive(run)
 
@@ -170,6 +177,8 @@ class Engine:
         run, effects = self._begin_live(spec, model, run_id, loop)
         run_id = run.setup.run_id
         task = loop.create_task(self._drive(run), name=f"runner run {run_id}")
+        held = self._held.get(run_id)
+        task.add_done_callback(lambda _: self._let_go(run_id, held))  # also if it never began
         effects.run_task = run.setup.cancel.task = task
         effects.cancellation = run.setup.cancel
         return RunHandle(run_id=run_id, task=task, cancellation=run.setup.cancel)
@@ -188,9 +197,12 @@ class Engine:
 
         Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
         before anything else; nothing already done is done again. The model is told the system
-        prompt recorded when the run began, unless `spec` gives one; `spec.limits` must be the
-        run's own (`ResumeRefused` otherwise). `started`: told the run's handle before it is
-        driven (to cancel it from elsewhere, as `start`'s).
+        prompt recorded when the run began, unless `spec` gives one; `spec.limits`, tenant,
+        principal, scopes, task, tools and context, and this engine's policy, must be the run's
+        own (`ResumeRefused` otherwise, `_run_checks.check_same_run`). A run another driver holds
+        (a process, or a task of this one) is refused with `RunDriven` (`_ownership.py`), before
+        anything is read or sent. `started`: told the run's handle before it is driven (to
+        cancel it from elsewhere, as `start`'s).
         """
         if spec.durability is not None:
             check_durability(spec.durability, "RunSpec.durability")
@@ -200,7 +212,25 @@ class Engine:
             raise StoreError(f"no run {run_id} in the store")
         if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
-        spec = as_resumed(spec, stored)
+        spec = as_resumed(spec, stored, self.runtime.policy)
+        self._own(run_id, spec)  # nothing read from here on moves under another driver
+        try:
+            return await self._resume_held(run_id, spec, model, stored, started)
+        except BaseException:
+            self._let_go(run_id)
+            raise
+
+    async def _resume_held(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        model: ModelAdapter,
+        stored: RunHeader,
+        started: Callable[[RunHandle], None] | None,
+    ) -> RunResult:
+        store = self._reader
+        if await store.summary(run_id) is not None:  # ended by the driver just gone
+            raise StoreError(f"run {run_id} already ended")
         outputs = await store.outputs(run_id)
         answered = {output.ordinal for output in outputs}
         operations = await store.operations(run_id)
@@ -238,6 +268,8 @@ class Engine:
             return await self._drive(run)
         run_id = run.setup.run_id
         task = asyncio.get_running_loop().create_task(self._drive(run), name=f"runner run {run_id}")
+        held = self._held.get(run_id)
+        task.add_done_callback(lambda _: self._let_go(run_id, held))  # also if it never began
         live.run_task = run.setup.cancel.task = task
         live.cancellation = run.setup.cancel
         handle = RunHandle(run_id=run_id, task=task, cancellation=run.setup.cancel)
@@ -380,15 +412,36 @@ class Engine:
         *,
         clock: Clock | None = None,
     ) -> RunState:
-        """A run's state, its header stored (nothing is left attached if that fails), held."""
-        run = self._new_run(run_id, spec, effects, started, known=[], clock=clock)
+        """A run's state, its lease taken and its header stored (nothing is left attached or
+        held if that fails), held."""
+        self._own(run_id, spec)
+        try:
+            run = self._new_run(run_id, spec, effects, started, known=[], clock=clock)
+        except BaseException:
+            self._let_go(run_id)
+            raise
         try:
             self.runtime.store.begin_run(self._header(run, identity_of(model)))
         except BaseException:
             detach(run.lifecycle)
+            self._let_go(run_id)
             raise
         self._hold(run)
         return run
+
+    def _own(self, run_id: str, spec: RunSpec) -> None:
+        """Take the run's lease for this drive (`RunDriven` while another driver holds it)."""
+        if self._holds is not None:
+            held = take(self._holds, run_id, spec.limits)
+            if held is not None:
+                self._held[run_id] = held
+
+    def _let_go(self, run_id: str, held: Held | None = None, *, ended: bool = False) -> None:
+        """End the hold of the drive of `run_id` now going (or of `held`: its task's, once
+        done, which a later drive's hold is not), unless ended already (`ownership.let_go`)."""
+        if held is None or self._held.get(run_id) is held:
+            held = self._held.pop(run_id, None)
+        let_go(held, ended=ended)
 
     def _priced(self, spec: RunSpec, model: ModelAdapter) -> RunSpec:
         """`spec` with the run's price: its own, the adapter's declared one, or the table's."""
@@ -438,7 +491,13 @@ class Engine:
         )
 
     async def _drive(self, run: RunState) -> RunResult:
-        return await drive(self._core, self._commits, run)
+        try:
+            result = await drive(self._core, self._commits, run)
+        except BaseException:
+            self._let_go(run.setup.run_id)
+            raise
+        self._let_go(run.setup.run_id, ended=True)
+        return result
 
 
 def outside_a_loop(call: str, instead: str) -> None:

@@ -12,6 +12,7 @@ infrastructure during one::
     │   │   └── NotDrivableHere   this worker lacks what a queued run needs (another may not)
     │   ├── LogFormatError        a persisted transition log cannot be read
     │   └── ResumeRefused         a stored run cannot go on as it began (its model or world)
+    │       └── RunDriven         another driver holds the run (named); nothing was stored or sent
     └── RunFailure                the run itself cannot go on
         ├── IllegalTransition     the engine asked the machine for a move the table forbids (a bug)
         ├── BudgetExceeded        a bound found exceeded where it must have been enforced
@@ -83,6 +84,15 @@ class ResumeRefused(LoadError):
     def __init__(self, run_id: str, message: str) -> None:
         self.run_id = run_id
         super().__init__(f"cannot resume run {run_id}: {message}")
+
+
+class RunDriven(ResumeRefused):
+    """Another driver (a process, or a task of this one) holds the run: refused before
+    anything was stored or sent. `holder`: the lease's owner (host, pid, ...)."""
+
+    def __init__(self, run_id: str, holder: str, message: str) -> None:
+        self.holder = holder
+        super().__init__(run_id, message)
 
 
 class RunFailure(RunnerError):

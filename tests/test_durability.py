@@ -162,9 +162,10 @@ def test_both_modes_store_the_same_run_and_step_commits_less(
     assert stored("step", by_step.run_id) == stored("transition", by_transition.run_id)
     assert by_step.terminal == by_transition.terminal
     # 10 transitions: one commit each, or one a step (4) and one before the intent; and the
-    # header, the intent, the outcome and the summary in both.
+    # header, the intent, the outcome and the summary in both; the run's lease taken (an ended
+    # run's is left as it is).
     assert len(by_step.transitions) == 10
-    assert (transition_commits, step_commits) == (10 + 4, 5 + 4)
+    assert (transition_commits, step_commits) == (10 + 4 + 1, 5 + 4 + 1)
 
 
 def test_an_unknown_durability_is_refused_before_anything_is_stored(
@@ -229,12 +230,12 @@ def _crashed(contracts: ContractSet, path: Path, commits: int, **engine: Any) ->
 def _resumed_commits(
     contracts: ContractSet, tmp_path: Path, began: Durability, resumed: Durability | None
 ) -> tuple[Durability | None, int]:
-    """A run begun in `began` and killed after its second commit (its header, then its first
-    transition or its first step), then resumed by an engine whose own default is the other
+    """A run begun in `began` and killed after its third commit (its lease, its header, then its
+    first transition or its first step), then resumed by an engine whose own default is the other
     mode, with `resumed` in the resume's spec. Returns the mode the header records and the
     commits the resumed run made."""
     path = tmp_path / f"{began}-{resumed}.sqlite"
-    header = _crashed(contracts, path, 2, durability=began)
+    header = _crashed(contracts, path, 3, durability=began)
     run_id, recorded = header.run_id, header.durability
     original = _failpoints.committed
 
@@ -275,12 +276,12 @@ def test_a_resumed_run_commits_as_it_began_unless_its_spec_says_otherwise(
     # What is left after the crash: 9 transitions (begun by transition: its first one is
     # stored) or 7 (begun by step: its first step is), committed one by one or a step at a
     # time (a step cut at the intent's claim counts twice); the intent, the outcome and the
-    # summary in every case.
+    # summary in every case; the run's lease taken over (and left as it is once the run ended).
     left = {
-        ("transition", "transition"): 9 + 3,
-        ("transition", "step"): 5 + 3,
-        ("step", "step"): 4 + 3,
-        ("step", "transition"): 7 + 3,
+        ("transition", "transition"): 9 + 3 + 1,
+        ("transition", "step"): 5 + 3 + 1,
+        ("step", "step"): 4 + 3 + 1,
+        ("step", "transition"): 7 + 3 + 1,
     }
     assert (by_default, told_other) == (left[began, began], left[began, other])
 

@@ -24,7 +24,7 @@ from ..errors import (
     LeaseLost,
     LoadError,
     NotDrivableHere,
-    StoreError,
+    ResumeRefused,
 )
 from ..handle import RunHandle
 from ..models.base import ModelAdapter
@@ -167,9 +167,10 @@ def resume_lease(store: Store, db: Database, run_id: str) -> Iterator[None]:
     clock, owner = SystemClock(), f"resume:{socket.gethostname()}:{os.getpid()}"
     taken = store.acquire_lease(run_id, owner, clock.now(), RESUME_LEASE)
     if taken is None:
-        raise StoreError(
-            f"cannot resume run {run_id}: a worker holds its lease (it is being driven, or its "
-            f"worker died and the lease expires within {RESUME_LEASE.seconds} s); try again then"
+        raise ResumeRefused(
+            run_id,
+            f"a worker holds its lease (it is being driven, or its worker died and the lease "
+            f"expires within {RESUME_LEASE.seconds} s); try again then",
         )
     lease, stop = taken, threading.Event()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -157,6 +157,24 @@ class MemoryStore(MemoryApprovals):
         self._fences[run_id] = generation
         return lease
 
+    def hold_run(
+        self, run_id: str, owner: str, now: datetime, ttl: timedelta, gone: Callable[[str], bool]
+    ) -> Lease | None:
+        """`_ownership.RunHolds`, as `SqliteStore.hold_run` (unfenced)."""
+        current = self.leases.get(run_id)
+        generation = 1
+        if current is not None:
+            if current.expires_at != RELEASED and current.expires_at > now:
+                if self._fences.get(run_id) == current.generation:
+                    return None  # this handle's own lease (a worker's): drive under it
+                if not gone(current.owner):
+                    return current
+            generation = current.generation + 1
+        lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
+        self.leases[run_id] = lease
+        self._fences.pop(run_id, None)  # an older generation's, if any: stale now
+        return lease
+
     def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
         current = self.leases.get(lease.run_id)
         if current is None or current.generation != lease.generation:
@@ -168,7 +186,12 @@ class MemoryStore(MemoryApprovals):
     def release_lease(self, lease: Lease) -> None:
         current = self.leases.get(lease.run_id)
         if current is not None and current.generation == lease.generation:
-            self.leases[lease.run_id] = dataclasses.replace(current, expires_at=RELEASED)
+            self.leases[lease.run_id] = Lease(
+                run_id=current.run_id,
+                owner=current.owner,
+                generation=current.generation,
+                expires_at=RELEASED,
+            )
 
     def close(self) -> None:
         """Nothing to release."""
