@@ -478,7 +478,8 @@ def test_only_an_outcome_that_comes_before_an_earlier_one_is_committed_alone(
     contracts: ContractSet, tmp_path: Path, calls: tuple[ToolCall, ...], alone: int
 ) -> None:
     """Calls that answer in the order they were proposed commit as a single call does: one
-    commit a transition (with the header and the summary); one that overtakes, one more."""
+    commit a transition (with the run's lease, the header and the summary); one that
+    overtakes, one more."""
     made: list[int] = []
     store = SqliteStore(tmp_path / "s.sqlite")
     original = _failpoints.committed
@@ -491,7 +492,7 @@ def test_only_an_outcome_that_comes_before_an_earlier_one_is_committed_alone(
         _failpoints.committed = original  # type: ignore[assignment]
         store.close()
     assert result.terminal.value == "complete"
-    assert len(made) == 1 + len(result.transitions) + 1 + alone
+    assert len(made) == 2 + len(result.transitions) + 1 + alone
 
 
 SAME_TOOL_OVERTAKES = """
