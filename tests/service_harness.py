@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +211,7 @@ def loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     allow_loopback_only(monkeypatch)
 
 
-def decide_in_store(store: Any, run_id: str) -> None:
+def decide_in_store(store: Any, run_id: str, ttl: timedelta = timedelta(minutes=30)) -> None:
     """Approve `run_id`'s one pending proposal in `store` itself, then close it: what a service
     process that stopped after storing a decision, before its continuation's job, left."""
     try:
@@ -223,6 +223,7 @@ def decide_in_store(store: Any, run_id: str) -> None:
             approver="ops",
             secret=ApprovalSecret(SECRET),
             now=datetime.now(UTC),
+            ttl=ttl,
         )
     finally:
         store.close()

@@ -7,6 +7,7 @@ Over real HTTP (`runner serve` in a child process), killed with SIGKILL mid-run.
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -148,6 +149,26 @@ def test_an_approval_decided_by_a_process_that_stopped_before_keeping_its_job_is
     with serving(tmp_path) as third, third.client() as client:
         runs = client.get("/v1/runs").json()["runs"]
     assert len(runs) == 2 and {item["status"] for item in runs} == {"ended"}
+
+
+def test_a_decision_whose_token_expired_while_no_process_ran_is_not_carried_out(
+    tmp_path: Path,
+) -> None:
+    """Taken up after a restart, a continuation's tokens are checked at the time it begins, as
+    `runner continue` checks them (it was at the decision's time: an expired approval went on)."""
+    with serving(tmp_path, pace_s=0.0) as first:
+        waiting = first.submit("hold_approved")
+        assert first.wait_ended(waiting)["reason"] == "approval_required"
+    decide_in_store(SqliteStore(tmp_path / "runs.sqlite"), waiting, ttl=timedelta(seconds=1))
+    time.sleep(1.5)  # it expires while no service runs
+    with serving(tmp_path) as second:
+        deadline = time.monotonic() + 60
+        with second.client() as client:
+            while (run := client.get(f"/v1/runs/{waiting}").json())["continuation_error"] is None:
+                assert time.monotonic() < deadline, run
+                time.sleep(0.05)
+    assert "expired" in run["continuation_error"], run
+    assert run["continued_as"] is None and run["holds"] == 0
 
 
 def test_the_newest_runs_come_first_when_asked(tmp_path: Path) -> None:

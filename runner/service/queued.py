@@ -130,11 +130,12 @@ class QueuedRunService(RunService):
             queue = make_app(self.url, pool_size=1)
             async with queue.open_async():
                 await ensure_queue_schema(queue, self.url)
+                now = datetime.now(UTC)  # tokens checked now: one expired meanwhile is refused
                 cursor = await conn.execute(_DECIDED_NOT_CONTINUED, (CONTINUE,))
                 decided = await cursor.fetchall()
                 await submit(
                     queue,
-                    [continuation_job(run, datetime.fromisoformat(at)) for run, at in decided],
+                    [continuation_job(run, now) for run, _decided_at in decided],
                 )
         if decided:
             _log.warning("queued the continuations of decided runs", runs=len(decided))

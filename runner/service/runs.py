@@ -233,7 +233,10 @@ class RunService:
                 accepted.finished = True  # the waiting run itself has ended
                 self._accepted.setdefault(job.run_id, accepted)
                 waiting = self._accepted[job.run_id]
-                self._executor.submit(self._continue, waiting, job.accepted_at, recovered=True)
+                # its tokens checked now, as `runner continue` checks them: one that expired
+                # while no process was there to continue the run is refused
+                now = datetime.now(UTC)
+                self._executor.submit(self._continue, waiting, now, recovered=True)
             elif store.summary(job.run_id) is not None:
                 self._jobs.finish(job.run_id, "fixture")
                 continue
@@ -292,7 +295,7 @@ class RunService:
                 model=None,
                 accepted_at=at,
             )
-            self._executor.submit(self._continue, self._accepted[run_id], at)
+            self._executor.submit(self._continue, self._accepted[run_id], datetime.now(UTC))
             taken += 1
         return taken
 
