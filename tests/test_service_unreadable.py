@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.service_harness import B, Service, loopback, serving
@@ -94,3 +96,27 @@ def test_a_decision_while_another_process_holds_the_store_is_503_and_goes_throug
     assert busy.status_code == 503, busy.text
     assert busy.json()["error"]["code"] == "store_busy"
     assert decided.status_code == 200, decided.text
+
+
+def test_a_run_submitted_while_another_process_holds_the_store_is_503_and_stalls_nothing(
+    tmp_path: Path,
+) -> None:
+    """Its job is written to the store file in a thread: the loop goes on answering meanwhile
+    (the POST used to hold it for the lock's 30 s), and the run is not accepted (nor listed)."""
+    with serving(tmp_path) as service:
+        with closing(sqlite3.connect(tmp_path / "runs.sqlite", isolation_level=None)) as holder:
+            holder.execute("BEGIN IMMEDIATE")
+            with ThreadPoolExecutor(1) as posting, service.client() as client:
+                refused = posting.submit(client.post, "/v1/runs", json={"fixture": "rate_limited"})
+                time.sleep(0.3)  # the POST waits on the lock now
+                started = time.monotonic()
+                health = httpx.get(f"{service.url}/healthz", timeout=10)
+                waited = time.monotonic() - started
+                busy = refused.result(timeout=30)
+            holder.execute("ROLLBACK")
+        with service.client() as client:
+            listed = client.get("/v1/runs").json()
+    assert health.status_code == 200 and waited < 1.0, waited
+    assert busy.status_code == 503, busy.text
+    assert busy.json()["error"]["code"] == "store_busy"
+    assert listed["total"] == 0

@@ -176,7 +176,8 @@ def create_app(service: RunService) -> FastAPI:
     def healthz() -> Health:
         return Health(status="ok", fixtures=len(service.fixtures))
 
-    # async: accepting a run only queues it (no store I/O), so it skips the thread pool.
+    # async: on PostgreSQL accepting a run only queues it; on SQLite the job is written to the
+    # store file, in a thread (another process's lock must not stall the loop).
     @app.post(
         "/v1/runs",
         status_code=202,
@@ -189,10 +190,11 @@ def create_app(service: RunService) -> FastAPI:
             submit_live = getattr(service, "submit_queued_live", None)
             if submit_live is not None:
                 return RunCreated(run_id=await submit_live(key, body))
-            return RunCreated(run_id=service.submit_live(key, body))
+            return RunCreated(run_id=await anyio.to_thread.run_sync(service.submit_live, key, body))
         if submit_queued is not None:
             return RunCreated(run_id=await submit_queued(key, body.fixture))
-        return RunCreated(run_id=service.submit_fixture(key, body.fixture))
+        run_id = await anyio.to_thread.run_sync(service.submit_fixture, key, body.fixture)
+        return RunCreated(run_id=run_id)
 
     @app.get("/v1/runs", response_model=RunPage)
     def runs(

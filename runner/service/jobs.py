@@ -20,7 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from ..store._sqlite_base import translate
+
 JobKind = Literal["fixture", "continue"]
+
+BUSY_TIMEOUT_S = 2.0
+"""How long a write waits for another process's lock before the request is answered 503 (the
+run stores' own busy timeout)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS service_jobs (
@@ -68,8 +74,15 @@ class ServiceJobs:
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.path, timeout=30, isolation_level=None)) as connection:
-            yield connection
+        """A short connection; what SQLite reports comes out as the store's errors (another
+        process holding the file's lock past the busy timeout: `StoreLocked`, a 503)."""
+        try:
+            with closing(
+                sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            ) as connection:
+                yield connection
+        except sqlite3.Error as exc:
+            raise translate(self.path, exc) from exc
 
     def add(
         self,

@@ -209,15 +209,20 @@ class RunService:
             accepted = Accepted(run_id, key.tenant, fixture.name, datetime.now(UTC))
             self._accepted[run_id] = accepted
         if self._jobs is not None:  # the 202 is a promise: kept across a restart
-            self._jobs.add(
-                run_id,
-                "fixture",
-                tenant=key.tenant,
-                name=fixture.name,
-                document=fixture.model_dump(mode="json", exclude_unset=True),
-                model=model,
-                accepted_at=accepted.accepted_at,
-            )
+            try:
+                self._jobs.add(
+                    run_id,
+                    "fixture",
+                    tenant=key.tenant,
+                    name=fixture.name,
+                    document=fixture.model_dump(mode="json", exclude_unset=True),
+                    model=model,
+                    accepted_at=accepted.accepted_at,
+                )
+            except BaseException:  # not kept (the store is locked...): not accepted either
+                with self._lock:
+                    self._accepted.pop(run_id, None)
+                raise
         self._executor.submit(self._drive, accepted, fixture, model)
         return run_id
 
