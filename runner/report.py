@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .errors import StoreCorrupt
 from .grading import FixtureGrade
 from .recording import RecordedTurn
 from .replay import Replay
@@ -95,6 +96,13 @@ class RunView:
         cls, header: RunHeader, summary: RunSummary | None, transitions: list[TransitionRecord]
     ) -> RunView:
         if summary is not None:
+            last = transitions[-1] if transitions else None
+            if last is None or last.to_state != summary.terminal:  # a row removed at the end
+                raise StoreCorrupt(
+                    f"run {header.run_id} ended {summary.terminal}, but its log's last "
+                    f"transition is {last.to_state if last else 'none'} (seq "
+                    f"{last.seq if last else 0}): its terminal transition is missing"
+                )
             return cls.of_summary(header.name, summary, transitions)
         last = transitions[-1] if transitions else None  # unfinished: what the log says so far
         return cls(

@@ -4,6 +4,7 @@ run's length (counted on the store, a 5,000-transition run against a 50-transiti
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +33,13 @@ def summary(run_id: str, transitions: int) -> RunSummary:
         waits_s=[],
         answer="done",
         operations=[],
+    )
+
+
+def answered(seq: int, run_id: str) -> TransitionRecord:
+    """The run's terminal transition: the model answered."""
+    return dataclasses.replace(
+        record(seq, run_id), to_state="complete", trigger="answer", tool=None, args=None
     )
 
 
@@ -122,12 +130,13 @@ def test_an_ended_run_polled_again_reads_its_turns_once(
     service.run(key, "short")
     service.run(key, "short")
     assert store.turn_reads == 2  # going: read each time
-    store.end_run(summary("short", 50))
+    store.append(answered(51, "short"))
+    store.end_run(summary("short", 51))
     for _ in range(5):  # the page polls an ended run while its continuation starts
         assert service.run(key, "short")["context"]["max_output_tokens_per_step"] == []
     assert store.turn_reads == 3
     assert _rows(store, lambda: service.last_seq("short", 999)) == 0  # from what was read
-    assert service.last_seq("short", 999) == 50
+    assert service.last_seq("short", 999) == 51
 
 
 class EndingStore(SqliteStore):
@@ -143,7 +152,7 @@ class EndingStore(SqliteStore):
         if self.ending is not None:
             run_id, last = self.ending
             self.ending = None
-            self.append(record(last + 1, run_id))
+            self.append(answered(last + 1, run_id))
             self.end_run(summary(run_id, last + 1))
         return found
 

@@ -320,3 +320,23 @@ def test_a_log_with_a_transition_missing_or_moved_is_read_as_corrupt_by_every_re
     finally:
         store.close()
     assert main(["show", whole, "--db", str(db)]) == 0
+
+
+def test_an_ended_run_whose_terminal_transition_was_removed_is_read_as_corrupt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No gap shows a missing last row: the summary says the run ended, the log does not."""
+    db = tmp_path / "runs.sqlite"
+    cut, *_ = stored_runs(db)
+    corrupt(
+        db,
+        "DELETE FROM run_log WHERE entry = (SELECT MAX(entry) FROM run_log WHERE kind = ? "
+        "AND entry >> 32 = (SELECT run_no FROM runs WHERE run_id = ?))",
+        TRANSITION,
+        cut,
+    )
+    capsys.readouterr()
+    assert main(["show", cut, "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"run {cut} ended complete, but its log's last transition is plan" in err
+    assert "its terminal transition is missing" in err
