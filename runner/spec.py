@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ._jsonsafe import NotJson, json_value
+from ._jsonsafe import NotJson, json_value, safe_str
 from .budget import Limits
 from .errors import ConfigError
 from .evidence import EvidenceRequirement
@@ -71,6 +71,7 @@ def check_spec(spec: RunSpec) -> None:
     principal or scope that is not UTF-8 text (a key is minted from the tenant), a context that
     is not JSON (the header keeps it as JSON, and a replay's rules read it from there; NaN was
     kept as null), annotations that are not plain JSON (a set was kept as a list)."""
+    _check_text(spec.task, "RunSpec.task")
     _check_text(spec.tenant, "RunSpec.tenant")
     _check_text(spec.principal.id, "RunSpec.principal.id")
     for scope in spec.principal.scopes:
@@ -78,13 +79,16 @@ def check_spec(spec: RunSpec) -> None:
     if spec.context:
         try:  # as the header writes it: the rules' own values (models, dates) as their JSON
             json_value(to_jsonable_python(dict(spec.context)), refuse_surrogates=True)
-        except (NotJson, PydanticSerializationError) as exc:
-            raise ConfigError(f"RunSpec.context is not JSON: {exc}") from exc
+        except (NotJson, PydanticSerializationError, UnicodeError, TypeError, ValueError) as exc:
+            # (a key with a lone surrogate, bytes that are not UTF-8, no mapping at all)
+            raise ConfigError(f"RunSpec.context is not JSON: {safe_str(exc)}") from exc
     if spec.annotations:
         try:
             json_value(dict(spec.annotations), refuse_surrogates=True)
-        except NotJson as exc:
-            raise ConfigError(f"RunSpec.annotations are not plain JSON: {exc}") from exc
+        except (NotJson, UnicodeError, TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"RunSpec.annotations are not a mapping of plain JSON: {safe_str(exc)}"
+            ) from exc
 
 
 def _check_text(value: object, where: str) -> None:

@@ -133,3 +133,23 @@ def test_annotations_that_are_not_plain_json_are_refused(
 def test_plain_json_annotations_are_kept_as_given() -> None:
     annotations = {"fixture": {"name": "a", "steps": [1, 2.5, None, True, {"k": "v"}]}}
     assert _spec(annotations=annotations).annotations is annotations
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"context": {"k\ud800": 1}}, "RunSpec.context is not JSON: 'utf-8' codec can't encode"),
+        ({"context": {"b": b"\xff"}}, "RunSpec.context is not JSON: 'utf-8' codec can't decode"),
+        ({"task": "refund \ud800"}, "RunSpec.task 'refund \\ud800' holds a lone surrogate"),
+        ({"annotations": [1]}, "RunSpec.annotations are not a mapping of plain JSON"),
+    ],
+    ids=["surrogate key", "bytes not utf-8", "task", "annotations not a mapping"],
+)
+def test_what_raised_a_raw_python_error_is_a_config_error(
+    changes: dict[str, Any], said: str
+) -> None:
+    """These raised UnicodeEncodeError, UnicodeDecodeError or TypeError (the task only once the
+    run had begun)."""
+    with pytest.raises(ConfigError) as refused:
+        _spec(**changes)
+    assert str(refused.value).startswith(said), refused.value
