@@ -201,28 +201,21 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
             return
         turns = [i for i in inputs if isinstance(i, RecordedTurn)]
         outputs = [i for i in inputs if not isinstance(i, RecordedTurn)]
+        kinds = (("runner_turns", "turn", turns, TURN_ADAPTER),
+                 ("runner_outputs", "output", outputs, OUTPUT_ADAPTER))  # fmt: skip
         async with self._connection() as conn, conn.transaction():
             await self._fenced(conn, run_id)
-            if turns:
-                await conn.execute(
-                    "INSERT INTO runner_turns (run_id, ordinal, turn) SELECT %s, o, t "
-                    "FROM unnest(%s::integer[], %s::text[]) AS u (o, t)",
-                    (
-                        run_id,
-                        [t.ordinal for t in turns],
-                        [_row_json(t, TURN_ADAPTER) for t in turns],
-                    ),
-                )
-            if outputs:
-                await conn.execute(
-                    "INSERT INTO runner_outputs (run_id, ordinal, output) SELECT %s, o, t "
-                    "FROM unnest(%s::integer[], %s::text[]) AS u (o, t)",
-                    (
-                        run_id,
-                        [o.ordinal for o in outputs],
-                        [_row_json(o, OUTPUT_ADAPTER) for o in outputs],
-                    ),
-                )
+            for table, column, items, adapter in kinds:
+                if items:  # (table and column are ours; the values are bound)
+                    await conn.execute(
+                        f"INSERT INTO {table} (run_id, ordinal, {column}) SELECT %s, o, t "
+                        "FROM unnest(%s::integer[], %s::text[]) AS u (o, t)",
+                        (
+                            run_id,
+                            [item.ordinal for item in items],
+                            [_row_json(item, adapter) for item in items],
+                        ),
+                    )
         _failpoints.committed()
 
     async def _last_stored_seq(self, conn: Connection, run_id: str) -> int:
