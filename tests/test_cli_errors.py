@@ -11,6 +11,7 @@ import re
 import resource
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -342,3 +343,12 @@ def test_a_fixture_deadline_out_of_range_is_one_line(
     path.write_text(text.replace("max_seconds: 30", f"max_seconds: {value}"))
     err = _fails(["run", str(path), "--db", str(tmp_path / "runs.sqlite")], capsys)
     assert f"fixture {path}: budget.max_seconds" in err
+
+
+def test_serve_on_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """It was uvicorn's `ERROR: [Errno 98] ...` and exit 3."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["serve", "--config", SERVICE, "--port", str(port)]) == 2
+    err = capsys.readouterr().err  # before the app is built: nothing else said, nothing run
+    assert err.startswith(f"error: cannot listen on 127.0.0.1:{port}: ") and err.count("\n") == 1

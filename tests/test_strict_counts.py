@@ -140,3 +140,24 @@ def test_a_policy_of_numbers_loads(tmp_path: Path) -> None:
     policy = Policy.load(path)
     assert (policy.max_retries, policy.corrections_per_tool) == (3, 0)
     assert (policy.backoff.initial_s, policy.backoff.max_s) == (1.0, 4.0)
+
+
+def test_a_retry_after_written_as_a_number_is_delay_seconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`retry_after: 2` was refused ("a valid string") while the README calls it delay-seconds;
+    it now runs as `"2"` does: the rate-limited call waits 2 s once, then succeeds. A boolean
+    is still refused."""
+    limited = {"respond": {"status": "error", "error_code": "rate_limited", "retryable": True}}
+    for value in (2, "2"):
+        outcomes = [{**limited, "retry_after": value}, {"respond": FLIGHTS_OK}]
+        path = _fixture(
+            tmp_path,
+            environment={"search_flights": outcomes},
+            expect={"terminal": "complete", "waits_s": [2]},
+        )
+        assert main(["run", str(path), "--db", str(tmp_path / "runs.sqlite")]) == 0, value
+    capsys.readouterr()
+    path = _fixture(tmp_path, environment={"search_flights": [{**limited, "retry_after": True}]})
+    with pytest.raises(FixtureError, match="retry_after"):
+        parse_fixture(path)

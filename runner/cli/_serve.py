@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ def serve_command(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise ConfigError(f"runner serve needs: pip install '.[service]' ({exc})") from exc
     config = ServiceConfig.load(args.config)
+    check_listening(args.host, args.port)  # before the app takes up any unfinished run
     if args.db.url is not None:  # many service processes and `runner worker`s share it
         from ..service import build_queued_app  # noqa: PLC0415
 
@@ -41,3 +43,17 @@ def serve_command(args: argparse.Namespace) -> int:
         app = build_app(config, args.db.path, contracts_for(args.contracts))
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
+
+
+def check_listening(host: str, port: int) -> None:
+    """`ConfigError` when `host:port` cannot be listened on (a port in use, a host that is not
+    this machine's): one `error:` line, not the server's own log line and exit 3."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
+            probe.bind(address)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

@@ -71,6 +71,7 @@ class ToolOutcome(BaseModel):
     respond: Any = None
     """Returned verbatim, so malformed outputs are plain data."""
     retry_after: str | None = None
+    """The Retry-After header's value: delay-seconds (`2` or `"2"`) or an HTTP-date."""
     timeout: bool = False
     """No response before the call's timeout."""
     fail: Literal["connection", "crash"] | None = None
@@ -78,7 +79,14 @@ class ToolOutcome(BaseModel):
     write: Literal["commit", "commit_then_lose_response", "fail_before_commit"] | None = None
     """For supplier writes: commit and respond; commit and lose the response (the caller sees a
     timeout); or fail before committing (the caller sees a timeout too)."""
+
     latency_s: float = Field(default=0.0, ge=0, strict=True)
+
+    @field_validator("retry_after", mode="before")
+    @classmethod
+    def _delay_seconds(cls, value: object) -> object:
+        """A whole number written unquoted is delay-seconds, as the header would carry it."""
+        return str(value) if type(value) is int and value >= 0 else value
 
     @model_validator(mode="after")
     def _one_outcome(self) -> ToolOutcome:
