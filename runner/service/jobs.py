@@ -20,13 +20,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from ..store._sqlite_base import translate
+from ..store._sqlite_base import BUSY_TIMEOUT_S, translate
 
 JobKind = Literal["fixture", "continue"]
 
-BUSY_TIMEOUT_S = 2.0
-"""How long a write waits for another process's lock before the request is answered 503 (the
-run stores' own busy timeout)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS service_jobs (

@@ -67,6 +67,9 @@ def _text(raw: bytes) -> str | bytes:
         return raw
 
 
+BUSY_TIMEOUT_S: Final = 2.0
+"""How long a write waits for another connection's lock before it is `StoreLocked`."""
+
 OPENING_TIMEOUT_S: Final = 15.0
 """How long opening a new file waits for another connection's lock (setting WAL, migrating):
 48 processes opening one new file at once on two loaded cores queued past 2 s. An existing file
@@ -79,7 +82,7 @@ def open_database(
     kind: str,
     migrations: Sequence[str],
     synchronous: Synchronous = "NORMAL",
-    busy_timeout_s: float = 2.0,
+    busy_timeout_s: float = BUSY_TIMEOUT_S,
     read_only: bool = False,
 ) -> sqlite3.Connection:
     """Open (creating if needed) and migrate a database whose schema is `migrations`.
