@@ -17,6 +17,7 @@ from ._call_ids import unique_id
 from .children import charged_by_children
 from .contracts import ContractSet
 from .machine import Trigger
+from .operations import mint_key, parameter_hash
 from .replay import Recording, check_contracts_cover
 from .result_classes import DISPATCHED, LEAVES_WRITE_OPEN
 from .states import TERMINAL, State
@@ -168,6 +169,42 @@ def every_write_has_an_operation_key(recording: Recording, contracts: ContractSe
                 f"dispatch {output.ordinal} of {output.tool} carried no key",
             )
     return Check("every_write_has_an_operation_key", True)
+
+
+def every_key_minted_for_the_run(recording: Recording, contracts: ContractSet) -> Check:
+    """Each write went out under the key the runner mints for it from the record: the header's
+    tenant, the tool, the run the keys are scoped by and the call's recorded arguments. A key
+    minted for another tenant, run or payload (or edited afterwards) would make the store's
+    exactly-once record speak of another write than the one this run made."""
+    name = "every_key_minted_for_the_run"
+    header = recording.header
+    scope = str((header.continues or {}).get("key_scope") or header.run_id)
+    arguments = {
+        call["id"]: call["arguments"] for turn in recording.turns for call in turn.tool_calls
+    }
+    arguments.update(  # the validated arguments, where the run got that far
+        (record.call_id, record.args)
+        for record in recording.transitions
+        if record.call_id is not None and record.args is not None
+    )
+    for output in recording.outputs:
+        contract = contracts.get(output.tool)
+        if output.operation_key is None or contract is None:
+            continue
+        if contract.contract.side_effect != "write":
+            continue
+        args = arguments.get(output.call_id)
+        if args is None:  # proposed in the run this one continues: its own record has them
+            continue
+        minted = mint_key(header.tenant, output.tool, scope, parameter_hash(args))
+        if output.operation_key != minted:
+            return Check(
+                name,
+                False,
+                f"dispatch {output.ordinal} of {output.tool} went out under "
+                f"{output.operation_key}, not the key its record mints ({minted})",
+            )
+    return Check(name, True)
 
 
 def no_second_intent_after_unknown_outcome(recording: Recording, contracts: ContractSet) -> Check:
@@ -330,6 +367,7 @@ TRAJECTORY_CHECKS: Final[tuple[Callable[[Recording, ContractSet], Check], ...]] 
     summary_matches_record,
     no_retry_after_access_denied,
     every_write_has_an_operation_key,
+    every_key_minted_for_the_run,
     no_second_intent_after_unknown_outcome,
     no_wait_outlasts_the_deadline,
     attempts_within_cap,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from runner.cli import main
 from runner.contracts import ContractSet
 from runner.grading import grade
 from runner.machine import Decision
+from runner.operations import mint_key, parameter_hash
 from runner.policy import DEFAULT_DECISIONS, Policy
 from runner.replay import Recording
 from runner.store import SqliteStore
@@ -106,6 +108,66 @@ def test_every_fixture_summary_matches_its_record(
 ) -> None:
     recording, _ = _run(load_fixture(path, contracts), tmp_path, contracts)
     assert "summary_matches_record" not in _failed(recording, contracts)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
+def test_every_fixture_write_goes_out_under_the_key_its_record_mints(
+    path: Path, tmp_path: Path, contracts: ContractSet
+) -> None:
+    recording, _ = _run(load_fixture(path, contracts), tmp_path, contracts)
+    assert "every_key_minted_for_the_run" not in _failed(recording, contracts)
+
+
+def test_a_key_minted_for_another_tenant_or_payload_fails_grading(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    fixture = load_fixture(FIXTURES / "hold_timeout_after_commit.yaml", contracts)
+    recording, _ = _run(fixture, tmp_path, contracts)
+    [write] = [output for output in recording.outputs if output.tool == "hold_room"][:1]
+    assert write.operation_key is not None
+    [args] = [r.args for r in recording.transitions if r.call_id == write.call_id and r.args][:1]
+    run_id = recording.header.run_id
+    for forged in (
+        mint_key("other-tenant", "hold_room", run_id, parameter_hash(args)),
+        mint_key("optiverse", "hold_room", run_id, parameter_hash({**args, "guests": 1})),
+        mint_key("optiverse", "hold_room", "another-run", parameter_hash(args)),
+    ):
+        recording.outputs = [
+            dataclasses.replace(output, operation_key=forged)
+            if output.operation_key == write.operation_key
+            else output
+            for output in recording.outputs
+        ]
+        [check] = [c for c in grade(recording, contracts, None, None).failed]
+        assert check.name == "every_key_minted_for_the_run"
+        assert forged in check.detail
+        write = dataclasses.replace(write, operation_key=forged)
+
+
+def test_grade_stored_fails_an_edited_operation_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "g.sqlite"
+    fixture = str(FIXTURES / "hold_slow_commit.yaml")
+    assert main(["run", fixture, "--db", str(db), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["grade", "--stored", "--db", str(db)]) == 0
+    capsys.readouterr()
+    forged = "optiverse:hold_room:00000000000000000000000000000000"
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            "UPDATE outputs SET output = json_set(output, '$.operation_key', ?) "
+            "WHERE json_extract(output, '$.tool') = 'hold_room'",
+            (forged,),
+        )
+        edited = connection.execute(
+            "SELECT count(*) FROM outputs WHERE json_extract(output, '$.operation_key') = ?",
+            (forged,),
+        ).fetchone()[0]
+    connection.close()
+    assert edited >= 1
+    assert main(["grade", "--stored", "--db", str(db)]) == 1
+    assert "every_key_minted_for_the_run" in capsys.readouterr().out
 
 
 def test_grade_stored_fails_an_edited_summary_row(
