@@ -1,4 +1,4 @@
-# `make run`: set up .venv with what running needs and run every fixture; `make test`: add the dev
+# `make run`: set up .venv with what running needs and run every fixture (fixtures/ and its folders); `make test`: add the dev
 # tools, then lint, type-check and test; `make bench`: the runner's own cost against its floors
 # (about 1-3 minutes); `make bench-postgres`: the durable step on PostgreSQL beside SQLite's, and
 # queued runs per second with 1, 2 and 4 workers (starts its own throwaway PostgreSQL);
@@ -32,7 +32,7 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 install: $(DEV_STAMP)
 
 run: $(RUN_STAMP)
-	$(BIN)/runner run fixtures/
+	$(BIN)/runner run fixtures/ fixtures/approval fixtures/completion fixtures/injection
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check runner tests bench examples
