@@ -1,5 +1,5 @@
-# `make run`: set up .venv with what running needs and run every fixture (fixtures/ and its folders); `make test`: add the dev
-# tools, then lint, type-check and test; `make bench`: the runner's own cost against its floors
+# `make run`: set up .venv with what running needs and run every fixture (fixtures/ and its
+# folders); `make test`: add the dev tools, then lint, type-check and test; `make bench`: the runner's own cost against its floors
 # (about 1-3 minutes); `make bench-postgres`: the durable step on PostgreSQL beside SQLite's, and
 # queued runs per second with 1, 2 and 4 workers (starts its own throwaway PostgreSQL);
 # `make bench-peers`: the runner beside Burr, LangGraph and pydantic-ai, in a virtual environment
