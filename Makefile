@@ -1,10 +1,10 @@
 # `make run`: set up .venv with what running needs and run every fixture (fixtures/ and its
-# folders); `make test`: add the dev tools, then lint, type-check and test; `make bench`: the runner's own cost against its floors
-# (about 1-3 minutes); `make bench-postgres`: the durable step on PostgreSQL beside SQLite's, and
-# queued runs per second with 1, 2 and 4 workers (starts its own throwaway PostgreSQL);
-# `make bench-peers`: the runner beside Burr, LangGraph and pydantic-ai, in a virtual environment
-# of its own (bench/.peers-venv), about 2-5 minutes (PEERS_ARGS="--rounds 7 --stat best" to pass
-# options).
+# folders); `make test`: add the dev tools, then lint, type-check and test; `make bench`: the
+# runner's own cost against its floors (about 1-3 minutes); `make bench-postgres`: the durable
+# step on PostgreSQL beside SQLite's, and queued runs per second with 1, 2 and 4 workers (starts
+# its own throwaway PostgreSQL); `make bench-peers`: the runner beside Burr, LangGraph and
+# pydantic-ai, in a virtual environment of its own (bench/.peers-venv), about 2-5 minutes
+# (PEERS_ARGS="--rounds 7 --stat best" to pass options).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
