@@ -74,9 +74,11 @@ def take_cancellation(cancellation: Cancellation, exc: asyncio.CancelledError) -
     """Whether a `CancelledError` in the run's task is its handle's cancel (which the engine
     ends the run on), rather than the loop or the caller cancelling it (which must propagate:
     the run then stays unfinished, with every record kept, and can be resumed)."""
-    if isinstance(exc, RunCancelled):
-        return True
     task = asyncio.current_task()
+    if isinstance(exc, RunCancelled):
+        if task is not None and task is cancellation.task and task.cancelling() == 1:
+            task.uncancel()  # the request's cancel, which its adapter swallowed
+        return True
     if not cancellation.requested or task is None or task is not cancellation.task:
         return False
     if task.cancelling() != 1:  # cancelled from elsewhere too

@@ -137,6 +137,10 @@ async def _ask(
     elided = transcript.full_chars - transcript.chars
     meters.prefill.append(tokens_in)
     meters.prefill_untruncated.append(tokens_in + estimate_tokens(elided))
+    if bounded and run.clock.monotonic() >= usage.started_at + limits.max_seconds:
+        # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
+        # it spent is counted, what it says is not acted on (the deadline is not the model's).
+        return reply, core.ms_since(run, started), "deadline"
     return reply, core.ms_since(run, started), None
 
 
@@ -246,10 +250,22 @@ async def plan(core: Core, run: RunState) -> None:
     tools = _offer(run)
     reply, latency, failure = await _ask(core, run, tools, "auto", bounded=True, limit=limit)
     offer = _offer_fields(run, tools)
-    if reply is None:
-        if failure == "deadline":
+    if failure == "deadline":
+        if reply is None:
             run.tripped = Bound.DEADLINE  # the next iteration makes the final request
             return
+        core.end(  # answered past the deadline, with no time left for a final request
+            run,
+            Trigger.GIVE_UP,
+            Ending(Bound.DEADLINE.value),
+            result_class="budget_exhausted",
+            decision=Decision.ABSTAIN,
+            latency_ms=latency,
+            **_usage_fields(run, reply),
+            **offer,
+        )
+        return
+    if reply is None:
         ending = Ending(failure or "model_error")
         core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **offer)
         return
@@ -364,13 +380,14 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     tools = _offer(run)
     if left > 0 and affordable and (limit is None or limit >= 1):
         # the tools stay declared; tool_choice none forbids them
-        reply, latency, _ = await _ask(core, run, tools, "none", bounded=True, limit=limit)
+        reply, latency, failure = await _ask(core, run, tools, "none", bounded=True, limit=limit)
+    answer = reply.text if reply is not None and failure is None else None  # not one too late
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
     core.end(
         run,
         Trigger.GIVE_UP,
-        Ending(bound.value, answer=reply.text if reply is not None else None),
+        Ending(bound.value, answer=answer),
         result_class="budget_exhausted",
         decision=Decision.ABSTAIN,
         latency_ms=latency,

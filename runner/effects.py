@@ -15,7 +15,7 @@ import functools
 import inspect
 from typing import Any, Final, Protocol
 
-from ._cancel import Cancellation, abandonable
+from ._cancel import Cancellation, RunCancelled, abandonable
 from ._frozen import quick_new
 from ._jsonsafe import MAX_INT, MIN_INT, NotJson, json_value, safe_str
 from ._replies import checked_reply
@@ -181,6 +181,10 @@ class LiveEffects:
                 raise redacted from None  # the original's message holds a credential
             # SystemExit, KeyboardInterrupt... raised by the adapter, not the user: a model error
             raise ReplayedError(kind, failed.text) from exc
+        if self.cancellation is not None and self.cancellation.requested:
+            # answered after a cancel its adapter did not honour: abandoned all the same, so
+            # nothing it proposes is sent (and, as an abandoned request, it is not recorded)
+            raise RunCancelled()
         reply = self.redactor.reply(accounted(reply, transcript))  # usage is untrusted, too
         self._record_turn(ordinal, choice, reply, asked_at, digest, limit=limit)
         return reply
