@@ -275,20 +275,28 @@ async def take_renewed(store: RenewedHolds, run_id: str) -> Renewed | None:
     return held
 
 
+def drop_renewed(held: Renewed | None) -> bool:
+    """Stop renewing `held` (once; whether this call did): it expires, and this process names
+    its drive no more, so a driver here takes it over at once. Alone, for a drive whose task was
+    cancelled before it began (nothing awaits there to release it)."""
+    if held is None or held.done:
+        return False
+    held.done = True
+    _DRIVING.discard(held.drive)
+    if held.renewing is not None:
+        held.renewing.cancel()
+    return True
+
+
 async def let_go_renewed(held: Renewed | None, *, ended: bool = False) -> None:
     """End a drive's hold on its run (once): stop renewing and release the lease. The lease of a
     run that `ended` is left to expire, saving a commit, as `let_go` does: an ended run is never
     driven again (a resume says it ended before taking anything), and this process no longer
     names the drive, so a driver on this host would take it over at once."""
-    if held is None or held.done:
+    if held is None or not drop_renewed(held) or ended:
         return
-    held.done = True
-    _DRIVING.discard(held.drive)
-    if held.renewing is not None:
-        held.renewing.cancel()
-    if not ended:
-        with suppress(StoreError):  # LeaseLost included: then it is another's already
-            await held.store.release_lease(held.lease)
+    with suppress(StoreError):  # LeaseLost included: then it is another's already
+        await held.store.release_lease(held.lease)
 
 
 async def _renew(held: Renewed) -> None:

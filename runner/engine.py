@@ -33,6 +33,7 @@ from ._driving import drive
 from ._ownership import (
     Held,
     Renewed,
+    drop_renewed,
     holds_of,
     let_go,
     let_go_renewed,
@@ -314,6 +315,9 @@ class Engine:
         task = asyncio.get_running_loop().create_task(driving, name=f"runner run {run_id}")
         held = self._held.get(run_id)
         task.add_done_callback(lambda _: self._let_go(run_id, held))  # also if it never began
+        if renewed is not None:  # the task's: its drive lets go of it, or this if it never began
+            renewed.driven = True
+            task.add_done_callback(lambda _: drop_renewed(renewed))
         live.run_task = run.setup.cancel.task = task
         live.cancellation = run.setup.cancel
         handle = RunHandle(run_id=run_id, task=task, cancellation=run.setup.cancel)

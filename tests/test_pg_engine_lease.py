@@ -20,11 +20,21 @@ import psycopg
 import pytest
 
 from runner import _ownership
+from runner.approvals import approve
+from runner.clock import SystemClock
+from runner.contracts import ContractSet
+from runner.engine import Engine
 from runner.errors import LeaseLost, RunDriven, StoreError
+from runner.handle import RunHandle
+from runner.policy import ApprovalRules, Policy
 from runner.states import State
+from runner.store.adapters import BlockingStore
 from runner.store.postgres import PostgresStore
 
 from . import pg_driver_play as play
+from .test_engine_postgres import HoldOnce
+from .test_engine_postgres_approvals import NOW, SECRET
+from .test_handle import SPEC, SlowHotel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -305,5 +315,77 @@ def test_a_drive_whose_lease_was_taken_over_stops_with_lease_lost_and_sends_noth
         finally:
             await mine.close()
             await other.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_resume_whose_caller_is_cancelled_keeps_the_lease_while_its_run_goes_on(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """`started`: the run is its task's (`RunHandle.result` shields it), and so is its lease."""
+    run_id = _crashed(pg_url, tmp_path)
+    _expire(pg_url, run_id)
+
+    async def scenario() -> None:
+        mine, other = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+        try:
+            handles: list[RunHandle] = []
+            engine = play.engine(mine, tmp_path)
+            caller = asyncio.create_task(
+                engine.resume(run_id, play.SPEC, play.MODEL, started=handles.append)
+            )
+            while not handles:
+                await asyncio.sleep(0)
+            caller.cancel()  # before the run's task took its first step
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            with pytest.raises(RunDriven):
+                await play.engine(other, tmp_path).resume(run_id, play.SPEC, play.MODEL)
+            (tmp_path / "go").touch()
+            assert (await handles[0].result()).terminal is State.COMPLETE
+            assert len(_sent(tmp_path)) == 1
+        finally:
+            await mine.close()
+            await other.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_continuation_is_driven_under_a_lease_of_its_own(
+    contracts: ContractSet, pg_url: str
+) -> None:
+    """`continue_approved` leases the new run before its header is stored (every row it writes
+    names this process's drive and generation 1), as `run` does."""
+
+    async def scenario() -> None:
+        store = await PostgresStore.open(pg_url)
+        hotel = SlowHotel()
+        hotel.release.set()
+        policy = Policy(approval=ApprovalRules(tools=("hold_room",)))
+        engine = Engine(
+            contracts=contracts,
+            toolbox=hotel.tools(),
+            store=store,
+            clock=SystemClock(),
+            policy=policy,
+        )
+        try:
+            waiting = await engine.run(SPEC, HoldOnce())
+            approver = BlockingStore(lambda: PostgresStore.open(pg_url))
+            try:
+                approve(approver, waiting.run_id, approver="alice", secret=SECRET, now=NOW)
+            finally:
+                approver.close()
+            continued = await engine.continue_approved(
+                waiting.run_id, SPEC, HoldOnce(), secret=SECRET, now=NOW
+            )
+            assert continued.terminal is State.COMPLETE and len(hotel.holds) == 1
+            me = _ownership.this_process()
+            for run_id in (waiting.run_id, continued.run_id):
+                owners = await store.owners(run_id)
+                assert owners and {g for _, _, g in owners} == {1}
+                assert all(f"{me.host} pid {me.pid} " in str(o) for _, o, _ in owners), owners
+        finally:
+            await store.close()
 
     asyncio.run(scenario())
