@@ -94,7 +94,10 @@ def test_two_processes_resuming_one_run_at_once_send_its_write_once(
     run_id = _crashed(pg_url, tmp_path)
     _expire(pg_url, run_id)
     resumes = [_play("resume", pg_url, tmp_path, run_id) for _ in range(2)]
-    _let_go(tmp_path)
+    deadline = time.monotonic() + 30  # until one is refused (or, both driving, a while)
+    while all(p.poll() is None for p in resumes) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (tmp_path / "go").touch()
     outs = sorted(p.communicate(timeout=120)[0].strip() for p in resumes)
     assert outs[0] == "ended complete", outs
     assert outs[1].startswith("refused RunDriven"), outs
