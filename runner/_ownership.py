@@ -1,4 +1,5 @@
-"""One driver at a time for a run on a store that keeps leases in place (SQLite, memory).
+"""One driver at a time for a run, on a store that keeps leases in place (SQLite, memory) or
+renews them (PostgreSQL).
 
 Every drive of a run (`Engine.run`, `start`, `resume`, `continue_approved`, and so `runner run`,
 `runner resume` and `runner serve`'s threads) holds the run's lease from before anything of it is
@@ -11,18 +12,22 @@ the same host (and pid namespace) a lease whose process is gone, or is another p
 same pid, or whose drive in this process has ended, is taken over at once. A lease of another
 host's process cannot be seen to have stopped: it is refused until it expires, at the run's own
 deadline plus a margin, when its driver can no longer be driving it (every dispatch and sleep is
-checked against the deadline). No renewal and no check per transition: the lease costs a commit
-to take, per run, and one to release when the drive stops short of the run's end. Lease times
+checked against the deadline). No renewal and no check per transition there: the lease costs a
+commit to take, per run, and one to release when the drive stops short of the run's end. Lease times
 are real (`SystemClock`), not the run's clock: they are about processes, and a fixture run's
 virtual time says nothing of them.
 
-A `PostgresStore` is left to its workers and to `runner resume --db postgresql://`, which take
-its lease with renewal (`distributed/worker.py`, `cli/_distributed.py`); a store handle that
-already holds a run's lease (a worker's) drives it under that lease, never a second one.
+On a store whose leases last only while renewed (`PostgresStore`, many hosts) a drive takes the
+run's lease for `LEASE_TTL`, fenced (every write for the run checks its generation), and renews
+it every third of that while it drives, as a worker does; a driver that died is waited out for
+at most that long (at once when it is known gone on this host). A store handle that already
+holds a run's lease (a worker's, `runner resume --db postgresql://`'s) drives it under that
+lease, never a second one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import socket
@@ -36,11 +41,15 @@ from typing import Protocol, runtime_checkable
 
 from .budget import Limits
 from .clock import SystemClock
-from .errors import RunDriven, StoreError
+from .errors import LeaseLost, RunDriven, StoreError
 from .store.base import Lease
 
 MARGIN = timedelta(minutes=10)
 """How long past its deadline a run's lease lasts (another host's driver is refused until then)."""
+
+LEASE_TTL = timedelta(seconds=30)
+"""How long a renewed lease (PostgreSQL) lasts unless renewed: a worker's default and `runner
+resume`'s, so every driver of a PostgreSQL run waits out a dead one for the same time."""
 
 _DRIVING: set[str] = set()
 """The drives of this process going now (their ids): a lease of this process naming no drive
@@ -65,6 +74,26 @@ class RunHolds(Protocol):
         ...
 
     def release_lease(self, lease: Lease) -> None: ...
+
+
+@runtime_checkable
+class RenewedHolds(Protocol):
+    """A store, awaited, whose run leases last only while renewed (PostgreSQL)."""
+
+    def holds_lease(self, run_id: str) -> bool:
+        """Whether this handle's caller holds the run's lease already (a worker's)."""
+        ...
+
+    async def take_run(
+        self, run_id: str, owner: str, now: datetime, ttl: timedelta, gone: Callable[[str], bool]
+    ) -> Lease:
+        """Take the run for `owner` (fenced) when nobody holds it, its lease expired or was
+        released, or `gone(holder)`; otherwise return the holder's lease."""
+        ...
+
+    async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease: ...
+
+    async def release_lease(self, lease: Lease) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +230,85 @@ def let_go(held: Held | None, *, ended: bool = False) -> None:
     if not ended:
         with suppress(StoreError):
             held.store.release_lease(held.lease)
+
+
+def renewed_holds_of(store: object) -> RenewedHolds | None:
+    """`store`, when its run leases last only while renewed (PostgreSQL)."""
+    return store if isinstance(store, RenewedHolds) else None
+
+
+@dataclass(slots=True, eq=False)
+class Renewed:
+    """A run's renewed lease taken for one drive, until `let_go_renewed`."""
+
+    store: RenewedHolds
+    lease: Lease
+    drive: str
+    renewing: asyncio.Task[None] | None = None
+    driven: bool = False
+    """Whether the drive began (from then on, it lets go of the lease when it stops)."""
+    done: bool = False
+
+
+async def take_renewed(store: RenewedHolds, run_id: str) -> Renewed | None:
+    """The run's lease for a new drive of this process, renewed on the running loop until
+    `let_go_renewed`; `RunDriven` while another driver holds it. None: `store`'s caller holds
+    it already (a worker). The loop keeps real time: a PostgreSQL store's connections cannot
+    live on a `FakeClock`'s (their timeouts would be virtual)."""
+    if store.holds_lease(run_id):
+        return None
+    drive = str(next(_DRIVES))
+    owner, now = _owners(os.getpid()) + drive, _CLOCK.now()
+    _DRIVING.add(drive)
+    try:
+        lease = await store.take_run(run_id, owner, now, LEASE_TTL, gone)
+    except BaseException:
+        _DRIVING.discard(drive)
+        raise
+    if lease.owner != owner:
+        _DRIVING.discard(drive)
+        raise RunDriven(run_id, lease.owner, _holder(lease, now))
+    held = Renewed(store, lease, drive)
+    held.renewing = asyncio.get_running_loop().create_task(
+        _renew(held), name=f"runner lease {run_id}"
+    )
+    return held
+
+
+def drop_renewed(held: Renewed | None) -> bool:
+    """Stop renewing `held` (once; whether this call did): it expires, and this process names
+    its drive no more, so a driver here takes it over at once. Alone, for a drive whose task was
+    cancelled before it began (nothing awaits there to release it)."""
+    if held is None or held.done:
+        return False
+    held.done = True
+    _DRIVING.discard(held.drive)
+    if held.renewing is not None:
+        held.renewing.cancel()
+    return True
+
+
+async def let_go_renewed(held: Renewed | None, *, ended: bool = False) -> None:
+    """End a drive's hold on its run (once): stop renewing and release the lease. The lease of a
+    run that `ended` is left to expire, saving a commit, as `let_go` does: an ended run is never
+    driven again (a resume says it ended before taking anything), and this process no longer
+    names the drive, so a driver on this host would take it over at once."""
+    if held is None or not drop_renewed(held) or ended:
+        return
+    with suppress(StoreError):  # LeaseLost included: then it is another's already
+        await held.store.release_lease(held.lease)
+
+
+async def _renew(held: Renewed) -> None:
+    """Renew every third of the lease's time until cancelled or lost."""
+    while True:
+        await asyncio.sleep(LEASE_TTL.total_seconds() / 3)
+        try:
+            held.lease = await held.store.renew_lease(held.lease, _CLOCK.now(), LEASE_TTL)
+        except LeaseLost:  # taken over: the run's next write is refused by the store's fence,
+            return  # which ends its drive with LeaseLost
+        except StoreError:
+            continue  # the database out of reach for now: tried again a third later
 
 
 def _holder(lease: Lease, now: datetime) -> str:

@@ -30,7 +30,17 @@ from datetime import datetime, timedelta
 from ._continuation import begin_continuation, inputs_then
 from ._core import Core, brief
 from ._driving import drive
-from ._ownership import Held, holds_of, let_go, take
+from ._ownership import (
+    Held,
+    Renewed,
+    drop_renewed,
+    holds_of,
+    let_go,
+    let_go_renewed,
+    renewed_holds_of,
+    take,
+    take_renewed,
+)
 from ._replay_effects import ReplayEffects, recorded_horizon
 from ._run_checks import as_resumed, check_durability, check_start
 from ._run_ends import header, new_run, run_secrets
@@ -127,10 +137,12 @@ class Engine:
         self._commits = StepCommits(store) if pending is None else None  # type: ignore[arg-type]
         self._reader = as_async(store)
         self._holds = holds_of(store)
-        """Where a run's lease is taken for each drive (None: a store this engine leaves it to,
-        PostgreSQL's workers and `runner resume`)."""
+        """Where a run's lease is taken for each drive, in place (SQLite, memory)."""
         self._held: dict[str, Held] = {}
-        """The leases of the runs this engine drives now."""
+        """The leases of the runs this engine drives now (SQLite, memory)."""
+        self._renewed = renewed_holds_of(store) if pending is not None else None
+        """Where a run's lease is taken for each drive and renewed while it drives (PostgreSQL):
+        awaited, so when the run is driven (`_drive`), before its header is queued."""
         self.runtime = Runtime(
             contracts=contracts,
             toolbox=toolbox,
@@ -158,25 +170,28 @@ class Engine:
         """Drive one task to exactly one terminal state and return its result. `run_id`: one
         minted beforehand (a queued run's, or a child run's, derived from its parent's call so a
         resumed parent finds it); by default a new UUID. On a store that keeps leases in place
-        (SQLite, memory) the run's lease is held while it is driven (`_ownership.py`)."""
-        run, _ = self._begin_live(spec, model, run_id, asyncio.get_running_loop())
-        return await self._drive(run)
+        (SQLite, memory), or renews them (PostgreSQL), the run's lease is held while it is driven
+        (`_ownership.py`): `RunDriven` while another driver holds the given `run_id`."""
+        run, _, header = self._begin_live(spec, model, run_id, asyncio.get_running_loop())
+        return await self._drive(run, header=header)
 
     def start(self, spec: RunSpec, model: ModelAdapter, *, run_id: str | None = None) -> RunHandle:
         """Start a run on the running event loop and return its handle at once (`run_id`: as
         for `run`).
 
         The run's header is stored before this returns, so `handle.run_id` can be looked up
-        (`runner.api.run_status`) straight away. Call it from a coroutine on this engine's
-        clock's loop (any loop for `SystemClock`).
+        (`runner.api.run_status`) straight away; on an awaited store (PostgreSQL) it is queued,
+        and stored once the run's lease is taken in its task (a refusal, `RunDriven`, is then
+        the handle's result). Call it from a coroutine on this engine's clock's loop (any loop
+        for `SystemClock`).
         """
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise ConfigError("Engine.start needs a running event loop (use run_sync)") from None
-        run, effects = self._begin_live(spec, model, run_id, loop)
+        run, effects, header = self._begin_live(spec, model, run_id, loop)
         run_id = run.setup.run_id
-        task = loop.create_task(self._drive(run), name=f"runner run {run_id}")
+        task = loop.create_task(self._drive(run, header=header), name=f"runner run {run_id}")
         held = self._held.get(run_id)
         task.add_done_callback(lambda _: self._let_go(run_id, held))  # also if it never began
         effects.run_task = run.setup.cancel.task = task
@@ -213,11 +228,31 @@ class Engine:
         if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
         spec = as_resumed(spec, stored, self.runtime.policy)
+        if self._renewed is not None:
+            return await self._resume_renewed(run_id, spec, model, stored, started)
         self._own(run_id, spec)  # nothing read from here on moves under another driver
         try:
             return await self._resume_held(run_id, spec, model, stored, started)
         except BaseException:
             self._let_go(run_id)
+            raise
+
+    async def _resume_renewed(
+        self,
+        run_id: str,
+        spec: RunSpec,
+        model: ModelAdapter,
+        stored: RunHeader,
+        started: Callable[[RunHandle], None] | None,
+    ) -> RunResult:
+        """`resume` under a renewed lease (PostgreSQL), taken before anything is read."""
+        assert self._renewed is not None
+        renewed = await take_renewed(self._renewed, run_id)
+        try:
+            return await self._resume_held(run_id, spec, model, stored, started, renewed=renewed)
+        except BaseException:
+            if renewed is not None and not renewed.driven:  # else the drive lets go itself
+                await let_go_renewed(renewed)
             raise
 
     async def _resume_held(
@@ -227,6 +262,8 @@ class Engine:
         model: ModelAdapter,
         stored: RunHeader,
         started: Callable[[RunHandle], None] | None,
+        *,
+        renewed: Renewed | None = None,
     ) -> RunResult:
         store = self._reader
         if await store.summary(run_id) is not None:  # ended by the driver just gone
@@ -258,18 +295,29 @@ class Engine:
             for op in operations:
                 self.runtime.pending.adopt(op.key, run_id)
         self._hold(run)
-        return await self._drive_handed(run, live, started)
+        return await self._drive_handed(run, live, started, renewed=renewed)
 
     async def _drive_handed(
-        self, run: RunState, live: LiveEffects, started: Callable[[RunHandle], None] | None
+        self,
+        run: RunState,
+        live: LiveEffects,
+        started: Callable[[RunHandle], None] | None,
+        *,
+        header: RunHeader | None = None,
+        renewed: Renewed | None = None,
     ) -> RunResult:
-        """Drive `run`; with `started`, in a task of its own whose handle `started` is given."""
+        """Drive `run`; with `started`, in a task of its own whose handle `started` is given
+        (`header`, `renewed`: as for `_drive`)."""
         if started is None:
-            return await self._drive(run)
+            return await self._drive(run, header=header, renewed=renewed)
         run_id = run.setup.run_id
-        task = asyncio.get_running_loop().create_task(self._drive(run), name=f"runner run {run_id}")
+        driving = self._drive(run, header=header, renewed=renewed)
+        task = asyncio.get_running_loop().create_task(driving, name=f"runner run {run_id}")
         held = self._held.get(run_id)
         task.add_done_callback(lambda _: self._let_go(run_id, held))  # also if it never began
+        if renewed is not None:  # the task's: its drive lets go of it, or this if it never began
+            renewed.driven = True
+            task.add_done_callback(lambda _: drop_renewed(renewed))
         live.run_task = run.setup.cancel.task = task
         live.cancellation = run.setup.cancel
         handle = RunHandle(run_id=run_id, task=task, cancellation=run.setup.cancel)
@@ -312,8 +360,8 @@ class Engine:
         redactor = Redactor(run_secrets(continuing, model))
         live = LiveEffects(new_id, model, clock, began, redactor)
         effects = ReplayEffects(turns, outputs, clock, began, live=live, record_as=new_id)
-        run = self._begin(new_id, continuing, effects, began, model, clock=clock)
-        return await self._drive_handed(run, live, started)
+        run, header = self._begin(new_id, continuing, effects, began, model, clock=clock)
+        return await self._drive_handed(run, live, started, header=header)
 
     async def replay(
         self,
@@ -392,15 +440,17 @@ class Engine:
         model: ModelAdapter,
         run_id: str | None,
         loop: asyncio.AbstractEventLoop,
-    ) -> tuple[RunState, LiveEffects]:
-        """A new live run (`run`, `start`): priced, checked, stored and held; not yet driven."""
+    ) -> tuple[RunState, LiveEffects, RunHeader | None]:
+        """A new live run (`run`, `start`): priced, checked, stored and held; not yet driven
+        (its header, when it is stored as it is driven: `_begin`)."""
         spec = self._priced(spec, model)
         check_start(self.runtime, spec, loop, self.retrievers)
         run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
         redactor = Redactor(run_secrets(spec, model))
         effects = LiveEffects(run_id, model, self.clock, started, redactor)
-        return self._begin(run_id, spec, effects, started, model), effects
+        run, header = self._begin(run_id, spec, effects, started, model)
+        return run, effects, header
 
     def _begin(
         self,
@@ -411,15 +461,19 @@ class Engine:
         model: ModelAdapter,
         *,
         clock: Clock | None = None,
-    ) -> RunState:
+    ) -> tuple[RunState, RunHeader | None]:
         """A run's state, its lease taken and its header stored (nothing is left attached or
-        held if that fails), held."""
+        held if that fails), held. On a store whose leases are renewed (PostgreSQL) the lease is
+        taken, and then the header queued, when the run is driven: its header is returned for
+        `_drive` (None: stored already)."""
         self._own(run_id, spec)
         try:
             run = self._new_run(run_id, spec, effects, started, known=[], clock=clock)
         except BaseException:
             self._let_go(run_id)
             raise
+        if self._renewed is not None:
+            return run, self._header(run, identity_of(model))
         try:
             self.runtime.store.begin_run(self._header(run, identity_of(model)))
         except BaseException:
@@ -427,7 +481,7 @@ class Engine:
             self._let_go(run_id)
             raise
         self._hold(run)
-        return run
+        return run, None
 
     def _own(self, run_id: str, spec: RunSpec) -> None:
         """Take the run's lease for this drive (`RunDriven` while another driver holds it)."""
@@ -490,13 +544,41 @@ class Engine:
             durability=spec.durability or self.durability,
         )
 
-    async def _drive(self, run: RunState) -> RunResult:
+    async def _drive(
+        self, run: RunState, *, header: RunHeader | None = None, renewed: Renewed | None = None
+    ) -> RunResult:
+        """Drive `run` to its end. On a store whose leases are renewed (PostgreSQL): `header`,
+        a new run's, stored once its lease is taken here; `renewed`, a resumed run's lease;
+        let go of when the drive stops, however it stops."""
+        if self._renewed is not None:
+            return await self._drive_renewed(run, header, renewed)
         try:
             result = await drive(self._core, self._commits, run)
         except BaseException:
             self._let_go(run.setup.run_id)
             raise
         self._let_go(run.setup.run_id, ended=True)
+        return result
+
+    async def _drive_renewed(
+        self, run: RunState, header: RunHeader | None, renewed: Renewed | None
+    ) -> RunResult:
+        assert self._renewed is not None
+        if header is not None:  # nothing of it is queued before its lease is taken
+            try:
+                renewed = await take_renewed(self._renewed, header.run_id)
+            except BaseException:
+                detach(run.lifecycle)
+                raise
+            self.runtime.store.begin_run(header)
+        if renewed is not None:
+            renewed.driven = True
+        try:
+            result = await drive(self._core, self._commits, run)
+        except BaseException:
+            await let_go_renewed(renewed)
+            raise
+        await let_go_renewed(renewed, ended=True)
         return result
 
 

@@ -1,10 +1,15 @@
 """Run leases on the PostgreSQL store (`base.Leases`), and the fence its writes check (mixed into
 `PostgresStore`): every write for a leased run checks, holding the lease row (`FOR SHARE`) until
-its transaction ends, that the generation is still the one this handle was granted."""
+its transaction ends, that the generation is still the one this handle was granted.
+
+Two kinds of holder: a caller that took the lease itself (`acquire_lease`: a worker, `runner
+resume`), under which an engine on this handle drives (`holds_lease`); and the engine's own drive
+(`take_run`, `_ownership.take_renewed`), taken from a driver known gone at once."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,6 +28,9 @@ class PostgresLeases:
 
     _fences: dict[str, Lease]
     """The lease this handle holds per run: its writes for the run check its generation."""
+    _granted: set[str]
+    """The runs whose lease this handle's caller took (`acquire_lease`) and has not released: an
+    engine on this handle drives them under it (`holds_lease`)."""
     _last_seq: dict[str, int]
 
     if TYPE_CHECKING:
@@ -78,7 +86,74 @@ class PostgresLeases:
                 (owner, generation, lease.expires_at, run_id),
             )
         self._fences[run_id] = lease
+        self._granted.add(run_id)
         self._last_seq.pop(run_id, None)  # another owner may have appended since
+        return lease
+
+    def holds_lease(self, run_id: str) -> bool:
+        """Whether this handle's caller took `run_id`'s lease (`acquire_lease`) and has not
+        released it (no I/O; a lease taken over since is found by the run's next write)."""
+        return run_id in self._granted
+
+    async def take_run(
+        self, run_id: str, owner: str, now: datetime, ttl: timedelta, gone: Callable[[str], bool]
+    ) -> Lease:
+        """`_ownership.RenewedHolds`: take the run for `owner` (a new generation, fenced) when
+        nobody holds it, its lease expired or was released, or `gone(holder)`; otherwise return
+        the holder's lease, taking nothing. A run never leased (a new one) is taken in one
+        statement, its own transaction."""
+        lease = Lease(run_id=run_id, owner=owner, generation=1, expires_at=now + ttl)
+        async with self._connection() as conn:
+            cursor = await conn.execute(
+                "WITH taken AS (INSERT INTO runner_leases (run_id, owner, generation, expires_at) "
+                "VALUES (%s, %s, 1, %s) ON CONFLICT (run_id) DO NOTHING RETURNING run_id) "
+                "INSERT INTO runner_lease_grants (run_id, generation, owner, granted_at) "
+                "SELECT run_id, 1, %s, %s FROM taken",
+                (run_id, owner, lease.expires_at, owner, now),
+            )
+            if cursor.rowcount != 1:
+                lease = await self._take_over(conn, lease, now, gone)
+        if lease.owner == owner:
+            self._fences[run_id] = lease
+            self._granted.discard(run_id)  # the engine's now: a later drive takes its own
+            self._last_seq.pop(run_id, None)  # another owner may have appended since
+        return lease
+
+    async def _take_over(
+        self, conn: Connection, lease: Lease, now: datetime, gone: Callable[[str], bool]
+    ) -> Lease:
+        """`take_run` of a run leased before: `lease` with the next generation, or the
+        holder's."""
+        run_id, owner = lease.run_id, lease.owner
+        async with conn.transaction():
+            await conn.execute(
+                "INSERT INTO runner_leases (run_id, owner, generation, expires_at) "
+                "VALUES (%s, '', 0, %s) ON CONFLICT (run_id) DO NOTHING",
+                (run_id, RELEASED),
+            )
+            cursor = await conn.execute(
+                "SELECT owner, generation, expires_at FROM runner_leases WHERE run_id = %s "
+                "FOR UPDATE",
+                (run_id,),
+            )
+            row = await cursor.fetchone()
+            assert row is not None  # inserted just above if it was missing
+            held_by, generation, expires = str(row[0]), int(row[1]), _utc(row[2])
+            if expires != RELEASED and expires > now and not gone(held_by):
+                return Lease(
+                    run_id=run_id, owner=held_by, generation=generation, expires_at=expires
+                )
+            lease = dataclasses.replace(lease, generation=generation + 1)
+            await conn.execute(
+                "INSERT INTO runner_lease_grants (run_id, generation, owner, granted_at) "
+                "VALUES (%s, %s, %s, %s)",
+                (run_id, lease.generation, owner, now),
+            )
+            await conn.execute(
+                "UPDATE runner_leases SET owner = %s, generation = %s, expires_at = %s "
+                "WHERE run_id = %s",
+                (owner, lease.generation, lease.expires_at, run_id),
+            )
         return lease
 
     async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
@@ -93,6 +168,9 @@ class PostgresLeases:
         return renewed
 
     async def release_lease(self, lease: Lease) -> None:
+        fence = self._fences.get(lease.run_id)
+        if fence is not None and fence.generation == lease.generation:
+            self._granted.discard(lease.run_id)  # its writes stay fenced (`base.Leases`)
         async with self._connection() as conn:
             await conn.execute(
                 "UPDATE runner_leases SET expires_at = %s WHERE run_id = %s AND generation = %s",

@@ -78,6 +78,7 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
         """The database, as every message names it: never with its password."""
         self._secret = password_of(url)
         self._fences: dict[str, Lease] = {}
+        self._granted: set[str] = set()
         self._last_seq: dict[str, int] = {}
         """The last seq this handle appended per run (read once per run, then kept): a lease
         taken over fences a stale one, and a duplicate seq is refused by the primary key."""
