@@ -13,6 +13,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -132,6 +133,8 @@ def test_resume_never_drives_a_run_whose_lease_a_worker_holds(
     with psycopg.connect(url) as conn:
         [(run_id,)] = conn.execute("SELECT run_id FROM runner_runs").fetchall()
         before = conn.execute("SELECT count(*) FROM runner_transitions").fetchone()
+        # the killed `runner run` held the run's lease: a worker takes it once it expires
+        conn.execute("UPDATE runner_leases SET expires_at = now() - interval '1 second'")
     lease = asyncio.run(_take_lease(url, run_id, "w9/job-1"))
     refused = _runner(["resume", run_id, "--db", url], tmp_path, env)
     assert refused.returncode == 2, refused.stdout + refused.stderr
@@ -146,7 +149,44 @@ def test_resume_never_drives_a_run_whose_lease_a_worker_holds(
         owners = conn.execute(
             "SELECT DISTINCT owner FROM runner_transitions WHERE seq > %s", before
         ).fetchall()
-    assert len(owners) == 1 and str(owners[0][0]).startswith("resume:"), owners
+    [(owner,)] = owners  # this process's drive: host, pid, process start, namespace, drive
+    assert str(owner).split()[1:9:2] == ["pid", "start", "ns", "drive"], owner
+
+
+def test_run_holds_the_runs_lease_and_a_resume_meanwhile_is_refused(
+    pg_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`runner run --db postgresql://` drives each run under its lease, as `resume` does: a
+    `runner resume` of that run while it is being driven is refused before it sends anything,
+    and once the run ended its lease is left (it is never driven again)."""
+    url = pg_cluster.new_database()
+    monkeypatch.setenv("RUNNER_WORLD", str(tmp_path / "world"))
+    seen: list[tuple[str, int]] = []
+    from runner import cli  # noqa: PLC0415
+
+    original = cli.run_fixture
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        run_id = kwargs["run_id"]
+        with psycopg.connect(url) as conn:
+            [(owner, live)] = conn.execute(
+                "SELECT owner, expires_at > now() FROM runner_leases WHERE run_id = %s",
+                (run_id,),
+            ).fetchall()
+        assert live and f"pid {os.getpid()} " in owner, owner
+        refused = _runner(["resume", run_id, "--db", url], tmp_path, {})
+        seen.append((refused.stderr, refused.returncode))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "run_fixture", watched)
+    fixture = str(FIXTURES / "hold_timeout_after_commit.yaml")
+    assert main(["run", fixture, "--db", url]) == 0
+    [(stderr, code)] = seen
+    assert code == 2 and "driven by pid" in stderr, stderr
+    with psycopg.connect(url) as conn:
+        [(holds,)] = conn.execute("SELECT count(*) FROM runner_runs").fetchall()
+    assert holds == 1  # the refused resume stored nothing of its own
+    assert _active_holds(tmp_path / "world") == 1
 
 
 async def _take_lease(url: str, run_id: str, owner: str) -> Lease:

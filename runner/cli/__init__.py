@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -45,7 +46,7 @@ from ._common import (
 )
 from ._distributed import (
     add_distributed_parsers,
-    resume_lease,
+    drive_lease,
     submit_command,
     worker_command,
 )
@@ -251,6 +252,7 @@ def _run(args: argparse.Namespace) -> int:
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
     model = _model(args)
     store: Store = open_store(args.db, must_exist=False)
+    leases = store  # a PostgreSQL store's leases are its own, whatever log is beside it
     if args.log is not None:
         store = FanoutStore(store, JsonlLog(args.log))
     world = world_dir(args.db)
@@ -258,17 +260,20 @@ def _run(args: argparse.Namespace) -> int:
     try:
         for fixture in fixtures:
             for index in range(1, args.repeat + 1):
-                outcome = run_fixture(
-                    fixture,
-                    contracts,
-                    store,
-                    seed=args.seed + index - 1,  # each copy its own draws, as grade's trials
-                    policy=policy,
-                    world_dir=world,
-                    model=model,
-                    mcp=mcp,
-                    durability=args.durability,
-                )
+                run_id = str(uuid.uuid4())  # minted here, so its lease is held before it begins
+                with drive_lease(leases, args.db, run_id):
+                    outcome = run_fixture(
+                        fixture,
+                        contracts,
+                        store,
+                        seed=args.seed + index - 1,  # each copy its own draws, as grade's trials
+                        policy=policy,
+                        world_dir=world,
+                        model=model,
+                        mcp=mcp,
+                        durability=args.durability,
+                        run_id=run_id,
+                    )
                 print_scenario(outcome, f"{fixture.name} [{index}/{args.repeat}]", args.json)
                 passed += outcome.passed
                 failed += not outcome.passed
@@ -303,7 +308,7 @@ def _resume(args: argparse.Namespace) -> int:
                 printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
             )
             return 0
-        with resume_lease(store, args.db, args.run_id):
+        with drive_lease(store, args.db, args.run_id):
             outcome = resume_fixture(
                 args.run_id,
                 contracts,

@@ -6,29 +6,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._arguments import ArgumentParser, count, seconds, seed
-from ..clock import SystemClock
+from .._ownership import RenewedHolds, let_go_renewed, take_renewed
 from ..confirm import SECRET_ENV, ApprovalSecret
 from ..contracts import ContractSet
 from ..errors import (
     ApprovalRefused,
     ConfigError,
-    LeaseLost,
     LoadError,
     NotDrivableHere,
-    ResumeRefused,
 )
 from ..handle import RunHandle
 from ..models.base import ModelAdapter
-from ..store.base import Leases, Store
+from ..store.adapters import BlockingStore
+from ..store.base import Store
 from ..trace import RunHeader
 from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from ..travel.scenario import continue_fixture, resume_fixture, run_fixture
@@ -154,42 +151,25 @@ async def _check_store(url: str) -> None:
     await (await PostgresStore.open(url, max_size=1)).close()
 
 
-RESUME_LEASE = timedelta(seconds=30)
-
-
 @contextmanager
-def resume_lease(store: Store, db: Database, run_id: str) -> Iterator[None]:
-    """`runner resume` on a PostgreSQL store drives the run under its lease, as a worker does
-    (renewed while it drives, released after), so it never drives a run a worker holds."""
-    if db.url is None or not isinstance(store, Leases):
+def drive_lease(store: Store, db: Database, run_id: str) -> Iterator[None]:
+    """`runner run` and `runner resume` on a PostgreSQL store drive the run under its lease, as
+    the engine does on SQLite and an application's engine on PostgreSQL (`_ownership.py`):
+    renewed on the store's own loop while the command drives, released after (left to expire
+    once the run ended). A second driver (a worker, another command) is refused with
+    `RunDriven` before anything is read or sent; one whose process died on this host (SIGKILL)
+    is taken over at once, so a resume right after a crash goes on."""
+    holds = store.store if isinstance(store, BlockingStore) else None
+    if db.url is None or not isinstance(holds, RenewedHolds):
         yield
         return
-    clock, owner = SystemClock(), f"resume:{socket.gethostname()}:{os.getpid()}"
-    taken = store.acquire_lease(run_id, owner, clock.now(), RESUME_LEASE)
-    if taken is None:
-        raise ResumeRefused(
-            run_id,
-            f"a worker holds its lease (it is being driven, or its worker died and the lease "
-            f"expires within {RESUME_LEASE.seconds} s); try again then",
-        )
-    lease, stop = taken, threading.Event()
-
-    def renew() -> None:
-        nonlocal lease
-        while not stop.wait(RESUME_LEASE.total_seconds() / 3):
-            try:
-                lease = store.renew_lease(lease, clock.now(), RESUME_LEASE)
-            except LeaseLost:  # taken over: this command's next write is refused
-                return
-
-    renewing = threading.Thread(target=renew, name="resume lease", daemon=True)
-    renewing.start()
+    assert isinstance(store, BlockingStore)
+    held = store.on_its_loop(take_renewed(holds, run_id))
     try:
         yield
     finally:
-        stop.set()
-        renewing.join()
-        store.release_lease(lease)
+        ended = store.summary(run_id) is not None
+        store.on_its_loop(let_go_renewed(held, ended=ended))
 
 
 def fixture_job(fixture: Fixture, seed: int) -> dict[str, Any]:

@@ -141,6 +141,11 @@ class BlockingStore:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         return future.result()
 
+    def on_its_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run `coroutine` on the store's own loop (what it starts there, such as a lease's
+        renewal, goes on there) and return its result."""
+        return self._call(coroutine)
+
     def _stop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
