@@ -177,9 +177,10 @@ async def grade_run(
     store: Store | AsyncStore, run_id: str, contracts: ContractSet, expect: Expect | None = None
 ) -> Trial:
     """Grade a stored run from its record alone: the runner's promises (every call answered in
-    order, no retry after access denied, waits within the deadline, ...), and `expect`'s
-    outcome checks when given. `trial.passed`, `trial.failed` say how it went. The checks run
-    in a thread, as `replay_run`'s replay does: the loop goes on serving meanwhile."""
+    order, no retry after access denied, waits within the deadline, ...), that the record
+    replays as recorded (`replays_as_recorded`: the record's claims proven, not read), and
+    `expect`'s outcome checks when given. `trial.passed`, `trial.failed` say how it went. The
+    checks run in a thread, as `replay_run`'s replay does: the loop goes on serving meanwhile."""
     recording = await _recording(store, run_id)  # read here: a store keeps to its thread
     return await asyncio.to_thread(grade, recording, contracts, expect, None)
 

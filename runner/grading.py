@@ -16,10 +16,12 @@ from ._approval_checks import approvals_of, token_misused, unapproved_write
 from ._call_ids import unique_id
 from .children import charged_by_children
 from .contracts import ContractSet
+from .errors import ConfigError, StoreError
 from .machine import Trigger
 from .operations import mint_key, parameter_hash
-from .replay import Recording, check_contracts_cover
+from .replay import Recording, check_contracts_cover, describe, replay
 from .result_classes import DISPATCHED, LEAVES_WRITE_OPEN
+from .spec import DEFAULT_SYSTEM_PROMPT
 from .states import TERMINAL, State
 from .trace import TransitionRecord
 
@@ -245,19 +247,44 @@ def no_second_intent_after_unknown_outcome(recording: Recording, contracts: Cont
 
 
 def no_wait_outlasts_the_deadline(recording: Recording, contracts: ContractSet) -> Check:
+    """No wait ends past the run's deadline. A wait's transition is stamped when it ended; it
+    began no earlier than the call's previous transition (the run's previous one, for a wait of
+    no call), so it ended no earlier than that moment plus its length: a stamp alone (a wait_s
+    edited to outlast the deadline kept it) is not taken on trust."""
+    name = "no_wait_outlasts_the_deadline"
+    started = recording.header.started_at
     limit = float(recording.header.limits.get("max_seconds", 0))
+    previous: dict[str | None, float] = {}  # call id (None: any) -> its last transition's time
     for record in recording.transitions:
-        if record.wait_s is None:
-            continue
-        ended = (record.time - recording.header.started_at).total_seconds()
-        if ended > limit:
-            return Check(
-                "no_wait_outlasts_the_deadline",
-                False,
-                f"seq {record.seq}: a {record.wait_s:g} s wait ended at {ended:g} s, "
-                f"past the {limit:g} s deadline",
-            )
-    return Check("no_wait_outlasts_the_deadline", True)
+        at = (record.time - started).total_seconds()
+        if record.wait_s is not None:
+            began = previous.get(record.call_id, previous.get(None, 0.0))
+            ended = max(at, began + record.wait_s)
+            if round(ended, 6) > limit:  # stamps are kept to the microsecond
+                return Check(
+                    name,
+                    False,
+                    f"seq {record.seq}: a {record.wait_s:g} s wait ended at {ended:g} s, "
+                    f"past the {limit:g} s deadline",
+                )
+        previous[record.call_id] = previous[None] = at
+    return Check(name, True)
+
+
+def replays_as_recorded(
+    recording: Recording, contracts: ContractSet, system_prompt: str = DEFAULT_SYSTEM_PROMPT
+) -> Check:
+    """The record re-drives to itself (`replay`): every transition, summary and recorded input
+    as the engine makes them from the record's inputs. The other checks read the record's
+    claims; this one proves them, so an edited field, row or header fails here.
+
+    `system_prompt`: the prompt of a run stored before headers recorded it."""
+    name = "replays_as_recorded"
+    try:
+        proof = replay(recording, contracts, system_prompt=system_prompt)
+    except (StoreError, ConfigError) as exc:  # a record no run could have left
+        return Check(name, False, str(exc))
+    return Check(name, proof.identical, "" if proof.identical else describe(proof))
 
 
 def attempts_within_cap(recording: Recording, contracts: ContractSet) -> Check:
@@ -406,12 +433,24 @@ def outcome_checks(recording: Recording, expect: Expect, holds: int | None) -> l
 
 
 def grade(
-    recording: Recording, contracts: ContractSet, expect: Expect | None, holds: int | None
+    recording: Recording,
+    contracts: ContractSet,
+    expect: Expect | None,
+    holds: int | None,
+    *,
+    replayed: bool = True,
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT,
 ) -> Trial:
-    """Every check on one recorded run (with the contracts it ran with)."""
+    """Every check on one recorded run (with the contracts it ran with).
+
+    `replayed=False` leaves out `replays_as_recorded`, for a run graded straight after this
+    process drove it (its record is what the engine just wrote). `system_prompt`: as `replay`'s.
+    """
     check_contracts_cover(recording.header, contracts)
     checks = outcome_checks(recording, expect, holds) if expect is not None else []
     checks += [check(recording, contracts) for check in TRAJECTORY_CHECKS]
+    if replayed:
+        checks.append(replays_as_recorded(recording, contracts, system_prompt))
     return Trial(
         run_id=recording.header.run_id,
         checks=checks,

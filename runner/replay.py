@@ -32,7 +32,7 @@ from .states import TERMINAL
 from .store.base import Store
 from .store.memory import MemoryStore
 from .tools import Principal, ToolImplementation, ToolInvocation, ToolResponse
-from .trace import RunHeader, RunSummary, TransitionRecord, read_log
+from .trace import RunHeader, RunSummary, TransitionRecord, read_log, repeated_ordinal, twice
 
 
 @dataclass(slots=True, kw_only=True)
@@ -189,6 +189,23 @@ def check_contracts_cover(header: RunHeader, contracts: ContractSet) -> None:
         )
 
 
+def check_whole(recording: Recording) -> None:
+    """Refuse (`StoreCorrupt`) a recording no reader would give: transitions not numbered 1, 2,
+    ... in order, or two inputs for one ordinal (a re-drive would take one, never the other).
+    The API takes a `Recording` built by hand, so a replay checks what the readers check."""
+    run_id = recording.header.run_id
+    for expected, record in enumerate(recording.transitions, 1):
+        if record.seq != expected:
+            raise StoreCorrupt(
+                f"run {run_id} transition seq {record.seq} where {expected} belongs "
+                "(a gap or an edit)"
+            )
+    for items, what in ((recording.turns, "model turn"), (recording.outputs, "tool output")):
+        ordinal = repeated_ordinal(items)
+        if ordinal is not None:
+            raise StoreCorrupt(twice(run_id, what, ordinal))
+
+
 def replay(
     recording: Recording,
     contracts: ContractSet,
@@ -205,6 +222,7 @@ def replay(
     outside_a_loop("replay_run_sync", "await runner.api.replay_run(...)")
     header = recording.header
     check_contracts_cover(header, contracts)
+    check_whole(recording)
     recorded_policy = Policy.recorded(header.policy)
     recorded_limits = stored_limits(header)
     use_policy = policy or recorded_policy

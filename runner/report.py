@@ -14,7 +14,14 @@ from .grading import FixtureGrade
 from .recording import RecordedTurn
 from .replay import Replay
 from .spec import RunResult
-from .trace import OperationSummary, RunHeader, RunSummary, TransitionRecord, states_visited
+from .trace import (
+    OperationSummary,
+    RunHeader,
+    RunSummary,
+    TransitionRecord,
+    states_visited,
+    summary_unbacked,
+)
 
 _TRANSITION_KEYS = (
     "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
@@ -97,12 +104,11 @@ class RunView:
     ) -> RunView:
         if summary is not None:
             last = transitions[-1] if transitions else None
-            if last is None or last.to_state != summary.terminal:  # a row removed at the end
-                raise StoreCorrupt(
-                    f"run {header.run_id} ended {summary.terminal}, but its log's last "
-                    f"transition is {last.to_state if last else 'none'} (seq "
-                    f"{last.seq if last else 0}): its terminal transition is missing"
-                )
+            unbacked = summary_unbacked(
+                header.run_id, summary, (last.seq, last.to_state, last.reason) if last else None
+            )
+            if unbacked is not None:  # a row removed at the end, or the summary edited
+                raise StoreCorrupt(unbacked)
             return cls.of_summary(header.name, summary, transitions)
         last = transitions[-1] if transitions else None  # unfinished: what the log says so far
         return cls(

@@ -24,6 +24,7 @@ Reading validates every line and names the first bad one (`LogFormatError`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -54,7 +55,7 @@ from .observations import (
 from .pricing import ModelPrice
 from .recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn
 from .retrieval import ToolRetrieval
-from .states import State
+from .states import TERMINAL, State
 
 LOG_FORMAT: Final = "runner-log/2"
 READABLE_FORMATS: Final = frozenset({"runner-log/1", LOG_FORMAT})
@@ -215,6 +216,26 @@ class RunSummary:
     recorded)."""
 
 
+def summary_unbacked(
+    run_id: str, summary: RunSummary, last: tuple[int, str, str | None] | None
+) -> str | None:
+    """What is wrong when a run's summary is not the one its last transition (`last`: seq,
+    state, reason; None: no transition) backs: a row removed at the end, or the summary
+    edited. None when they agree. The summary is a claim; the log is the record."""
+    if last is not None and (last[1], last[2]) == (summary.terminal, summary.reason):
+        return None
+    seq, state, reason = last if last is not None else (0, "none", None)
+    if state not in TERMINAL:
+        return (
+            f"run {run_id} ended {summary.terminal}, but its log's last transition is {state} "
+            f"(seq {seq}): its terminal transition is missing"
+        )
+    return (
+        f"run {run_id}: its summary says {summary.terminal} ({summary.reason}), but its last "
+        f"transition (seq {seq}) says {state} ({reason}): the summary was edited"
+    )
+
+
 def _older_header(data: Any) -> Any:
     """A header stored before `annotations` kept the fixture layer's `fixture` and `world` as
     fields of their own: they are read into `annotations`, so older runs still resume and grade."""
@@ -317,6 +338,7 @@ def read_log(path: Path) -> list[LoggedRun]:
     except DocumentProblem as exc:
         raise LogFormatError(path, exc.line, str(exc)) from exc
     runs: dict[str, LoggedRun] = {}
+    inputs: set[tuple[str, str, int]] = set()  # (run, line type, ordinal) of every input read
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -331,7 +353,7 @@ def read_log(path: Path) -> list[LoggedRun]:
         if not isinstance(data, dict):
             raise LogFormatError(path, number, "a line must be a JSON object")
         try:
-            _read_line(data, runs)
+            _read_line(data, runs, inputs)
         except RecursionError as exc:
             raise LogFormatError(path, number, "nested too deeply to read") from exc
         except ValidationError as exc:
@@ -343,11 +365,43 @@ def read_log(path: Path) -> list[LoggedRun]:
     return list(runs.values())
 
 
+def _first_for_its_ordinal(
+    inputs: set[tuple[str, str, int]], run_id: str, what: str, ordinal: int
+) -> None:
+    key = (run_id, what, ordinal)
+    if key in inputs:
+        raise ValueError(twice(run_id, what, ordinal))
+    inputs.add(key)
+
+
+def twice(run_id: str, what: str, ordinal: int) -> str:
+    """What is wrong with a record holding two inputs for one ordinal."""
+    return (
+        f"run {run_id} {what} {ordinal} recorded twice (an edit: a re-drive would take one and "
+        "never see the other)"
+    )
+
+
+def repeated_ordinal(items: Sequence[RecordedTurn] | Sequence[RecordedOutput]) -> int | None:
+    """The first ordinal two of a run's recorded inputs share (None: each has its own). One
+    set built over the ordinals: these are read on every resume."""
+    if len({item.ordinal for item in items}) == len(items):
+        return None
+    seen: set[int] = set()
+    for item in items:
+        if item.ordinal in seen:
+            return item.ordinal
+        seen.add(item.ordinal)
+    return None  # unreachable: the set was smaller than the list
+
+
 def _without_type(data: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in data.items() if key != "type"}
 
 
-def _read_line(data: dict[str, Any], runs: dict[str, LoggedRun]) -> None:
+def _read_line(
+    data: dict[str, Any], runs: dict[str, LoggedRun], inputs: set[tuple[str, str, int]]
+) -> None:
     kind = data.get("type")
     if kind == "run_started":
         if data.get("format") not in READABLE_FORMATS:
@@ -371,9 +425,13 @@ def _read_line(data: dict[str, Any], runs: dict[str, LoggedRun]) -> None:
             raise ValueError(f"transition seq {record.seq}, expected {expected} (a gap or an edit)")
         run.transitions.append(record)
     elif kind == "model_turn":
-        run.turns.append(TURN_ADAPTER.validate_python(_without_type(data)))
+        turn = TURN_ADAPTER.validate_python(_without_type(data))
+        _first_for_its_ordinal(inputs, run.header.run_id, "model turn", turn.ordinal)
+        run.turns.append(turn)
     elif kind == "tool_output":
-        run.outputs.append(OUTPUT_ADAPTER.validate_python(_without_type(data)))
+        output = OUTPUT_ADAPTER.validate_python(_without_type(data))
+        _first_for_its_ordinal(inputs, run.header.run_id, "tool output", output.ordinal)
+        run.outputs.append(output)
     elif kind == "run_finished":
         run.summary = SUMMARY_ADAPTER.validate_python(_without_type(data))
     else:

@@ -73,8 +73,15 @@ def _run(
     return recording, outcome.holds
 
 
-def _failed(recording: Recording, contracts: ContractSet, expect: Expect | None = None) -> set[str]:
-    return {check.name for check in grade(recording, contracts, expect, None).failed}
+def _failed(
+    recording: Recording,
+    contracts: ContractSet,
+    expect: Expect | None = None,
+    *,
+    replayed: bool = True,
+) -> set[str]:
+    trial = grade(recording, contracts, expect, None, replayed=replayed)
+    return {check.name for check in trial.failed}
 
 
 def test_an_edited_summary_does_not_pass_grading(tmp_path: Path, contracts: ContractSet) -> None:
@@ -89,7 +96,10 @@ def test_an_edited_summary_does_not_pass_grading(tmp_path: Path, contracts: Cont
     assert {"terminal_as_declared", "reason_as_declared", "summary_matches_record"} <= failed
     # Against the fixture's own expectation, the outcome is right but the summary still lies.
     trial = grade(recording, contracts, fixture.expect, holds)
-    assert {check.name for check in trial.failed} == {"summary_matches_record"}
+    assert {check.name for check in trial.failed} == {
+        "summary_matches_record",
+        "replays_as_recorded",  # and the replay comes to another summary
+    }
 
 
 def test_a_summary_with_other_attempts_is_caught(tmp_path: Path, contracts: ContractSet) -> None:
@@ -98,8 +108,10 @@ def test_a_summary_with_other_attempts_is_caught(tmp_path: Path, contracts: Cont
     assert recording.summary is not None
     recording.summary = dataclasses.replace(recording.summary, attempts=1)
     trial = grade(recording, contracts, None, None)
-    [check] = trial.failed
-    assert check.name == "summary_matches_record" and "attempts" in check.detail
+    failed = {check.name: check.detail for check in trial.failed}
+    assert failed.keys() == {"summary_matches_record", "replays_as_recorded"}
+    assert "attempts" in failed["summary_matches_record"]
+    assert "attempts=1" in failed["replays_as_recorded"]
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
@@ -132,9 +144,9 @@ def test_a_key_minted_for_another_tenant_or_payload_fails_grading(
             else output
             for output in recording.outputs
         ]
-        [check] = [c for c in grade(recording, contracts, None, None).failed]
-        assert check.name == "every_key_minted_for_the_run"
-        assert forged in check.detail
+        failed = {c.name: c.detail for c in grade(recording, contracts, None, None).failed}
+        assert failed.keys() == {"every_key_minted_for_the_run", "replays_as_recorded"}
+        assert forged in failed["every_key_minted_for_the_run"]
         write = dataclasses.replace(write, operation_key=forged)
 
 
@@ -309,7 +321,8 @@ def test_a_run_still_going_is_not_accused_of_leaving_its_batch_unanswered(
     records = recording.transitions
     for cut in range(1, len(records)):
         so_far = dataclasses.replace(recording, transitions=records[:cut], summary=None)
-        assert _failed(so_far, contracts) == set(), (fixture_name, cut)
+        # (no replay: the cut keeps every input, so it is no record a reader gives)
+        assert _failed(so_far, contracts, replayed=False) == set(), (fixture_name, cut)
     first_batch = next(i for i, r in enumerate(records) if r.to_state == "plan")
     gone = [r.call_id for r in records[: first_batch + 1] if r.trigger == "classify"][-1]
     dropped = [r for r in records if not (r.trigger == "classify" and r.call_id == gone)]

@@ -37,9 +37,14 @@ def summary(run_id: str, transitions: int) -> RunSummary:
 
 
 def answered(seq: int, run_id: str) -> TransitionRecord:
-    """The run's terminal transition: the model answered."""
+    """The run's terminal transition: the model answered (with the reason its summary says)."""
     return dataclasses.replace(
-        record(seq, run_id), to_state="complete", trigger="answer", tool=None, args=None
+        record(seq, run_id),
+        to_state="complete",
+        trigger="answer",
+        tool=None,
+        args=None,
+        reason="model_final",
     )
 
 

@@ -276,7 +276,7 @@ def _grade_stored(
             continue
         pinned = with_recorded(contracts, recording.header.annotations)
         try:
-            trial = grade(recording, pinned, expect, holds)
+            trial = grade(recording, pinned, expect, holds, system_prompt=SYSTEM_PROMPT)
         except ConfigError as exc:  # graded with other contracts than it ran with
             _not_graded(not_graded, run_id, exc)
             continue

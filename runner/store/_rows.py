@@ -16,7 +16,15 @@ from pydantic import TypeAdapter, ValidationError
 from .._jsonsafe import clean_text, safe_str
 from ..errors import StoreCorrupt, StoreError
 from ..operations import Operation, OperationStatus
-from ..trace import HEADER_ADAPTER, SUMMARY_ADAPTER, TransitionRecord
+from ..recording import RecordedOutput, RecordedTurn
+from ..trace import (
+    HEADER_ADAPTER,
+    SUMMARY_ADAPTER,
+    TransitionRecord,
+    repeated_ordinal,
+    summary_unbacked,
+    twice,
+)
 from .base import RunListing, UnreadableRun
 
 T = TypeVar("T")
@@ -134,21 +142,55 @@ def in_order(
     return records
 
 
+Input = TypeVar("Input", RecordedTurn, RecordedOutput)
+
+
+def distinct(items: list[Input], where: Path | str, run_id: str, what: str) -> list[Input]:
+    """A run's inputs of one kind as read, or `StoreCorrupt` where two share an ordinal: a row
+    added or edited outside the runner, whose re-drive would silently take one of them."""
+    ordinal = repeated_ordinal(items)
+    if ordinal is not None:
+        raise StoreCorrupt(f"{where}: {twice(run_id, what, ordinal)}")
+    return items
+
+
 def listing(
-    run_id: Any, header: Any, summary: Any, where: Path | str
+    run_id: Any, header: Any, summary: Any, where: Path | str, last: Any = None
 ) -> RunListing | UnreadableRun:
-    """One `runs` row: the run's listing, or (unreadable) the run named in its place."""
+    """One `runs` row: the run's listing, or (unreadable) the run named in its place. `last`:
+    the run's last transition as stored, read for an ended run: a summary it does not back
+    (edited, or its terminal row removed) is not listed as the run's outcome."""
     try:
+        read = (
+            _read_json(SUMMARY_ADAPTER, summary, where, f"run {run_id} summary")
+            if summary
+            else None
+        )
+        if read is not None:
+            unbacked = summary_unbacked(str(run_id), read, _last_move(run_id, last, where))
+            if unbacked is not None:
+                raise StoreCorrupt(f"{where}: {unbacked}")
         return RunListing(
             header=_read_json(HEADER_ADAPTER, header, where, f"run {run_id} header"),
-            summary=(
-                _read_json(SUMMARY_ADAPTER, summary, where, f"run {run_id} summary")
-                if summary
-                else None
-            ),
+            summary=read,
         )
     except StoreCorrupt as exc:
         return UnreadableRun(run_id=str(run_id), problem=str(exc))
+
+
+def _last_move(run_id: Any, last: Any, where: Path | str) -> tuple[int, str, str | None] | None:
+    """Seq, state and reason of a stored transition (None: there is none), read with orjson
+    alone: a listing reads one for every ended run."""
+    if last is None:
+        return None
+    try:
+        data = orjson.loads(last)
+        seq, state, reason = data["seq"], data["to_state"], data.get("reason")
+        if isinstance(seq, int) and isinstance(state, str) and isinstance(reason, str | None):
+            return seq, state, reason
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        pass
+    raise StoreCorrupt(f"{where}: run {run_id} last transition cannot be read back")
 
 
 def operation_of(row: tuple[Any, ...], moment: Callable[[Any], datetime]) -> Operation:

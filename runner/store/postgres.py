@@ -44,6 +44,7 @@ from ._rows import (
     _json,
     _read_json,
     _row_json,
+    distinct,
     in_order,
     listing,
     operation_of,
@@ -284,11 +285,13 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
 
     async def turns(self, run_id: str) -> list[RecordedTurn]:
         sql = "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal"
-        return await self._logged(TURN_ADAPTER, sql, run_id, "model turn")
+        turns = await self._logged(TURN_ADAPTER, sql, run_id, "model turn")
+        return distinct(turns, self.where, run_id, "model turn")  # a row's ordinal edited
 
     async def outputs(self, run_id: str) -> list[RecordedOutput]:
         sql = "SELECT ordinal, output FROM runner_outputs WHERE run_id = %s ORDER BY ordinal"
-        return await self._logged(OUTPUT_ADAPTER, sql, run_id, "tool output")
+        outputs = await self._logged(OUTPUT_ADAPTER, sql, run_id, "tool output")
+        return distinct(outputs, self.where, run_id, "tool output")
 
     async def _logged(self, adapter: TypeAdapter[T], sql: str, run_id: str, what: str) -> list[T]:
         """A run's numbered rows (`sql` selects number, body), each decoded or named corrupt."""
@@ -298,10 +301,16 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
 
     async def runs(self) -> list[RunListing | UnreadableRun]:
         rows = await self._rows(
-            "SELECT run_id, header, summary FROM runner_runs ORDER BY started_at, listed", ()
+            "SELECT run_id, header, summary, CASE WHEN summary IS NULL THEN NULL ELSE ("
+            "SELECT record FROM runner_transitions t WHERE t.run_id = r.run_id "
+            "ORDER BY seq DESC LIMIT 1) END FROM runner_runs r ORDER BY started_at, listed",
+            (),
         )
-        # one unreadable run is named in its place; the others are listed as usual
-        return [listing(run_id, header, summary, self.where) for run_id, header, summary in rows]
+        # one unreadable run is named in its place (a summary its last transition does not
+        # back, too); the others are listed as usual
+        return [
+            listing(run, header, summary, self.where, last) for run, header, summary, last in rows
+        ]
 
     async def owners(self, run_id: str) -> list[tuple[int, str | None, int | None]]:
         """`(seq, owner, lease generation)` of each transition: who wrote it, under which lease."""

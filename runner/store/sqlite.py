@@ -40,7 +40,7 @@ from ..trace import (
     RunSummary,
     TransitionRecord,
 )
-from ._rows import _json, _read_json, _row_json, in_order, listing, operation_of
+from ._rows import _json, _read_json, _row_json, distinct, in_order, listing, operation_of
 from ._sqlite_base import Synchronous, open_database, transaction, translate
 from ._sqlite_leases import SqliteLeases
 from .approvals import APPROVALS_MIGRATION, SqliteApprovals
@@ -222,6 +222,16 @@ _LOGGED: Final = (
 )
 """A run's rows of one kind (`number`, `body`) by number: seq, or ordinal (the inputs a
 transition took in are appended in the order they arrived, not always their ordinals')."""
+
+
+_LISTED: Final = (
+    "SELECT run_id, header, summary, CASE WHEN summary IS NULL THEN NULL ELSE ("
+    f"SELECT body FROM run_log WHERE entry BETWEEN run_no << {_RUN_BITS} "
+    f"AND (run_no << {_RUN_BITS}) + {_LAST_POSITION} AND kind = {TRANSITION} "
+    "ORDER BY entry DESC LIMIT 1) END FROM runs ORDER BY started_at, rowid"
+)
+"""Every run, with an ended run's last transition (its log's last row, but for a row of inputs
+now and then: one probe of the log's key), so a summary its record does not back is named."""
 
 
 class SqliteStore(SqliteApprovals, SqliteLeases):
@@ -439,10 +449,12 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         return in_order(records, self.path, run_id, max(after, 0))
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
-        return self._logged(TURN_ADAPTER, TURN, run_id, "model turn")
+        turns = self._logged(TURN_ADAPTER, TURN, run_id, "model turn")
+        return distinct(turns, self.path, run_id, "model turn")
 
     def outputs(self, run_id: str) -> list[RecordedOutput]:
-        return self._logged(OUTPUT_ADAPTER, OUTPUT, run_id, "tool output")
+        outputs = self._logged(OUTPUT_ADAPTER, OUTPUT, run_id, "tool output")
+        return distinct(outputs, self.path, run_id, "tool output")
 
     def _logged(self, adapter: TypeAdapter[T], kind: int, run_id: str, what: str) -> list[T]:
         """A run's rows of one kind, in order, each decoded or named corrupt."""
@@ -451,9 +463,11 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         return [_read_json(adapter, row, self.path, f"{where} {n}") for n, row in rows]
 
     def runs(self) -> list[RunListing | UnreadableRun]:
-        rows = self._read("SELECT run_id, header, summary FROM runs ORDER BY started_at, rowid", ())
+        rows = self._read(_LISTED, ())
         # one unreadable run is named in its place; the others are listed as usual
-        return [listing(run_id, header, summary, self.path) for run_id, header, summary in rows]
+        return [
+            listing(run, header, summary, self.path, last) for run, header, summary, last in rows
+        ]
 
     # -- operations -----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ handle on the same database (as a second worker's would be), for what only shari
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,7 +16,7 @@ from runner.errors import LeaseLost, StoreConflict, StoreError
 from runner.models.base import ModelReply, TokenUsage, ToolCall
 from runner.operations import Operation, OperationStatus
 from runner.recording import RecordedOutput, RecordedTurn, Responded
-from runner.store.base import AsyncStore
+from runner.store.base import AsyncStore, RunListing, UnreadableRun
 from runner.trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
 
 T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)
@@ -99,7 +100,8 @@ class StoreContract:
     async def test_a_run_round_trips(self, store: AsyncStore) -> None:
         await store.begin_run(header())
         await store.append(record(1))
-        await store.append(record(2))
+        ended = replace(record(2), to_state="complete", trigger="answer", reason="model_final")
+        await store.append(ended)  # a summary is listed only where the log's last move backs it
         summary = RunSummary(
             run_id="r1",
             terminal="complete",
@@ -115,10 +117,37 @@ class StoreContract:
         )
         await store.end_run(summary)
         assert await store.header("r1") == header()
-        assert await store.transitions("r1") == [record(1), record(2)]
+        assert await store.transitions("r1") == [record(1), ended]
         assert await store.summary("r1") == summary
         [listing] = await store.runs()
         assert listing.header.run_id == "r1" and listing.summary == summary
+
+    async def test_a_summary_the_log_does_not_back_is_listed_unreadable(
+        self, store: AsyncStore
+    ) -> None:
+        """A run's listing says how it ended only where its last transition says so too."""
+        for run_id, reason in (("r1", "model_final"), ("r2", "budget_exhausted")):
+            await store.begin_run(header(run_id))
+            ended = replace(record(1, run_id), to_state="abstain", trigger="give_up")
+            await store.append(replace(ended, reason=reason))
+            await store.end_run(
+                RunSummary(
+                    run_id=run_id,
+                    terminal="abstain",
+                    reason="budget_exhausted",
+                    attempts=1,
+                    model_steps=1,
+                    tokens_in=10,
+                    tokens_out=2,
+                    elapsed_s=1.0,
+                )
+            )
+        forged, whole = await store.runs()
+        assert isinstance(forged, UnreadableRun) and forged.run_id == "r1"
+        assert "its summary says abstain (budget_exhausted), but its last transition" in (
+            forged.problem
+        )
+        assert isinstance(whole, RunListing) and whole.header.run_id == "r2"
 
     async def test_transitions_after_a_seq_read_only_what_follows_it(
         self, store: AsyncStore

@@ -21,6 +21,9 @@ from runner.store.postgres import PostgresStore
 from runner.store.urls import hide_password
 from tests.pg import Cluster
 
+from .contract import _output as output
+from .contract import header
+
 T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)
 RACERS = 8
 
@@ -107,6 +110,26 @@ async def test_a_database_from_a_newer_runner_is_refused(pg_url: str) -> None:
         await PostgresStore.open(pg_url)
     with psycopg.connect(pg_url, autocommit=True) as conn:  # refused, and left as it was
         assert conn.execute("SELECT version FROM runner_schema").fetchall() == [(99,)]
+
+
+@pytest.mark.anyio
+async def test_two_outputs_for_one_ordinal_are_corrupt(pg_url: str) -> None:
+    """The table's key keeps one row per ordinal, but a row's body edited to another's ordinal
+    holds two outcomes for one dispatch: the reader names it, as the other stores do."""
+    store = await PostgresStore.open(pg_url)
+    try:
+        await store.begin_run(header())
+        await store.append_inputs("r1", [output(1), output(2)])
+        assert [o.ordinal for o in await store.outputs("r1")] == [1, 2]
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE runner_outputs SET output = jsonb_set(output::jsonb, '{ordinal}', '1')"
+                "::text WHERE run_id = 'r1' AND ordinal = 2"
+            )
+        with pytest.raises(StoreCorrupt, match="run r1 tool output 1 recorded twice"):
+            await store.outputs("r1")
+    finally:
+        await store.close()
 
 
 @pytest.mark.anyio

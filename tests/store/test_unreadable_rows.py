@@ -12,11 +12,13 @@ import pytest
 
 from runner.cli import main
 from runner.errors import StoreCorrupt, StoreError
+from runner.machine import Trigger
 from runner.operations import Operation, OperationStatus
+from runner.states import State
 from runner.store import JsonlLog, SqliteStore, UnreadableRun
 from runner.store.base import RunListing
 from runner.store.sqlite import TRANSITION
-from runner.trace import RunHeader, RunSummary, read_log
+from runner.trace import RunHeader, RunSummary, TransitionRecord, read_log
 
 from ..conftest import FIXTURES
 
@@ -45,6 +47,18 @@ def header(run_id: str, **changes: object) -> RunHeader:
 def test_lone_surrogates_are_replaced_before_they_are_written(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
     store.begin_run(header("r1", task="book \ud800 now", context={"k\udfff": "v\ud800"}))
+    store.append(
+        TransitionRecord(
+            run_id="r1",
+            seq=1,
+            time=WHEN,
+            from_state=State.PLAN,
+            to_state=State.COMPLETE,
+            trigger=Trigger.ANSWER,
+            attempt=0,
+            reason="model_final",
+        )
+    )
     store.end_run(
         RunSummary(
             run_id="r1",
@@ -219,8 +233,10 @@ def test_a_row_that_is_not_utf8_spoils_only_its_own_run(
 
     assert main(["runs", "--db", str(db)]) == 2
     out, err = capsys.readouterr()
-    assert first in out and last in out and f"{bad}  (unreadable" in out
-    assert err.count("\n") == 1 and f"run {bad} header cannot be read back" in err
+    assert first in out and f"{bad}  (unreadable" in out
+    assert err.count("\n") == 2 and f"run {bad} header cannot be read back" in err
+    # its summary cannot be checked against its log: not listed as if it could
+    assert f"{last}  (unreadable" in out and f"run {last} last transition cannot be" in err
 
     assert main(["grade", "--stored", "--db", str(db)]) == 2
     out, err = capsys.readouterr()
