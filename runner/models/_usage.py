@@ -1,7 +1,8 @@
 """Token usage the runner can count: a provider's report is untrusted input.
 
-A count is believed only when it is a plain non-negative integer below `MAX_REPORTED_TOKENS`;
-anything else (missing, negative, NaN, infinite, a float, a string, a boolean, an absurd size) is
+A count is believed only when it is a plain non-negative integer below `MAX_REPORTED_TOKENS` and
+not too few for what was sent or got (`MAX_CHARS_PER_TOKEN`); anything else (missing, negative,
+NaN, infinite, a float, a string, a boolean, an absurd size, 0 for a reply with text) is
 replaced by the runner's own estimate from what it sent and got, and the usage is marked
 `estimated`, so the token budget is always enforced and the record says which numbers are guesses.
 """
@@ -22,6 +23,13 @@ if TYPE_CHECKING:
 MAX_REPORTED_TOKENS: Final = 10**9
 """No single request uses a billion tokens; a larger count is not believed (and keeps every sum
 far inside a 64-bit store column)."""
+
+
+MAX_CHARS_PER_TOKEN: Final = 64
+"""No tokenizer packs more characters than this into each token of a whole reply (about four is
+usual): a count lower than a reply's text could have is not believed, nor 0 for a reply that
+carries a call, nor 0 input tokens for a request that sent a transcript. A provider reporting
+0/0 for a 50,000-character reply went past both the token and the money cap."""
 
 
 def counted(value: object) -> int | None:
@@ -46,6 +54,10 @@ def checked_usage(
 ) -> TokenUsage:
     """The provider's counts where believable; the estimate for each one that is not."""
     tokens_in, tokens_out = counted(raw_input), counted(raw_output)
+    if tokens_in == 0 and transcript.chars:
+        tokens_in = None
+    if tokens_out is not None and not _could_carry(tokens_out, text, calls):
+        tokens_out = None
     if tokens_in is not None and tokens_out is not None:
         return TokenUsage(input_tokens=tokens_in, output_tokens=tokens_out)
     return TokenUsage(
@@ -57,6 +69,12 @@ def checked_usage(
     )
 
 
+def _could_carry(tokens: int, text: str, calls: Sequence[ToolCall]) -> bool:
+    """Whether `tokens` output tokens could carry `text` and `calls` (a lower bound only: a
+    call's arguments are not rendered to count them, on every step)."""
+    return tokens * MAX_CHARS_PER_TOKEN >= len(text) and (tokens > 0 or not calls)
+
+
 def accounted(reply: ModelReply, transcript: Transcript) -> ModelReply:
     """`reply` with usage the runner can count, whichever adapter built it."""
     usage = reply.usage
@@ -65,6 +83,8 @@ def accounted(reply: ModelReply, transcript: Transcript) -> ModelReply:
         and usage.estimated is False
         and counted(usage.input_tokens) is not None
         and counted(usage.output_tokens) is not None
+        and (usage.input_tokens > 0 or not transcript.chars)
+        and _could_carry(usage.output_tokens, reply.text, reply.tool_calls)
     ):
         return reply
     checked = checked_usage(
