@@ -72,9 +72,10 @@ def _classify_exception(
     tool: str, call_id: str, exc: BaseException, *, is_write: bool
 ) -> ToolObservation:
     detail = describe_exception(exc)
+    if is_write:  # raised after it committed, as before: only a lookup by key can tell (a
+        # write that did not happen says so with a typed error, the tool-result convention)
+        return OutcomeUnknown(call_id=call_id, tool=tool, reason=detail)
     if isinstance(exc, TimeoutError | ConnectionError):
-        if is_write:  # the write may have happened: only a lookup by key can tell
-            return OutcomeUnknown(call_id=call_id, tool=tool, reason=detail)
         if isinstance(exc, TimeoutError):
             return ToolFailedTransiently(
                 call_id=call_id, tool=tool, reason="timeout", detail=detail

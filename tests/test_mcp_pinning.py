@@ -220,6 +220,30 @@ def test_text_results_take_the_documented_shape() -> None:
     }
 
 
+def test_is_error_from_a_write_is_unknown_unless_its_text_types_it() -> None:
+    """An SDK server turns any exception in a tool into `isError`, one raised after the write
+    committed too: a write's untyped `isError` leaves its outcome unknown (then the lookup by
+    key), and only an error the tool types (the tool-result convention, as JSON text) says what
+    became of it. A read's stays `tool_error`."""
+    (write,) = _pin({})
+    assert write.side_effect == "write"
+
+    def failed(text: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+    unknown = payload_of(failed("Error executing tool book: disk I/O error"), write)
+    assert unknown["error_code"] == "outcome_unknown"  # type: ignore[index]
+    typed = '{"status": "error", "error_code": "sold_out", "message": "no room left"}'
+    assert payload_of(failed(typed), write) == {
+        "status": "error",
+        "error_code": "sold_out",
+        "message": "no room left",
+        "retryable": False,
+    }
+    (read,) = _pin({"t": {"read_only": True}})
+    assert payload_of(failed(typed), read)["error_code"] == "tool_error"  # type: ignore[index]
+
+
 HINTS = st.dictionaries(
     st.sampled_from(["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint", "x"]),
     st.one_of(st.booleans(), st.none(), st.integers(), st.text(max_size=3)),

@@ -12,7 +12,9 @@ rebuilds the contracts from the record alone (`recorded_contracts`).
 What a call comes to (the classifier then maps it as for any tool):
 - a result: `{"status": "ok", "text", "structured"?, "found"?}` (`found` copied from structured
   content, for lookups); `isError`: `{"status": "error", "error_code": "tool_error", "message"}`
-  (`permanent`);
+  (`permanent`), and for a write the typed error its text states as JSON (the tool-result
+  convention), else `outcome_unknown` (the SDK makes any exception `isError`, one raised after
+  the write committed too), then the lookup;
 - a JSON-RPC error: invalid params is `invalid_arguments`; method not found is `permanent`; any
   other is `permanent` for a read, and for a write `unknown_outcome` (the server may have acted
   before it failed), then the lookup;
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -57,6 +60,22 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"status": "error", "error_code": code, "message": message, "retryable": False}
 
 
+def _write_error(text: str) -> dict[str, Any]:
+    """`isError` from a write: the typed error its text states (`{"status": "error",
+    "error_code": ...}`, the tool-result convention: the server says what became of it), else
+    `outcome_unknown`. An SDK server turns any exception in a tool into `isError`, one raised
+    after the write committed too: only a lookup by key can tell whether it happened."""
+    try:
+        stated = json.loads(text)
+    except ValueError:
+        stated = None
+    if isinstance(stated, dict) and stated.get("status") == "error":
+        code = stated.get("error_code")
+        if isinstance(code, str) and code:
+            return _error(code, str(stated.get("message", "")) or code)
+    return _error("outcome_unknown", text or "the tool reported an error")
+
+
 def _text_of(content: Iterable[Any]) -> str:
     """Text blocks as they are; other blocks (images, audio, resources) named, not passed on."""
     parts: list[str] = []
@@ -74,6 +93,8 @@ def payload_of(result: Any, pinned: PinnedTool) -> object:
     """A `CallToolResult` as the runner's result shape (see the module docstring)."""
     text = _text_of(result.content)
     if result.is_error:
+        if pinned.side_effect == "write":
+            return _write_error(text)
         return _error("tool_error", text or "the tool reported an error")
     payload: dict[str, Any] = {"status": "ok", "text": text}
     structured = result.structured_content
