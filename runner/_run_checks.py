@@ -22,7 +22,9 @@ from .approvals import ledger_of
 from .budget import Limits, changed_limits
 from .clock import FakeClock
 from .errors import ConfigError, ResumeRefused
+from .models.identity import identity_of
 from .policy import Policy
+from .pricing import PriceTable, unpriced_advice
 from .retrieval import RetrieverFactory, check_retrieval
 from .spec import DURABILITIES, RunSpec
 from .trace import RunHeader
@@ -35,10 +37,13 @@ def check_start(
     retrievers: Mapping[str, RetrieverFactory],
     *,
     continuing: bool = False,
+    prices: PriceTable | None = None,
+    model: object = None,
 ) -> None:
     """Refused before the run is stored: a fake clock on a foreign loop (the run would stop
     at its first wait and stay `running`), and a tool the spec names without a contract
-    (it would be dropped from the offer in silence: a typo)."""
+    (it would be dropped from the offer in silence: a typo), and a cost bound with no price
+    (the advice names `model` and where its price was looked up: `prices`, else the default)."""
     if spec.durability is not None:
         check_durability(spec.durability, "RunSpec.durability")
     if isinstance(runtime.clock, FakeClock):
@@ -55,10 +60,10 @@ def check_start(
             "RunSpec.continuation is set by Engine.continue_approved, never by the caller"
         )
     if spec.limits.max_cost_usd is not None and spec.price is None:
+        named = identity_of(model).describe() if model is not None else "the model"
         raise ConfigError(
-            f"max_cost_usd {spec.limits.max_cost_usd} needs a price for the model, and none "
-            "was found: give RunSpec.price or Engine(prices=...), or install the price "
-            "table (pip install 'runner[prices]')"
+            f"max_cost_usd {spec.limits.max_cost_usd} needs a price for {named}, and none "
+            f"was found: {unpriced_advice(prices)}"
         )
 
 

@@ -444,7 +444,7 @@ class Engine:
         """A new live run (`run`, `start`): priced, checked, stored and held; not yet driven
         (its header, when it is stored as it is driven: `_begin`)."""
         spec = self._priced(spec, model)
-        check_start(self.runtime, spec, loop, self.retrievers)
+        check_start(self.runtime, spec, loop, self.retrievers, prices=self.prices, model=model)
         run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
         redactor = Redactor(run_secrets(spec, model))

@@ -34,8 +34,9 @@ class ModelPrice(BaseModel):
 
     # At most a dollar a token: a larger rate is a mistake, and one near the float limit would
     # make a request's cost overflow to infinity (no JSON number: the run could not be stored).
-    input_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)
-    output_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False)
+    # Strict, as every number of a budget: "1e3" was read as 1000 and true as 1.
+    input_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False, strict=True)
+    output_usd_per_mtok: float = Field(ge=0, le=MAX_USD_PER_MTOK, allow_inf_nan=False, strict=True)
     source: str = "configured"
     """Where the price came from: `configured`, or `genai-prices <version>` and its model id."""
 
@@ -110,6 +111,7 @@ class GenaiPrices:
                 "(or give a configured price: RunSpec.price or Engine(prices=FixedPrices(...)))"
             ) from exc
         self._prices = genai_prices
+        self.version: str = genai_prices.__version__
 
     def price_of(self, model: ModelIdentity, at: datetime) -> ModelPrice | None:
         try:  # one token: the table resolves the model and its prices at `at`, under any tier
@@ -132,6 +134,23 @@ def _base_rate(rate: object) -> float:
     the first tier: a million tokens would cross a 200k tier), or none (0)."""
     base = getattr(rate, "base", rate)
     return float(base) if isinstance(base, Decimal | int | float) else 0.0
+
+
+def unpriced_advice(table: PriceTable | None) -> str:
+    """What to do for a run that needs a price (a cost bound) and has none, by the table its
+    price was looked up in (`table`, else the default)."""
+    given = (
+        "give the run one: the fixture's `price:` (RunSpec.price) or "
+        "Engine(prices=FixedPrices(...))"
+    )
+    found = table if table is not None else default_prices()
+    if isinstance(found, GenaiPrices):
+        return f"the price table (genai-prices {found.version}) does not list it; {given}"
+    if isinstance(found, NoPrices) and table is None:
+        return f"no price table is installed; {given}, or install the table ({PRICES_EXTRA})"
+    if isinstance(found, NoPrices):
+        return f"the engine has no price table (Engine(prices=NoPrices())); {given}"
+    return f"the engine's price table ({type(found).__name__}) does not list it; {given}"
 
 
 @functools.cache

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from runner import Engine, FakeClock, Limits, MemoryStore, ScriptedModel, SqliteStore
@@ -18,9 +19,9 @@ from runner.api import replay_run_sync
 from runner.budget import Bound
 from runner.cli import main
 from runner.contracts import ContractSet
-from runner.errors import ConfigError
+from runner.errors import ConfigError, FixtureError
 from runner.models.identity import ModelIdentity
-from runner.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices
+from runner.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices, default_prices
 from runner.testing import FunctionModel
 from runner.trace import read_log
 from runner.travel.fixtures import load_fixture
@@ -92,7 +93,7 @@ def test_max_cost_without_a_price_is_refused_before_the_run_is_stored(
     store = MemoryStore()
     engine = Engine(contracts=contracts, toolbox=None, store=store,  # type: ignore[arg-type]
                     clock=FakeClock(), prices=NoPrices())  # fmt: skip
-    with pytest.raises(ConfigError, match=r"max_cost_usd 1\.0 needs a price.*runner\[prices\]"):
+    with pytest.raises(ConfigError, match=r"max_cost_usd 1\.0 needs a price.*NoPrices.*`price:`"):
         engine.run_sync(spec_for(fixture, 0), Unpriced())  # type: ignore[arg-type]
     assert store.runs() == []
 
@@ -283,3 +284,69 @@ def test_a_counterfactual_replay_under_a_smaller_money_budget(
         main(["replay", run_id, "--db", db, "--max-cost-usd", "-1"])
     assert refused.value.code == 2
     assert "--max-cost-usd: must be a finite amount above 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["3", "1e3", True, False, None, [1]])
+def test_a_price_is_a_number_never_a_string_or_a_boolean(
+    bad: object, tmp_path: Path, contracts: ContractSet
+) -> None:
+    """As the README says of a fixture's seconds and dollars: `"1e3"` was read as 1000 and
+    `true` as 1 (`budget.max_cost_usd: "0.1"` was refused already)."""
+    for fields in ({"input_usd_per_mtok": bad, "output_usd_per_mtok": 1},
+                   {"input_usd_per_mtok": 1, "output_usd_per_mtok": bad}):  # fmt: skip
+        with pytest.raises(ValidationError, match="usd_per_mtok"):
+            ModelPrice(**fields)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError):
+            ModelPrice.model_validate_json(json.dumps(fields))
+        document = yaml.safe_load((FIXTURES / "read_only_success.yaml").read_text())
+        path = tmp_path / "priced.yaml"
+        path.write_text(yaml.safe_dump({**document, "price": fields}), encoding="utf-8")
+        with pytest.raises(FixtureError, match=r"price\.(in|out)put_usd_per_mtok"):
+            load_fixture(path, contracts)
+    assert ModelPrice(input_usd_per_mtok=3, output_usd_per_mtok=15.5).input_usd_per_mtok == 3.0
+
+
+class _Unpriced:
+    """An adapter of a model no table lists (and it declares no price)."""
+
+    identity = ModelIdentity(provider="openai", name="qwen2.5:7b-instruct")
+
+    async def generate(self, *args: Any) -> Any:
+        raise AssertionError("never asked")
+
+
+def _refusal(contracts: ContractSet, prices: Any) -> str:
+    fixture = make_fixture(budget={"max_cost_usd": 0.002})
+    engine = Engine(contracts=contracts, toolbox=None, store=MemoryStore(),  # type: ignore[arg-type]
+                    clock=FakeClock(), prices=prices)  # fmt: skip
+    with pytest.raises(ConfigError) as refused:
+        engine.run_sync(spec_for(fixture, 0), _Unpriced())  # type: ignore[arg-type]
+    return str(refused.value)
+
+
+def test_a_model_the_installed_table_does_not_list_is_told_to_give_a_price(
+    contracts: ContractSet,
+) -> None:
+    """With the table installed, the advice was to install it; the fix is the fixture's
+    `price:` (RunSpec.price)."""
+    message = _refusal(contracts, GenaiPrices())
+    assert "needs a price for openai:qwen2.5:7b-instruct" in message
+    assert "does not list it" in message and "genai-prices" in message
+    assert "`price:`" in message and "RunSpec.price" in message
+    assert "pip install" not in message
+
+
+def test_with_no_table_installed_the_advice_is_a_price_or_the_table(
+    contracts: ContractSet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "genai_prices", None)  # import fails as if not installed
+    default_prices.cache_clear()
+    try:
+        message = _refusal(contracts, None)
+    finally:
+        default_prices.cache_clear()
+    assert "no price table is installed" in message
+    assert "`price:`" in message and "RunSpec.price" in message
+    assert "pip install 'runner[prices]'" in message
+    told = _refusal(contracts, NoPrices())  # chosen: no table, whether installed or not
+    assert "Engine(prices=NoPrices())" in told and "`price:`" in told

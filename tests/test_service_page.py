@@ -155,3 +155,70 @@ def test_a_pending_hold_is_approved_from_the_page_and_its_run_completes(
     continued = service.wait_ended(_text(browser, "run-id"))
     assert (continued["continues"], continued["holds"]) == (waiting, 1)
     assert all((artifacts / name).stat().st_size > 0 for name in ("approval-pending.png",))
+
+
+_RECORD_POSTS = """
+window.sentPosts = [];
+const original = window.fetch;
+window.fetch = (path, options) => {
+  const sent = new URL(path, location.href).pathname;  // as the browser resolves it (`..`)
+  if (options && options.method === "POST") window.sentPosts.push(sent);
+  return original(path, options);
+};
+"""
+
+
+def _posts(driver: WebDriver) -> list[str]:
+    sent: list[str] = driver.execute_script("return window.sentPosts")
+    return sent
+
+
+@pytest.mark.parametrize(
+    "crafted",
+    [
+        "#run/../approvals/{approval}/approve?",
+        "#run/../approvals/{approval}/deny?",
+        "#run/..%2Fapprovals%2F{approval}%2Fapprove%3F",
+        "#run/..",
+        "#run/.",
+    ],
+)
+def test_a_crafted_link_shows_no_such_run_and_its_cancel_sends_nothing(
+    service: Service, browser: WebDriver, crafted: str
+) -> None:
+    """The run id in the page's address is checked before it goes into any request: a link whose
+    "run" walks up the path (`..`) to an approval cannot make the cancel button approve it."""
+    waiting = service.submit("hold_approved")
+    assert service.wait_ended(waiting)["reason"] == "approval_required"
+    approval = service.pending(waiting)[0]["approval_id"]
+    _open(browser, service)
+    browser.execute_script(_RECORD_POSTS)
+    browser.get(service.url + "/" + crafted.format(approval=approval))
+    _until(browser, lambda d: _text(d, "run-state") == "no such run")
+    assert not browser.find_element(By.ID, "cancel").is_displayed()
+    browser.execute_script('document.getElementById("cancel").click()')  # even when forced
+    time.sleep(1.5)
+    assert _posts(browser) == []
+    assert [p["approval_id"] for p in service.pending(waiting)] == [approval]
+    assert _text(browser, "run-id") == ""
+
+
+def test_an_unknown_run_id_in_the_link_shows_no_such_run(
+    service: Service, browser: WebDriver
+) -> None:
+    _open(browser, service)
+    browser.get(service.url + "/#run/0f3a1e52-0000-4000-8000-000000000000")
+    _until(browser, lambda d: _text(d, "run-state") == "no such run")
+    assert not browser.find_element(By.ID, "cancel").is_displayed()
+
+
+def test_cancel_from_a_run_view_cancels_that_run(service: Service, browser: WebDriver) -> None:
+    _open(browser, service)
+    browser.execute_script(_RECORD_POSTS)
+    _submit(browser, LONG)
+    run_id = _text(browser, "run-id")
+    _until(browser, lambda d: _rows(d) >= 2)
+    browser.find_element(By.ID, "cancel").click()
+    _until(browser, lambda d: _text(d, "run-ended") == "ended abstain (cancelled)")
+    assert _posts(browser) == ["/v1/runs", f"/v1/runs/{run_id}/cancel"]
+    assert service.wait_ended(run_id)["reason"] == "cancelled"

@@ -26,7 +26,7 @@ from ..contracts import ContractSet
 from ..errors import ConfigError
 from ..models.base import ModelAdapter
 from ..models.identity import ModelIdentity, redact_url
-from ..pricing import PRICES_EXTRA, default_prices
+from ..pricing import PRICES_EXTRA, GenaiPrices, default_prices
 from ..trace import RunHeader
 from ..travel.fixtures import Fixture
 from .config import ApiKey, LiveConfig, ProviderConfig
@@ -173,12 +173,18 @@ class LiveRuns:
         identity = ModelIdentity(
             provider=provider, name=name, base_url=redact_url(settings.base_url)
         )
-        if default_prices().price_of(identity, datetime.now(UTC)) is None:
+        table = default_prices()
+        if table.price_of(identity, datetime.now(UTC)) is None:
+            # Installed, the table does not list the model; not installed, the host needs it.
+            found = (
+                f"the price table (genai-prices {table.version}) does not list it"
+                if isinstance(table, GenaiPrices)
+                else f"this service has no price table (its host needs {PRICES_EXTRA})"
+            )
             raise ApiError(
                 422,
                 "unpriced_model",
-                f"budget.max_cost_usd: {cap} needs a price for {spec}, and the price table "
-                f"({PRICES_EXTRA}) has none: "
+                f"budget.max_cost_usd: {cap} needs a price for {spec}, and {found}: "
                 + (
                     "leave max_cost_usd out, or use a model it prices"
                     if asked
