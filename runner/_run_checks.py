@@ -89,7 +89,7 @@ def as_resumed(spec: RunSpec, stored: RunHeader, policy: Policy) -> RunSpec:
     if spec.continuation is None and stored.continues is not None:
         spec = dataclasses.replace(spec, continuation=stored.continues)
     if stored.price is not None:
-        spec = dataclasses.replace(spec, price=stored.price)
+        spec = dataclasses.replace(spec, price=stored.price, fallback_price=stored.fallback_price)
     return spec
 
 
