@@ -16,7 +16,8 @@ some /1 runners filled in otherwise; see `_core.differing_fields`):
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`;
   a `classify` transition keeps the call's typed observation (`observation`, tagged by `kind`);
   `cost_usd`, `offered` and `manifest_tokens` are absent in logs written before them
-- `model_turn`: one per model request (the reply, its usage, when it arrived)
+- `model_turn`: one per model request (the reply, its usage, when it arrived, whether the
+  adapter's fallback model was asked: `fallback`, absent in older logs)
 - `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
 - `run_finished`: `terminal`, `reason`, `attempts`, `model_steps`, `tokens_in`, `tokens_out`,
   `elapsed_s`, `waits_s`, `answer`, `operations`, `cost_usd` (absent in older logs)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runner import Engine, FakeClock, MemoryStore, RunSpec
+from runner import Engine, FakeClock, Limits, MemoryStore, RunSpec
 from runner.contracts import ContractSet
 from runner.models.base import ModelReply, ModelUnavailable, TokenUsage, ToolChoice, ToolSpec
 from runner.pricing import ModelPrice
@@ -101,8 +101,9 @@ def test_an_older_header_prices_the_fallbacks_requests_at_the_primarys(
     tmp_path: Path, contracts: ContractSet
 ) -> None:
     """A run stored before `fallback_price` priced what its fallback answered at `price` (as
-    here, given that price for its fallback): its header, with no `fallback_price`, reads so
-    and the run replays as recorded. Read as a run whose fallback had no price, it would not."""
+    here, given that price for its fallback): its header, with no `fallback_price`, reads so,
+    and the run replays as recorded, its switch found from its turns without `fallback` (the
+    failed request asked again). Read as a run whose fallback had no price, it would not."""
     log = tmp_path / "runs.jsonl"
     store = FanoutStore(MemoryStore(), JsonlLog(log))
     result = _engine(contracts, store).run_sync(_spec(fallback_price=PRIMARY), Down())
@@ -110,15 +111,34 @@ def test_an_older_header_prices_the_fallbacks_requests_at_the_primarys(
     each = float(PRIMARY.cost_of(USAGE))
     assert [r.cost_usd for r in result.transitions if r.tokens_in is not None] == [each, each]
     lines = [json.loads(line) for line in log.read_text().splitlines()]
-    older = dict(lines[0])
-    del older["fallback_price"]
-    unpriced = {**lines[0], "fallback_price": None}
-    for header, identical in ((older, True), (unpriced, False)):
-        log.write_text("".join(json.dumps(line) + "\n" for line in [header, *lines[1:]]))
+    asked_of = [line["fallback"] for line in lines if line["type"] == "model_turn"]
+    assert asked_of == [False, False, False, True, True]
+    older = [{k: v for k, v in line.items() if k not in ("fallback_price", "fallback")}
+             for line in lines]  # fmt: skip
+    unpriced = [{**lines[0], "fallback_price": None}, *lines[1:]]
+    for written, identical in ((older, True), (unpriced, False)):
+        log.write_text("".join(json.dumps(line) + "\n" for line in written))
         (recording,) = Recording.from_log(log)
         expected = PRIMARY if identical else None
         assert recording.header.fallback_price == expected
         assert replay(recording, contracts).identical is identical
+
+
+def test_a_fallback_that_can_afford_only_the_final_answer_is_asked_for_it(
+    contracts: ContractSet,
+) -> None:
+    """Capped at $0.001, the fallback's price leaves no room for a tool-proposing request (with
+    the final answer's share held back) but does for the final answer: the run asks the
+    fallback for it, at its price, and replays as recorded (the switch is in the turn, as the
+    next request is not the failed one asked again)."""
+    store = MemoryStore()
+    result = _engine(contracts, store).run_sync(_spec(limits=Limits(max_cost_usd=0.001)), Down())
+    assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    turns = store.turns(result.run_id)
+    assert [(t.tool_choice, t.fallback) for t in turns[3:]] == [("none", True)]
+    assert result.cost_usd == float(FALLBACK.cost_of(USAGE))
+    again = replay(Recording.from_store(store, result.run_id), contracts)
+    assert again.identical, describe(again)
 
 
 def test_an_older_header_reads_its_price_as_the_fallbacks() -> None:
