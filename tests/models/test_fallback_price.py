@@ -11,7 +11,7 @@ from typing import Any
 import genai_prices
 import pytest
 
-from runner import SqliteStore
+from runner import Limits, SqliteStore
 from runner.api import grade_run_sync, replay_run_sync
 from runner.contracts import ContractSet
 from runner.errors import ConfigError
@@ -175,6 +175,9 @@ def test_without_a_cap_an_unpriced_fallbacks_requests_have_no_cost(
     header = store.header(result.run_id)
     assert header is not None and header.price is not None and header.fallback_price is None
     _checked(store, result.run_id, contracts)
+    capped = Limits(max_seconds=30, max_cost_usd=1.0)  # nothing can bound what it answered
+    with pytest.raises(ConfigError, match="fallback model no-such-model was not priced"):
+        replay_run_sync(store, result.run_id, contracts, limits=capped)
 
 
 def test_a_retry_after_past_the_deadline_asks_the_fallback_at_once(
