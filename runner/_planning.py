@@ -73,16 +73,19 @@ async def _ask(
     *,
     bounded: bool,
     limit: int | None = None,
-) -> tuple[ModelReply | None, float, str | None]:
+    limiting: Bound = _TOKENS,
+) -> tuple[ModelReply | None, float, str | None, Bound]:
     """One model request, asked again per the policy while the provider is unavailable.
 
-    Returns (reply or None, latency_ms, why there is no reply). A 429/5xx is retried after its
-    Retry-After (or backoff) only when the wait fits before the deadline, then once more on the
-    adapter's same-family fallback model; a rejected request (400/401/403...) is not retried.
+    Returns (reply or None, latency_ms, why there is no reply, the bound that set the output
+    limit it was asked under). A 429/5xx is retried after its Retry-After (or backoff) only
+    when the wait fits before the deadline; then (its retries spent, or a wait that does not
+    fit) the adapter's same-family fallback model is asked at once, once a run (`_fall_back`);
+    a rejected request (400/401/403...) is not retried.
     """
     started = run.clock.monotonic()
     policy, limits = core.runtime.policy, run.setup.spec.limits
-    retries, fell_back = 0, False
+    retries = 0
     while True:
         run.meters.model_requests += 1
         now = run.clock.monotonic()
@@ -98,50 +101,86 @@ async def _ask(
             )
             break
         except TimeoutError:
-            return None, core.ms_since(run, started), "deadline"
+            return None, core.ms_since(run, started), "deadline", limiting
         except RunFailure:
             raise
         except ModelRejected as exc:
             why = f"model_rejected: {safe_str(exc.status)} {safe_str(exc)}"
-            return None, core.ms_since(run, started), why
+            return None, core.ms_since(run, started), why, limiting
         except ModelUnavailable as exc:
             if retries < policy.max_retries:
                 retries += 1
-                # A date is read against when the response came (as recorded), not after
-                # storing it: a replay's clock reads exactly that moment.
-                came = run.setup.started_wall + timedelta(seconds=run.setup.effects.answered_at())
-                wait = retry_after_or_backoff(policy, exc.retry_after, retries, run.rng, came)
-                if run.clock.monotonic() + wait >= bounds.deadline(limits, run.usage):
-                    return None, core.ms_since(run, started), "deadline"
-                await run.clock.sleep(wait)
-                run.meters.waits.append(wait)
-                continue
-            if not fell_back and run.setup.effects.use_fallback():
-                retries, fell_back = 0, True
-                continue
-            why = f"model_unavailable: {safe_str(exc.status)}"
-            return None, core.ms_since(run, started), why
+                if await _waited(core, run, exc, retries):
+                    continue
+                why = "deadline"  # the wait does not fit: the fallback is asked now, if any
+            else:
+                why = f"model_unavailable: {safe_str(exc.status)}"
+            if not _fall_back(run):
+                return None, core.ms_since(run, started), why, limiting
+            retries = 0
+            if limits.max_cost_usd is not None:  # worked out at the primary's price
+                limit, limiting = _output_limit(run, final=choice == "none")
+                if _unaffordable(run, limit, final=choice == "none"):
+                    return None, core.ms_since(run, started), "cost", _COST
+            continue
         except Exception as exc:  # an adapter bug must still end the run in a declared state
             name = getattr(exc, "type_name", type(exc).__name__)
-            return None, core.ms_since(run, started), f"model_error: {safe_str(name)}"
+            return None, core.ms_since(run, started), f"model_error: {safe_str(name)}", limiting
     usage, meters, transcript = run.usage, run.meters, run.transcript
     tokens_in, tokens_out = reply.usage.input_tokens, reply.usage.output_tokens
     usage.model_steps += 1
     usage.tokens_in += tokens_in
     usage.tokens_out += tokens_out
     meters.model_tokens = (tokens_in, tokens_out)
-    price = run.setup.spec.price
+    price = run.price  # the model's that answered: the fallback's once the run switched
     if price is not None:
         meters.model_cost = cost = price.cost(tokens_in, tokens_out)
         usage.cost_usd += cost
+    else:
+        meters.unpriced_replies += 1
     elided = transcript.full_chars - transcript.chars
     meters.prefill.append(tokens_in)
     meters.prefill_untruncated.append(tokens_in + estimate_tokens(elided))
     if bounded and run.clock.monotonic() >= usage.started_at + limits.max_seconds:
         # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
         # it spent is counted, what it says is not acted on (the deadline is not the model's).
-        return reply, core.ms_since(run, started), "deadline"
-    return reply, core.ms_since(run, started), None
+        return reply, core.ms_since(run, started), "deadline", limiting
+    return reply, core.ms_since(run, started), None, limiting
+
+
+async def _waited(core: Core, run: RunState, exc: ModelUnavailable, retries: int) -> bool:
+    """Wait out the provider's Retry-After (or the policy's backoff) before retry `retries`,
+    when the wait fits before the deadline; False (no wait) when it does not."""
+    # A date is read against when the response came (as recorded), not after storing it: a
+    # replay's clock reads exactly that moment.
+    came = run.setup.started_wall + timedelta(seconds=run.setup.effects.answered_at())
+    wait = retry_after_or_backoff(core.runtime.policy, exc.retry_after, retries, run.rng, came)
+    if run.clock.monotonic() + wait >= bounds.deadline(run.setup.spec.limits, run.usage):
+        return False
+    await run.clock.sleep(wait)
+    run.meters.waits.append(wait)
+    return True
+
+
+def _fall_back(run: RunState) -> bool:
+    """Switch the run to the adapter's fallback model, priced at the fallback's price from
+    here on (both fixed at the run's start); False when there is none, or the run switched
+    already (the fallback is asked once a run, never its own fallback)."""
+    if run.fallen_back or not run.setup.effects.use_fallback():
+        return False
+    run.fallen_back, run.price = True, run.setup.spec.fallback_price
+    return True
+
+
+def _unaffordable(run: RunState, limit: int | None, *, final: bool) -> bool:
+    """Whether the money left pays for no request to the model now asked (as `plan` and
+    `_final_request` check before asking: its projected cost, and an output token)."""
+    if limit is not None and limit < 1:
+        return True
+    projected = _projected_cost(run)
+    if final:
+        return not bounds.cost_room(run.setup.spec.limits, run.usage, projected)
+    return bounds.cost_spent(run.setup.spec.limits, run.usage, projected)
 
 
 def _projected_input(run: RunState) -> int:
@@ -153,9 +192,9 @@ def _projected_input(run: RunState) -> int:
 
 
 def _projected_cost(run: RunState) -> Decimal:
-    """What the next request is expected to cost: its projected input and the last reply's
-    output."""
-    price = run.setup.spec.price
+    """What the next request is expected to cost, at the price of the model now asked: its
+    projected input and the last reply's output."""
+    price = run.price
     if price is None:
         return Decimal(0)
     return price.cost(_projected_input(run), run.meters.model_tokens[1])
@@ -177,7 +216,7 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     through (but a money cap that pays for no output token), so older runs replay as they ran.
     """
     spec, usage = run.setup.spec, run.usage
-    limits, price = spec.limits, spec.price
+    limits, price = spec.limits, run.price
     tokens_in = _projected_input(run)
     limit: int | None = None
     left = limits.max_tokens - usage.tokens_in - usage.tokens_out
@@ -195,11 +234,11 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
 
 
 def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
-    """A model request's tokens and cost (as `_ask` worked it out), as its transition records
-    them."""
+    """A model request's tokens and cost (as `_ask` worked it out, at the price of the model
+    that answered), as its transition records them."""
     if reply is None:
         return {"tokens_in": None, "tokens_out": None}
-    price = run.setup.spec.price
+    price = run.price
     return {
         "tokens_in": reply.usage.input_tokens,
         "tokens_out": reply.usage.output_tokens,
@@ -248,8 +287,13 @@ async def plan(core: Core, run: RunState) -> None:
         await _final_request(core, run, bound)
         return
     tools = _offer(run)
-    reply, latency, failure = await _ask(core, run, tools, "auto", bounded=True, limit=limit)
+    reply, latency, failure, limiting = await _ask(
+        core, run, tools, "auto", bounded=True, limit=limit, limiting=limiting
+    )
     offer = _offer_fields(run, tools)
+    if failure == "cost":  # the fallback, at its price, is not affordable: the final request
+        run.tripped = Bound.COST
+        return
     if failure == "deadline":
         if reply is None:
             run.tripped = Bound.DEADLINE  # the next iteration makes the final request
@@ -380,7 +424,7 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     tools = _offer(run)
     if left > 0 and affordable and (limit is None or limit >= 1):
         # the tools stay declared; tool_choice none forbids them
-        reply, latency, failure = await _ask(core, run, tools, "none", bounded=True, limit=limit)
+        reply, latency, failure, _ = await _ask(core, run, tools, "none", bounded=True, limit=limit)
     answer = reply.text if reply is not None and failure is None else None  # not one too late
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))

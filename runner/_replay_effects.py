@@ -298,10 +298,20 @@ class ReplayEffects:
         return self.clock.monotonic() - self.started  # a counterfactual's: when its clock says
 
     def use_fallback(self) -> bool:
-        """The recording switched models if it went on asking; past it, ask the live adapter."""
-        if self.turns and max(self.turns) > self._asked:
-            return True
-        return self.live.use_fallback() if self.live is not None else False
+        """Whether the recorded run switched to its fallback model here: its next request was
+        asked of the fallback (as its turn records), or, in a turn recorded before that was, is
+        this one asked again (the same transcript: a run that could not switch asked nothing
+        more, or made its final request). Past the recording, the live adapter says; a switch
+        the recording shows switches it too, for what is asked past it (a resume goes on with
+        the model the run went on with)."""
+        asked, following = self.turns.get(self._asked), self.turns.get(self._asked + 1)
+        if asked is None or following is None:
+            return self.live.use_fallback() if self.live is not None else False
+        if not following.fallback and following.transcript_digest != asked.transcript_digest:
+            return False
+        if self.live is not None:
+            self.live.use_fallback()
+        return True
 
     async def call(
         self, ordinal: int, invocation: ToolInvocation, implementation: ToolImplementation

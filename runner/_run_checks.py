@@ -73,17 +73,20 @@ def check_durability(durability: object, where: str) -> None:
 
 
 def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
-    """The spec a stored run goes on with: its recorded seed, and its recorded system prompt
-    unless `spec` gives one."""
+    """The spec a stored run goes on with (resumed, or continued once approved): its recorded
+    seed, its recorded system prompt unless `spec` gives one, and its recorded prices, whatever
+    the table says now (a continuation re-drives its requests: it was unpriced)."""
     spec = with_seed(spec, stored)
     if spec.system_prompt is None and stored is not None and stored.system_prompt is not None:
         spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)
+    if stored is not None and stored.price is not None:
+        spec = dataclasses.replace(spec, price=stored.price, fallback_price=stored.fallback_price)
     return spec
 
 
 def as_resumed(spec: RunSpec, stored: RunHeader, policy: Policy) -> RunSpec:
-    """The spec a stored run resumes with: as it began (`as_it_began`), a continuation of the
-    run it continued, priced as it began whatever the table says now, committing as it began
+    """The spec a stored run resumes with: as it began (`as_it_began`: priced as it began), a
+    continuation of the run it continued, committing as it began
     unless `spec` says otherwise. Refused (`ResumeRefused`) under other limits, or another
     tenant, principal, scopes, task, tools, context, evidence, retrieval or `policy`."""
     check_same_limits(spec, stored)
@@ -93,8 +96,6 @@ def as_resumed(spec: RunSpec, stored: RunHeader, policy: Policy) -> RunSpec:
         spec = dataclasses.replace(spec, durability=stored.durability)
     if spec.continuation is None and stored.continues is not None:
         spec = dataclasses.replace(spec, continuation=stored.continues)
-    if stored.price is not None:
-        spec = dataclasses.replace(spec, price=stored.price)
     return spec
 
 

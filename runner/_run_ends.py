@@ -83,6 +83,7 @@ def new_run(
         rng=SeededLater(seed),
         lifecycle=attach(),
         usage=Usage(started_at=started),
+        price=spec.price,
     )
     run.transcript.append(SystemMessage(text=system_prompt))
     run.transcript.append(UserMessage(text=spec.task))
@@ -119,6 +120,7 @@ def header(
         continues=to_jsonable_python(dict(spec.continuation)) if spec.continuation else None,
         required_evidence=[r.model_dump(mode="json") for r in spec.required_evidence],
         price=spec.price,
+        fallback_price=spec.fallback_price,
         tool_retrieval=spec.tool_retrieval,
         durability=durability,
     )
@@ -146,12 +148,18 @@ def finish(runtime: Runtime, run: RunState) -> RunResult:
         ],
         prefill_per_step=meters.prefill,
         prefill_untruncated=sum(meters.prefill_untruncated),
-        cost_usd=usd(run.usage.cost_usd) if run.setup.spec.price is not None else None,
+        cost_usd=usd(run.usage.cost_usd) if _priced_whole(run) else None,
     )
     runtime.store.end_run(summary)
     return RunResult.of(
         summary, name=run.setup.spec.name, transitions=run.records, evidence=run.calls.evidence
     )
+
+
+def _priced_whole(run: RunState) -> bool:
+    """Whether every reply the run was answered was priced (a reply from a fallback no price
+    was found for was not): else its total cost is not known."""
+    return run.setup.spec.price is not None and not run.meters.unpriced_replies
 
 
 def with_seed(spec: RunSpec, stored: RunHeader | None) -> RunSpec:

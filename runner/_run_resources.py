@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from datetime import datetime
 
 from .clock import Clock
 from .errors import ConfigError
 from .models.base import ModelAdapter, ToolSpec
 from .models.identity import identity_of
-from .pricing import ModelPrice, PriceTable, default_prices
+from .pricing import PRICES_EXTRA, ModelPrice, PriceTable, default_prices
 from .retrieval import Retriever, RetrieverFactory
 from .spec import RunSpec
 
@@ -18,16 +19,43 @@ Indexes = dict[tuple[str, tuple[str, ...]], Retriever]
 
 
 def priced(spec: RunSpec, model: ModelAdapter, prices: PriceTable | None, clock: Clock) -> RunSpec:
-    """`spec` with the run's price: its own, the adapter's declared one, or the table's
-    (`prices`, else the default table)."""
-    if spec.price is not None:
+    """`spec` with the run's prices, both fixed when it starts: the model's (its own, the
+    adapter's declared one, or the table's: `prices`, else the default table) and, for an
+    adapter with a fallback (`fallback`, the model `_planning._ask` switches to), the fallback's,
+    found the same way (`spec.fallback_price` first).
+
+    An unpriced model is unpriced whichever it is: with `max_cost_usd` the run is refused (a
+    ConfigError, before it is stored: an unpriced primary by `check_start`), else its requests
+    have no cost (a run that never reaches its fallback is still priced). Raises `ConfigError`."""
+    at = clock.now()
+    price = spec.price if spec.price is not None else _price_of(model, prices, at)
+    if price is None:  # an unpriced run: what its fallback costs does not matter
         return spec
+    fallback: object = getattr(model, "fallback", None)
+    fallback_price = spec.fallback_price
+    if fallback is not None and fallback_price is None:
+        fallback_price = _price_of(fallback, prices, at)
+        cap = spec.limits.max_cost_usd
+        if fallback_price is None and cap is not None:
+            named = identity_of(fallback)
+            raise ConfigError(
+                f"max_cost_usd {cap} needs a price for the fallback model "
+                f"{named.provider}:{named.name}, and none was found: give "
+                "RunSpec.fallback_price or Engine(prices=...), or install the price table "
+                f"({PRICES_EXTRA})"
+            )
+    if (price, fallback_price) == (spec.price, spec.fallback_price):
+        return spec
+    return dataclasses.replace(spec, price=price, fallback_price=fallback_price)
+
+
+def _price_of(model: object, prices: PriceTable | None, at: datetime) -> ModelPrice | None:
+    """The adapter's declared price, else the table's for its identity."""
     declared = getattr(model, "price", None)
-    price = declared if isinstance(declared, ModelPrice) else None
-    if price is None:
-        table = prices if prices is not None else default_prices()
-        price = table.price_of(identity_of(model), clock.now())
-    return spec if price is None else dataclasses.replace(spec, price=price)
+    if isinstance(declared, ModelPrice):
+        return declared
+    table = prices if prices is not None else default_prices()
+    return table.price_of(identity_of(model), at)
 
 
 def retriever_for(

@@ -41,6 +41,7 @@ from .models.base import ToolCall, ToolSpec
 from .observations import ToolObservation
 from .operations import OperationStatus
 from .policy import Policy
+from .pricing import ModelPrice
 from .retrieval import Retriever
 from .spec import RunSpec
 from .store.base import Store
@@ -203,7 +204,10 @@ class Meters:
     model_tokens: tuple[int, int] = (0, 0)
     """Input and output tokens of the latest model reply (the one that proposed the calls)."""
     model_cost: Decimal = Decimal(0)
-    """What the latest model reply cost at the run's price (priced runs)."""
+    """What the latest model reply cost at its model's price (priced runs)."""
+    unpriced_replies: int = 0
+    """Replies from a model with no price (an unpriced run's, or a fallback's no price was
+    found for): the run's total cost is then not known."""
     waits: list[float] = field(default_factory=list)
     prefill: list[int] = field(default_factory=list)
     """Input tokens of each model request, in order."""
@@ -293,6 +297,12 @@ class RunState:
     work: Work = field(default_factory=NextCall)
     """What the next `call` or `observe` does."""
     tripped: Bound | None = None
+    price: ModelPrice | None = None
+    """The price of the model now asked: the spec's, then, once the run has switched to the
+    adapter's fallback (`fallen_back`), the fallback's (`spec.fallback_price`)."""
+    fallen_back: bool = False
+    """Whether the run's requests now go to the adapter's fallback model: switched once, for
+    the rest of the run, where `_planning._ask` does (a re-drive switches at the same request)."""
     calls: CallHistory = field(default_factory=CallHistory)
     operations: dict[str, tuple[str, OperationStatus]] = field(default_factory=dict)
     """Every key this run minted: key -> (tool, status)."""

@@ -123,6 +123,8 @@ class LiveEffects:
         self.limited = takes_output_limit(model)
         """Whether the adapter's `generate` takes `max_output_tokens` (one written before the
         runner passed it is asked without it)."""
+        self.on_fallback = False
+        """Whether `model` is now the adapter's fallback (`use_fallback`): its turns say so."""
 
     def drain(self) -> list[Recorded]:
         drained, self.recorded = self.recorded, []
@@ -196,6 +198,7 @@ class LiveEffects:
             return False
         self.model = fallback
         self.limited = takes_output_limit(fallback)
+        self.on_fallback = True
         return True
 
     def _record_turn(
@@ -220,6 +223,7 @@ class LiveEffects:
             transcript_digest=digest,
             model_state=self.redactor.value(state) if state is not None else None,
             max_output_tokens=limit,
+            fallback=self.on_fallback,
         )
         if error is not None and isinstance(error, ModelUnavailable | ModelRejected):
             status, retry_after = error.status, getattr(error, "retry_after", None)

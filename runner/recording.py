@@ -166,6 +166,10 @@ class RecordedTurn:
     """The output limit the request was sent with, from the run's budget (None: none was sent:
     an adapter that takes none, or a run recorded before limits were sent). A reply stopped at
     it is the budget's bound, not a model fault; a re-drive must work out the same limit."""
+    fallback: bool = False
+    """Asked of the adapter's fallback model (the run had switched to it, and its price prices
+    the request); False in turns recorded before it was (a re-drive then finds the switch from
+    the failed request asked again)."""
 
     @classmethod
     def of(
@@ -180,6 +184,7 @@ class RecordedTurn:
         transcript_digest: str,
         model_state: dict[str, Any] | None,
         max_output_tokens: int | None = None,
+        fallback: bool = False,
     ) -> RecordedTurn:
         new = _new_turn if cls is RecordedTurn else cls  # (see `quick_new`)
         return new(
@@ -197,6 +202,7 @@ class RecordedTurn:
             transcript_digest=transcript_digest,
             model_state=model_state,
             max_output_tokens=max_output_tokens,
+            fallback=fallback,
         )
 
     def reply(self) -> ModelReply:

@@ -172,6 +172,7 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
             EvidenceRequirement.model_validate(r) for r in header.required_evidence
         ),
         price=header.price,
+        fallback_price=header.fallback_price,
         tool_retrieval=header.tool_retrieval,
     )
 
@@ -231,6 +232,12 @@ def replay(
         raise ConfigError(  # as a live run is refused: there is no cost to bound
             f"run {header.run_id} was not priced: max_cost_usd {use_limits.max_cost_usd} has "
             "nothing to bound (a money budget needs the run's recorded price)"
+        )
+    fallback = header.model.fallback if header.model is not None else None
+    if use_limits.max_cost_usd is not None and fallback and header.fallback_price is None:
+        raise ConfigError(  # as a live run with an unpriced fallback is refused
+            f"run {header.run_id}'s fallback model {fallback} was not priced: max_cost_usd "
+            f"{use_limits.max_cost_usd} cannot bound the requests it answers"
         )
     changes = [
         f"{name} {getattr(use_limits, name)}"

@@ -59,6 +59,9 @@ class RunSpec:
     price: ModelPrice | None = None
     """What the model's requests cost; None: the adapter's declared price, else the engine's
     price table (resolved when the run starts and kept in its header)."""
+    fallback_price: ModelPrice | None = None
+    """What the requests the adapter's fallback model answers cost; None: its declared price,
+    else the engine's price table (resolved with `price`, when the run starts)."""
     tool_retrieval: ToolRetrieval | None = None
     """How a large catalogue is offered a few tools at a time (None: always the whole of it)."""
 

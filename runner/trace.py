@@ -10,11 +10,14 @@ some /1 runners filled in otherwise; see `_core.differing_fields`):
   (`{provider, name, base_url, fallback}`: the model that drove the run, no secrets; absent or
   null in logs written before it was recorded)
   `price` (`{input_usd_per_mtok, output_usd_per_mtok, source}` or null; absent in older logs),
+  `fallback_price` (the same, for the requests the fallback model answered, or null; absent in
+  older logs, which priced them at `price`),
   `tool_retrieval` (`{max_offered, top_k, always, retriever}` or null; absent in older logs)
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`;
   a `classify` transition keeps the call's typed observation (`observation`, tagged by `kind`);
   `cost_usd`, `offered` and `manifest_tokens` are absent in logs written before them
-- `model_turn`: one per model request (the reply, its usage, when it arrived)
+- `model_turn`: one per model request (the reply, its usage, when it arrived, whether the
+  adapter's fallback model was asked: `fallback`, absent in older logs)
 - `tool_output`: one per dispatched tool call (the full raw outcome, when it arrived)
 - `run_finished`: `terminal`, `reason`, `attempts`, `model_steps`, `tokens_in`, `tokens_out`,
   `elapsed_s`, `waits_s`, `answer`, `operations`, `cost_usd` (absent in older logs)
@@ -179,6 +182,10 @@ class RunHeader:
     price: ModelPrice | None = None
     """What the run's model requests cost per token (None: unpriced, or stored before cost was
     recorded): a replay prices the recorded requests with it, whatever the table says by then."""
+    fallback_price: ModelPrice | None = None
+    """What the requests its adapter's fallback model answered cost per token (None: no
+    fallback, or one no price was found for: its requests are unpriced). A header stored before
+    it was recorded reads `price` here: the fallback's requests were priced at it."""
     tool_retrieval: ToolRetrieval | None = None
     """How the run's catalogue was offered (None: whole, or stored before retrieval existed)."""
     durability: Durability | None = None
@@ -238,8 +245,13 @@ def summary_unbacked(
 
 def _older_header(data: Any) -> Any:
     """A header stored before `annotations` kept the fixture layer's `fixture` and `world` as
-    fields of their own: they are read into `annotations`, so older runs still resume and grade."""
-    if not isinstance(data, dict) or not {"fixture", "world"} & data.keys():
+    fields of their own: they are read into `annotations`, so older runs still resume and grade.
+    One stored before `fallback_price` priced its fallback's requests at `price`: read so."""
+    if not isinstance(data, dict):
+        return data
+    if "fallback_price" not in data and data.get("price") is not None:
+        data = {**data, "fallback_price": data["price"]}
+    if not {"fixture", "world"} & data.keys():
         return data
     data = dict(data)
     fixture, world = data.pop("fixture", None), data.pop("world", None)

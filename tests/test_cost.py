@@ -350,3 +350,26 @@ def test_with_no_table_installed_the_advice_is_a_price_or_the_table(
     assert "pip install 'runner[prices]'" in message
     told = _refusal(contracts, NoPrices())  # chosen: no table, whether installed or not
     assert "Engine(prices=NoPrices())" in told and "`price:`" in told
+
+
+def test_a_continuation_is_priced_as_the_waiting_run_began(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run continued once approved re-drives the waiting run's requests and goes on: priced
+    at the waiting run's recorded price (it was unpriced, its cost null, as no price was looked
+    up for it), and the stored continuation grades clean."""
+    monkeypatch.setenv("RUNNER_APPROVAL_SECRET", "the-runtime-secret-for-the-tests-0001")
+    db = tmp_path / "runs.sqlite"
+    fixture = str(FIXTURES / "approval" / "hold_approved.yaml")
+    assert main(["run", fixture, "--db", str(db), "--json"]) == 0
+    waiting = json.loads(capsys.readouterr().out)
+    code = main(["approve", waiting["run_id"], "hold_room", "--approver", "alice",
+                 "--db", str(db), "--json"])  # fmt: skip
+    continued = json.loads(capsys.readouterr().out)
+    assert code == 0 and continued["terminal"] == "complete"
+    assert continued["cost_usd"] is not None and continued["cost_usd"] > waiting["cost_usd"]
+    store = SqliteStore(db)
+    header = store.header(continued["run_id"])
+    assert header is not None and header.price == store.header(waiting["run_id"]).price  # type: ignore[union-attr]
+    store.close()
+    assert main(["grade", "--stored", "--db", str(db)]) == 0
