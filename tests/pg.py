@@ -19,10 +19,14 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
+
+from runner.store.base import Lease
+from runner.store.postgres import PostgresStore
 
 
 def pg_bin() -> Path:
@@ -142,3 +146,18 @@ def pg_cluster() -> Iterator[Cluster]:
 def pg_url(pg_cluster: Cluster) -> str:
     """A fresh database on the session's throwaway cluster."""
     return pg_cluster.new_database()
+
+
+async def take_lease(url: str, run_id: str, owner: str) -> Lease:
+    """`owner`'s lease of `run_id` for five minutes, as a worker elsewhere would hold it."""
+    store = await PostgresStore.open(url)
+    lease = await store.acquire_lease(run_id, owner, datetime.now(UTC), timedelta(minutes=5))
+    await store.close()
+    assert lease is not None
+    return lease
+
+
+async def release_lease(url: str, lease: Lease) -> None:
+    store = await PostgresStore.open(url)
+    await store.release_lease(lease)
+    await store.close()

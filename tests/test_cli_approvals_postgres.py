@@ -3,7 +3,10 @@ on SQLite (tests/test_cli_approvals.py), on the throwaway cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -12,6 +15,7 @@ import pytest
 from runner.cli import main
 
 from .conftest import FIXTURES
+from .pg import release_lease, take_lease
 
 SECRET = "the-runtime-secret-for-the-tests-0001"
 
@@ -63,3 +67,34 @@ def test_deny_on_postgres_ends_the_continuation_abstain(
     continued = json.loads(capsys.readouterr().out)
     assert code == 0 and continued["terminal"] == "abstain" and continued["holds"] == 0
     assert continued["reason"] == "approval_denied"
+
+
+def test_a_continuation_is_refused_while_a_worker_holds_the_waiting_runs_lease(
+    on_postgres: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runner approve` (and `continue`) hold the waiting run's lease, as a worker continuing it
+    does: while a worker holds it, the decision is kept but the continuation is refused (one
+    line, exit 2, no run of its own); once it is free, `continue` makes it, and lets go."""
+    url = on_postgres
+    run_id = _waiting(url, capsys, "hold_approved")
+    with psycopg.connect(url) as conn:  # `runner run` left its lease to expire: a worker waits
+        conn.execute("UPDATE runner_leases SET expires_at = now() - interval '1 second'")
+    lease = asyncio.run(take_lease(url, run_id, "w9/job-1"))
+    code = main(["approve", run_id, "hold_room", "--approver", "alice", "--db", url])
+    refused = capsys.readouterr()
+    assert code == 2, refused.out + refused.err
+    [line] = refused.err.strip().splitlines()
+    assert run_id in line and "w9/job-1" in line, line
+    with psycopg.connect(url) as conn:
+        runs = conn.execute("SELECT count(*) FROM runner_runs").fetchone()
+        status = conn.execute("SELECT status FROM runner_approvals").fetchall()
+    assert runs == (1,) and status == [("approved",)]
+    asyncio.run(release_lease(url, lease))
+    assert main(["continue", run_id, "--db", url, "--json"]) == 0
+    continued = json.loads(capsys.readouterr().out)
+    assert continued["terminal"] == "complete" and continued["holds"] == 1
+    with psycopg.connect(url) as conn:
+        [(expires_at, owner)] = conn.execute(
+            "SELECT expires_at, owner FROM runner_leases WHERE run_id = %s", (run_id,)
+        ).fetchall()
+    assert f"pid {os.getpid()} " in owner and expires_at <= datetime.now(UTC), owner

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,9 @@ import psycopg
 import pytest
 
 from runner.cli import main
-from runner.store.base import Lease
-from runner.store.postgres import PostgresStore
 from runner.travel.supplier import SupplierDatabase
 from tests.conftest import FIXTURES
-from tests.pg import Cluster
+from tests.pg import Cluster, release_lease, take_lease
 
 SECRET = "hunter2-in-the-url"
 
@@ -135,14 +132,14 @@ def test_resume_never_drives_a_run_whose_lease_a_worker_holds(
         before = conn.execute("SELECT count(*) FROM runner_transitions").fetchone()
         # the killed `runner run` held the run's lease: a worker takes it once it expires
         conn.execute("UPDATE runner_leases SET expires_at = now() - interval '1 second'")
-    lease = asyncio.run(_take_lease(url, run_id, "w9/job-1"))
+    lease = asyncio.run(take_lease(url, run_id, "w9/job-1"))
     refused = _runner(["resume", run_id, "--db", url], tmp_path, env)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     [line] = refused.stderr.strip().splitlines()
     assert run_id in line and "lease" in line, line
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM runner_transitions").fetchone() == before
-    asyncio.run(_release_lease(url, lease))
+    asyncio.run(release_lease(url, lease))
     resumed = _runner(["resume", run_id, "--db", url], tmp_path, env)
     assert resumed.returncode == 0, resumed.stderr
     with psycopg.connect(url) as conn:
@@ -187,20 +184,6 @@ def test_run_holds_the_runs_lease_and_a_resume_meanwhile_is_refused(
         [(holds,)] = conn.execute("SELECT count(*) FROM runner_runs").fetchall()
     assert holds == 1  # the refused resume stored nothing of its own
     assert _active_holds(tmp_path / "world") == 1
-
-
-async def _take_lease(url: str, run_id: str, owner: str) -> Lease:
-    store = await PostgresStore.open(url)
-    lease = await store.acquire_lease(run_id, owner, datetime.now(UTC), timedelta(minutes=5))
-    await store.close()
-    assert lease is not None
-    return lease
-
-
-async def _release_lease(url: str, lease: Lease) -> None:
-    store = await PostgresStore.open(url)
-    await store.release_lease(lease)
-    await store.close()
 
 
 def _closed_port() -> int:

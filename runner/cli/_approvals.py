@@ -27,6 +27,7 @@ from ..store.approvals import Proposal
 from ..store.base import Store
 from ..travel.scenario import continue_fixture
 from ._common import EXIT_EXPECTATION_FAILED, contracts_for, open_store
+from ._distributed import drive_lease
 
 
 def add_approval_commands(
@@ -142,15 +143,16 @@ def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = N
     contracts = contracts_for(args.contracts)
     store = open_store(args.db, must_exist=True)
     try:
-        outcome = continue_fixture(
-            args.run_id,
-            contracts,
-            store,
-            secret=secret,
-            now=datetime.now(UTC),
-            store_dir=args.db.folder,
-            mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
-        )
+        with drive_lease(store, args.db, args.run_id, continuing=True):
+            outcome = continue_fixture(
+                args.run_id,
+                contracts,
+                store,
+                secret=secret,
+                now=datetime.now(UTC),
+                store_dir=args.db.folder,
+                mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
+            )
     except ApprovalRefused as exc:
         if exc.problem != "continued":
             raise

@@ -152,13 +152,19 @@ async def _check_store(url: str) -> None:
 
 
 @contextmanager
-def drive_lease(store: Store, db: Database, run_id: str) -> Iterator[None]:
+def drive_lease(
+    store: Store, db: Database, run_id: str, *, continuing: bool = False
+) -> Iterator[None]:
     """`runner run` and `runner resume` on a PostgreSQL store drive the run under its lease, as
     the engine does on SQLite and an application's engine on PostgreSQL (`_ownership.py`):
     renewed on the store's own loop while the command drives, released after (left to expire
     once the run ended). A second driver (a worker, another command) is refused with
     `RunDriven` before anything is read or sent; one whose process died on this host (SIGKILL)
-    is taken over at once, so a resume right after a crash goes on."""
+    is taken over at once, so a resume right after a crash goes on.
+
+    `continuing`: `runner continue` (and `approve`, `deny`) hold the waiting run's lease, as a
+    worker does for a queued continuation, so two never continue one run at once; it is
+    released after, since the waiting run ended but may be asked again."""
     holds = store.store if isinstance(store, BlockingStore) else None
     if db.url is None or not isinstance(holds, RenewedHolds):
         yield
@@ -168,7 +174,7 @@ def drive_lease(store: Store, db: Database, run_id: str) -> Iterator[None]:
     try:
         yield
     finally:
-        ended = store.summary(run_id) is not None
+        ended = not continuing and store.summary(run_id) is not None
         store.on_its_loop(let_go_renewed(held, ended=ended))
 
 
