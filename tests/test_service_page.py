@@ -222,3 +222,16 @@ def test_cancel_from_a_run_view_cancels_that_run(service: Service, browser: WebD
     _until(browser, lambda d: _text(d, "run-ended") == "ended abstain (cancelled)")
     assert _posts(browser) == ["/v1/runs", f"/v1/runs/{run_id}/cancel"]
     assert service.wait_ended(run_id)["reason"] == "cancelled"
+
+
+def test_the_page_says_so_when_the_service_stops_answering(
+    tmp_path: Path, browser: WebDriver
+) -> None:
+    """The page polls the runs and approvals every second; once the service is gone, its status
+    says the service is unreachable instead of still showing `ready` over a stale list."""
+    with serving(tmp_path / "stopping") as running:
+        _open(browser, running)
+    status = _until(
+        browser, lambda d: _text(d, "status").startswith("unreachable") and _text(d, "status")
+    )
+    assert "fetch" in status.lower(), status
