@@ -20,7 +20,7 @@ from .contracts import CompiledContract
 from .declare import contract_json, declared_in
 from .errors import ConfigError, RunnerError
 from .replay import Recording
-from .report import RunView, output_limits, printable, stored_run_json
+from .report import RunView, printable, requests_sent, stored_run_json
 from .store.base import RunListing, UnreadableRun
 from .trace import RunSummary
 
@@ -142,8 +142,8 @@ def ended_run_json(recording: Recording, summary: RunSummary, holds: int | None)
     with the holds its supplier database has now (as a resumed run reports them)."""
     view = RunView.of_stored(recording.header, summary, recording.transitions)
     view.holds = holds
-    limits = output_limits(recording.turns)
-    return {**stored_run_json(recording.header, view, limits), "already_ended": True}
+    sent = requests_sent(recording.turns)
+    return {**stored_run_json(recording.header, view, sent), "already_ended": True}
 
 
 def listing_json(listing: RunListing | UnreadableRun) -> dict[str, Any]:

@@ -242,21 +242,43 @@ def started_as_line(header: RunHeader) -> str:
     return printable(f"  started as: {shown}")
 
 
-def stored_run_json(
-    header: RunHeader, view: RunView, output_limits: list[int | None]
-) -> dict[str, Any]:
-    """`show --json` of a stored run: `run_json`, with how the run was started and the output
-    limit each model request was sent (`output_limits`, its turns' `max_output_tokens`; None:
-    none, or a turn stored before limits existed)."""
+@dataclass(frozen=True, slots=True)
+class RequestsSent:
+    """What a stored run's model requests were sent as, read from its turns (`requests_sent`)."""
+
+    output_limits: list[int | None]
+    """The output limit each request was sent (None: none, or a turn stored before limits)."""
+    fallback: list[int]
+    """The ordinals (from 1) of the requests the adapter's fallback model answered."""
+
+
+def requests_sent(turns: list[RecordedTurn]) -> RequestsSent:
+    """What `stored_run_json` and `show` tell of each model request, from the run's turns."""
+    return RequestsSent(
+        output_limits=[turn.max_output_tokens for turn in turns],
+        fallback=[turn.ordinal for turn in turns if turn.fallback],
+    )
+
+
+def stored_run_json(header: RunHeader, view: RunView, sent: RequestsSent) -> dict[str, Any]:
+    """`show --json` of a stored run: `run_json`, with how the run was started, the output
+    limit each model request was sent (`max_output_tokens_per_step`) and the requests the
+    fallback model answered (`fallback_requests`, their ordinals)."""
     data = run_json(view, None)
     data["started_as"] = started_as(header)
-    data["context"]["max_output_tokens_per_step"] = output_limits
+    data["context"]["max_output_tokens_per_step"] = sent.output_limits
+    data["context"]["fallback_requests"] = sent.fallback
     return data
 
 
-def output_limits(turns: list[RecordedTurn]) -> list[int | None]:
-    """The output limit each model request was sent, as `stored_run_json` takes them."""
-    return [turn.max_output_tokens for turn in turns]
+def fallback_line(header: RunHeader, sent: RequestsSent) -> str | None:
+    """`show`'s line naming the requests the fallback model answered (None: it answered none)."""
+    if not sent.fallback:
+        return None
+    model = header.model
+    name = model.fallback if model is not None and model.fallback else "the fallback model"
+    asked = ", ".join(str(n) for n in sent.fallback)
+    return printable(f"  fallback: {name} answered model requests {asked}")
 
 
 def _dash(value: object) -> str:

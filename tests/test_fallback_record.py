@@ -183,3 +183,32 @@ def test_a_resume_after_the_switch_goes_on_with_the_fallback(
     assert resumed.cost_usd == whole.cost_usd == 2 * float(FALLBACK.cost_of(USAGE))
     again = replay(Recording.from_store(killed, run_id), contracts)
     assert again.identical, describe(again)
+
+
+def test_show_names_the_requests_the_fallback_answered(
+    contracts: ContractSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runner show` prints a `fallback:` line with the requests the fallback model answered,
+    and `show --json` lists them in `context.fallback_requests`; a run on its primary alone
+    has neither the line nor a request in the list."""
+    from runner.cli import main  # noqa: PLC0415
+    from runner.store import SqliteStore  # noqa: PLC0415
+
+    db = tmp_path / "runs.sqlite"
+    store = SqliteStore(db)
+    fell_back = _engine(contracts, store).run_sync(_spec(), Down())
+    primary = _engine(contracts, store).run_sync(_spec(), Spare())
+    turns = store.turns(fell_back.run_id)
+    store.close()
+    failed = [t.ordinal for t in turns if t.error_status == 503 and not t.fallback]
+    answered = [t.ordinal for t in turns if t.fallback]
+    assert failed == [1, 2, 3] and answered == [4, 5]  # the primary's failures are requests too
+    assert main(["show", fell_back.run_id, "--db", str(db)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "fallback:" in ln]
+    assert lines == ["  fallback: the fallback model answered model requests 4, 5"]
+    assert main(["show", fell_back.run_id, "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["context"]["fallback_requests"] == answered
+    assert main(["show", primary.run_id, "--db", str(db)]) == 0
+    assert "fallback:" not in capsys.readouterr().out
+    assert main(["show", primary.run_id, "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["context"]["fallback_requests"] == []

@@ -26,12 +26,13 @@ from ..replay import Recording, describe, replay, stored_limits
 from ..report import (
     RunView,
     context_table,
+    fallback_line,
     grade_json,
     grade_text,
-    output_limits,
     printable,
     printable_json,
     replay_json,
+    requests_sent,
     run_text,
     side_by_side,
     started_as_line,
@@ -71,7 +72,7 @@ def show_command(args: argparse.Namespace) -> int:
         store.close()
     for index, (found, view, links, turns) in enumerate(views):
         if args.json:
-            data = stored_run_json(found, view, output_limits(turns))
+            data = stored_run_json(found, view, requests_sent(turns))
             if links:  # only a run that started child runs has the key
                 data["children"] = [{"call_id": c, "run_id": r} for c, r in links]
             print(json.dumps(data, sort_keys=True))
@@ -79,6 +80,8 @@ def show_command(args: argparse.Namespace) -> int:
         heading = found.name if index == 0 else f"child {found.name}"
         print(run_text(view, heading))
         print(started_as_line(found))
+        if (line := fallback_line(found, requests_sent(turns))) is not None:
+            print(line)
         for call_id, child in links:
             print(printable(f"  child run {child} (call {call_id})"))
         print(context_table(view))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from ..report import RequestsSent, requests_sent
 from ..store.base import Store
 from ..trace import TransitionRecord
 
@@ -22,24 +23,25 @@ class RunLogs:
     def __init__(self, keep: int = 64) -> None:
         self.keep = keep
         self._logs: OrderedDict[str, list[TransitionRecord]] = OrderedDict()
-        self._limits: OrderedDict[str, list[int | None]] = OrderedDict()
+        self._sent: OrderedDict[str, RequestsSent] = OrderedDict()
         self._lock = threading.Lock()
 
-    def output_limits(self, store: Store, run_id: str, *, ended: bool) -> list[int | None]:
-        """The output limit each model request of `run_id` was sent (`show --json`'s
-        `max_output_tokens_per_step`): read from its turns, and kept once it has ended (the
-        page polls an ended run while its approval's continuation starts)."""
+    def requests_sent(self, store: Store, run_id: str, *, ended: bool) -> RequestsSent:
+        """What each model request of `run_id` was sent as (`show --json`'s
+        `max_output_tokens_per_step` and `fallback_requests`): read from its turns, and kept
+        once it has ended (the page polls an ended run while its approval's continuation
+        starts)."""
         with self._lock:
-            kept = self._limits.get(run_id)
+            kept = self._sent.get(run_id)
         if kept is not None:
             return kept
-        limits = [turn.max_output_tokens for turn in store.turns(run_id)]
+        sent = requests_sent(store.turns(run_id))
         if ended:
             with self._lock:
-                self._limits[run_id] = limits
-                while len(self._limits) > self.keep:
-                    self._limits.popitem(last=False)
-        return limits
+                self._sent[run_id] = sent
+                while len(self._sent) > self.keep:
+                    self._sent.popitem(last=False)
+        return sent
 
     def read(self, store: Store, run_id: str) -> list[TransitionRecord]:
         """Every transition of `run_id`, in `seq` order: the ones kept, then those after them."""

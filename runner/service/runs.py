@@ -411,7 +411,7 @@ class RunService:
         if header is None:  # not started: the same keys as a started run, with nothing in them
             name = accepted.name if accepted is not None else self._queued_name(key, run_id)
             data = run_json(RunView.not_started(run_id, name), None)
-            data["context"]["max_output_tokens_per_step"] = []
+            data["context"].update(max_output_tokens_per_step=[], fallback_requests=[])
             data.update(
                 started_as=None,
                 status="failed" if failure else "queued",
@@ -429,8 +429,8 @@ class RunService:
         summary = store.summary(run_id)
         records = self._logs.read(store, run_id)  # only what it appended since the last read
         view = RunView.of_stored(header, summary, records)
-        limits = self._logs.output_limits(store, run_id, ended=summary is not None)
-        data = stored_run_json(header, view, limits)  # as `runner show --json`
+        sent = self._logs.requests_sent(store, run_id, ended=summary is not None)
+        data = stored_run_json(header, view, sent)  # as `runner show --json`
         state = summary.terminal if summary else (records[-1].to_state if records else State.PLAN)
         data.update(
             status=_status(summary is not None, failure),
