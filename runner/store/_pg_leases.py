@@ -55,36 +55,17 @@ class PostgresLeases:
         self, run_id: str, owner: str, now: datetime, ttl: timedelta
     ) -> Lease | None:
         async with self._connection() as conn, conn.transaction():
-            await conn.execute(
-                "INSERT INTO runner_leases (run_id, owner, generation, expires_at) "
-                "VALUES (%s, '', 0, %s) ON CONFLICT (run_id) DO NOTHING",
-                (run_id, RELEASED),
-            )
-            cursor = await conn.execute(
-                "SELECT owner, generation, expires_at FROM runner_leases WHERE run_id = %s "
-                "FOR UPDATE",
-                (run_id,),
-            )
-            row = await cursor.fetchone()
-            assert row is not None  # inserted just above if it was missing
-            held_by, generation, expires = str(row[0]), int(row[1]), _utc(row[2])
-            if held_by == owner and expires != RELEASED:
-                pass  # renewed: the same generation
-            elif expires <= now:
-                generation += 1
-                await conn.execute(
-                    "INSERT INTO runner_lease_grants (run_id, generation, owner, granted_at) "
-                    "VALUES (%s, %s, %s, %s)",
-                    (run_id, generation, owner, now),
-                )
-            else:
+            held_by, generation, expires = await _locked_lease(conn, run_id)
+            renewed = held_by == owner and expires != RELEASED  # the same generation
+            if not renewed and expires > now:
                 return None
-            lease = Lease(run_id=run_id, owner=owner, generation=generation, expires_at=now + ttl)
-            await conn.execute(
-                "UPDATE runner_leases SET owner = %s, generation = %s, expires_at = %s "
-                "WHERE run_id = %s",
-                (owner, generation, lease.expires_at, run_id),
+            lease = Lease(
+                run_id=run_id,
+                owner=owner,
+                generation=generation if renewed else generation + 1,
+                expires_at=now + ttl,
             )
+            await _hold(conn, lease, now, granted=not renewed)
         self._fences[run_id] = lease
         self._granted.add(run_id)
         self._last_seq.pop(run_id, None)  # another owner may have appended since
@@ -124,36 +105,15 @@ class PostgresLeases:
     ) -> Lease:
         """`take_run` of a run leased before: `lease` with the next generation, or the
         holder's."""
-        run_id, owner = lease.run_id, lease.owner
+        run_id = lease.run_id
         async with conn.transaction():
-            await conn.execute(
-                "INSERT INTO runner_leases (run_id, owner, generation, expires_at) "
-                "VALUES (%s, '', 0, %s) ON CONFLICT (run_id) DO NOTHING",
-                (run_id, RELEASED),
-            )
-            cursor = await conn.execute(
-                "SELECT owner, generation, expires_at FROM runner_leases WHERE run_id = %s "
-                "FOR UPDATE",
-                (run_id,),
-            )
-            row = await cursor.fetchone()
-            assert row is not None  # inserted just above if it was missing
-            held_by, generation, expires = str(row[0]), int(row[1]), _utc(row[2])
+            held_by, generation, expires = await _locked_lease(conn, run_id)
             if expires != RELEASED and expires > now and not gone(held_by):
                 return Lease(
                     run_id=run_id, owner=held_by, generation=generation, expires_at=expires
                 )
             lease = dataclasses.replace(lease, generation=generation + 1)
-            await conn.execute(
-                "INSERT INTO runner_lease_grants (run_id, generation, owner, granted_at) "
-                "VALUES (%s, %s, %s, %s)",
-                (run_id, lease.generation, owner, now),
-            )
-            await conn.execute(
-                "UPDATE runner_leases SET owner = %s, generation = %s, expires_at = %s "
-                "WHERE run_id = %s",
-                (owner, lease.generation, lease.expires_at, run_id),
-            )
+            await _hold(conn, lease, now, granted=True)
         return lease
 
     async def renew_lease(self, lease: Lease, now: datetime, ttl: timedelta) -> Lease:
@@ -180,3 +140,35 @@ class PostgresLeases:
 
 def _utc(value: datetime) -> datetime:
     return value.astimezone(UTC)
+
+
+async def _locked_lease(conn: Connection, run_id: str) -> tuple[str, int, datetime]:
+    """`run_id`'s lease row (owner, generation, expiry), locked until the transaction ends; a
+    run never leased gets a released row of generation 0 first, so there is a row to lock."""
+    await conn.execute(
+        "INSERT INTO runner_leases (run_id, owner, generation, expires_at) "
+        "VALUES (%s, '', 0, %s) ON CONFLICT (run_id) DO NOTHING",
+        (run_id, RELEASED),
+    )
+    cursor = await conn.execute(
+        "SELECT owner, generation, expires_at FROM runner_leases WHERE run_id = %s FOR UPDATE",
+        (run_id,),
+    )
+    row = await cursor.fetchone()
+    assert row is not None  # inserted just above if it was missing
+    return str(row[0]), int(row[1]), _utc(row[2])
+
+
+async def _hold(conn: Connection, lease: Lease, now: datetime, *, granted: bool) -> None:
+    """Write `lease` into its locked row; `granted`: a new generation, recorded among the grants
+    (a renewal by the same owner keeps its generation and adds none)."""
+    if granted:
+        await conn.execute(
+            "INSERT INTO runner_lease_grants (run_id, generation, owner, granted_at) "
+            "VALUES (%s, %s, %s, %s)",
+            (lease.run_id, lease.generation, lease.owner, now),
+        )
+    await conn.execute(
+        "UPDATE runner_leases SET owner = %s, generation = %s, expires_at = %s WHERE run_id = %s",
+        (lease.owner, lease.generation, lease.expires_at, lease.run_id),
+    )
