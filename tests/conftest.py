@@ -117,6 +117,15 @@ FLIGHT_ARGS: dict[str, Any] = {
     "accessibility": "wheelchair",
 }
 
+HOLD_ARGS: dict[str, Any] = {
+    "hotel_id": "H-SHIBA",
+    "check_in": "2027-04-02",
+    "check_out": "2027-04-06",
+    "guests": 4,
+    "room_type": "accessible",
+}
+"""A valid `hold_room` call (the write the exactly-once tests make)."""
+
 FLIGHTS_OK: dict[str, Any] = {
     "status": "ok",
     "options": [{"flight_id": "NH7", "assistance_status": "reported_available"}],

@@ -18,12 +18,7 @@ from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import resume_fixture, run_fixture
 from runner.travel.supplier import SupplierDatabase
 
-from .conftest import FIXTURES
-
-HOLD_ARGS = {
-    "hotel_id": "H-SHIBA", "check_in": "2027-04-02", "check_out": "2027-04-06", "guests": 4,
-    "room_type": "accessible",
-}  # fmt: skip
+from .conftest import FIXTURES, HOLD_ARGS
 
 
 def test_default_policy_makes_one_hold_and_naive_makes_two(

@@ -23,13 +23,8 @@ from runner.store import MemoryStore
 from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
 from runner.transcript import Transcript
 
-HOLD_ARGS = {
-    "hotel_id": "H-SHIBA",
-    "check_in": "2027-04-02",
-    "check_out": "2027-04-06",
-    "guests": 4,
-    "room_type": "accessible",
-}
+from .conftest import HOLD_ARGS
+
 HELD = {"status": "ok", "hold_id": "HOLD-1", "expires_at": "2027-03-02T09:00:00Z"}
 SPEC = RunSpec(
     task="Hold an accessible room.",

@@ -29,13 +29,8 @@ from runner.store import MemoryStore
 from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
 from runner.transcript import Transcript
 
-HOLD_ARGS = {
-    "hotel_id": "H-SHIBA",
-    "check_in": "2027-04-02",
-    "check_out": "2027-04-06",
-    "guests": 4,
-    "room_type": "accessible",
-}
+from .conftest import HOLD_ARGS
+
 SPEC = RunSpec(
     task="Hold an accessible room.",
     tenant="acme",
