@@ -218,6 +218,13 @@ def take(store: RunHolds, run_id: str, limits: Limits) -> Held | None:
     raise RunDriven(run_id, lease.owner, _holder(lease, now))
 
 
+def stays_ended(terminal: str, reason: str) -> bool:
+    """Whether a run that ended so is never driven again, and its lease may be left to expire
+    (saving a commit). Not one waiting for approval: its continuation holds its lease (as a
+    worker's does), so it is released, and the continuation need not wait it out."""
+    return not (terminal == "escalate" and reason == "approval_required")
+
+
 def let_go(held: Held | None, *, ended: bool = False) -> None:
     """End a drive's hold on its run (once). The lease of a run that `ended` is left as it is,
     saving a commit: an ended run is never driven again (a resume says it ended, before taking

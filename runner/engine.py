@@ -38,6 +38,7 @@ from ._ownership import (
     let_go,
     let_go_renewed,
     renewed_holds_of,
+    stays_ended,
     take,
     take_renewed,
 )
@@ -557,7 +558,7 @@ class Engine:
         except BaseException:
             self._let_go(run.setup.run_id)
             raise
-        self._let_go(run.setup.run_id, ended=True)
+        self._let_go(run.setup.run_id, ended=stays_ended(result.terminal.value, result.reason))
         return result
 
     async def _drive_renewed(
@@ -578,7 +579,7 @@ class Engine:
         except BaseException:
             await let_go_renewed(renewed)
             raise
-        await let_go_renewed(renewed, ended=True)
+        await let_go_renewed(renewed, ended=stays_ended(result.terminal.value, result.reason))
         return result
 
 

@@ -92,7 +92,9 @@ class RunDriven(ResumeRefused):
 
     def __init__(self, run_id: str, holder: str, message: str) -> None:
         self.holder = holder
-        super().__init__(run_id, message)
+        self.run_id = run_id
+        # Not "cannot resume": a new run, a continuation or a worker's drive is refused alike.
+        LoadError.__init__(self, f"cannot drive run {run_id}: {message}")
 
 
 class RunFailure(RunnerError):

@@ -32,6 +32,12 @@ def test_list_then_approve_commits_one_hold(
     monkeypatch.setenv("RUNNER_APPROVAL_SECRET", SECRET)
     db = tmp_path / "runs.sqlite"
     run_id = _waiting(db, capsys)
+    store = SqliteStore(db)  # a run waiting for approval let go of its lease: taken at once
+    now, ttl = datetime.now(UTC), timedelta(seconds=30)
+    lease = store.acquire_lease(run_id, "worker-1", now, ttl)
+    assert lease is not None
+    store.release_lease(lease)
+    store.close()
     assert main(["approvals", "--db", str(db), "--json"]) == 0
     (pending,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert pending["run_id"] == run_id and pending["tool"] == "hold_room"

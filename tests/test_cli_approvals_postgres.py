@@ -72,13 +72,13 @@ def test_deny_on_postgres_ends_the_continuation_abstain(
 def test_a_continuation_is_refused_while_a_worker_holds_the_waiting_runs_lease(
     on_postgres: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`runner approve` (and `continue`) hold the waiting run's lease, as a worker continuing it
-    does: while a worker holds it, the decision is kept but the continuation is refused (one
-    line, exit 2, no run of its own); once it is free, `continue` makes it, and lets go."""
+    """`runner run` lets go of a run's lease once it waits for approval (a worker takes it at
+    once); `runner approve` (and `continue`) hold it, as a worker continuing it does: while a
+    worker holds it, the decision is kept but the continuation is refused (one line, exit 2, no
+    run of its own); once it is free, `continue` makes it, and lets go."""
     url = on_postgres
     run_id = _waiting(url, capsys, "hold_approved")
-    with psycopg.connect(url) as conn:  # `runner run` left its lease to expire: a worker waits
-        conn.execute("UPDATE runner_leases SET expires_at = now() - interval '1 second'")
+    # a run waiting for approval lets go of its lease: a worker continuing it need not wait
     lease = asyncio.run(take_lease(url, run_id, "w9/job-1"))
     code = main(["approve", run_id, "hold_room", "--approver", "alice", "--db", url])
     refused = capsys.readouterr()

@@ -250,7 +250,7 @@ def test_runner_resume_of_a_run_the_service_drives_is_refused(tmp_path: Path) ->
             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert resumed.returncode == 2, resumed.stdout + resumed.stderr
-        assert f"cannot resume run {run_id}: it is being driven" in resumed.stderr
+        assert f"cannot drive run {run_id}: it is being driven" in resumed.stderr
         assert f"pid {service.process.pid}" in resumed.stderr
         ended = service.wait_ended(run_id)
     assert (ended["status"], ended["terminal"]) == ("ended", "complete"), ended

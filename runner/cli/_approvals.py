@@ -143,7 +143,7 @@ def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = N
     contracts = contracts_for(args.contracts)
     store = open_store(args.db, must_exist=True)
     try:
-        with drive_lease(store, args.db, args.run_id, continuing=True):
+        with drive_lease(store, args.db, args.run_id):
             outcome = continue_fixture(
                 args.run_id,
                 contracts,

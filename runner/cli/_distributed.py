@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._arguments import ArgumentParser, count, seconds, seed
-from .._ownership import RenewedHolds, let_go_renewed, take_renewed
+from .._ownership import RenewedHolds, let_go_renewed, stays_ended, take_renewed
 from ..confirm import SECRET_ENV, ApprovalSecret
 from ..contracts import ContractSet
 from ..errors import (
@@ -152,9 +152,7 @@ async def _check_store(url: str) -> None:
 
 
 @contextmanager
-def drive_lease(
-    store: Store, db: Database, run_id: str, *, continuing: bool = False
-) -> Iterator[None]:
+def drive_lease(store: Store, db: Database, run_id: str) -> Iterator[None]:
     """`runner run` and `runner resume` on a PostgreSQL store drive the run under its lease, as
     the engine does on SQLite and an application's engine on PostgreSQL (`_ownership.py`):
     renewed on the store's own loop while the command drives, released after (left to expire
@@ -162,9 +160,9 @@ def drive_lease(
     `RunDriven` before anything is read or sent; one whose process died on this host (SIGKILL)
     is taken over at once, so a resume right after a crash goes on.
 
-    `continuing`: `runner continue` (and `approve`, `deny`) hold the waiting run's lease, as a
-    worker does for a queued continuation, so two never continue one run at once; it is
-    released after, since the waiting run ended but may be asked again."""
+    `runner continue` (and `approve`, `deny`) hold the waiting run's lease the same way, as a
+    worker does for a queued continuation, so two never continue one run at once; a run waiting
+    for approval is released after (`stays_ended`), so its continuation need not wait."""
     holds = store.store if isinstance(store, BlockingStore) else None
     if db.url is None or not isinstance(holds, RenewedHolds):
         yield
@@ -174,7 +172,8 @@ def drive_lease(
     try:
         yield
     finally:
-        ended = not continuing and store.summary(run_id) is not None
+        summary = store.summary(run_id)
+        ended = summary is not None and stays_ended(summary.terminal, summary.reason)
         store.on_its_loop(let_go_renewed(held, ended=ended))
 
 
