@@ -47,6 +47,25 @@ def port_number(text: str) -> int:
     return value
 
 
+def run_id_text(text: str) -> str:
+    """A run id given on the command line: text that can be UTF-8 (the shell passes any bytes,
+    which Python keeps as lone surrogates: no store can look such an id up)."""
+    if not is_utf8(text):
+        raise argparse.ArgumentTypeError(
+            "a run id is UTF-8 text, and this one has bytes that are not"
+        )
+    return text
+
+
+def is_utf8(text: str) -> bool:
+    """Whether `text` (an argument, which may hold any bytes) can be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _integer(text: str) -> int:
     try:
         return int(text)

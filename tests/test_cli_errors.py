@@ -352,3 +352,28 @@ def test_serve_on_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) 
         assert main(["serve", "--config", SERVICE, "--port", str(port)]) == 2
     err = capsys.readouterr().err  # before the app is built: nothing else said, nothing run
     assert err.startswith(f"error: cannot listen on 127.0.0.1:{port}: ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "RUN"],
+        ["resume", "RUN"],
+        ["artifact", "RUN", "call_1_0"],
+        ["approve", "RUN", "--approver", "a"],
+        ["deny", "RUN", "--approver", "a"],
+        ["continue", "RUN"],
+        ["replay", "RUN"],
+    ],
+)
+def test_a_run_id_that_is_not_utf8_is_one_line(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shell passes any bytes; Python keeps the ones that are not UTF-8 as lone surrogates,
+    which no store can look up (`UnicodeEncodeError` from sqlite3 and psycopg before)."""
+    db = tmp_path / "runs.sqlite"
+    assert main(["run", FIXTURE, "--db", str(db)]) == 0
+    capsys.readouterr()
+    not_utf8 = b"\xff\xfe".decode("utf-8", "surrogateescape")
+    line = _fails([not_utf8 if a == "RUN" else a for a in argv] + ["--db", str(db)], capsys)
+    assert "UTF-8" in line, line

@@ -12,7 +12,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import log
-from .._arguments import EXIT_BAD_INPUT, ArgumentParser, count, dollars, seconds, seed
+from .._arguments import (
+    EXIT_BAD_INPUT,
+    ArgumentParser,
+    count,
+    dollars,
+    run_id_text,
+    seconds,
+    seed,
+)
 from .._tool_commands import add_tool_commands, ended_run_json, run_tool_command
 from ..errors import LoadError, RunnerError, StoreError
 from ..mcp import McpConfig, McpTools
@@ -119,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     _with_durability(run, "transition")
 
     resume = commands.add_parser("resume", help="continue a run that was killed")
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", type=run_id_text)
     _with_model(resume, "the live model the run was started with (default: from its header)")
     _with_mcp(resume, "how to reach the MCP servers the run pinned")
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
@@ -127,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     _with_durability(resume, None)
 
     show = commands.add_parser("show", help="print a stored run's trajectory")
-    show.add_argument("run_id")
+    show.add_argument("run_id", type=run_id_text)
     show.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(show)
 
@@ -155,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     with_db(grade)
 
     artifact = commands.add_parser("artifact", help="print a tool call's full stored output")
-    artifact.add_argument("run_id")
+    artifact.add_argument("run_id", type=run_id_text)
     artifact.add_argument("call_id")
     with_db(artifact)
 
@@ -177,7 +185,9 @@ def _replay_parser(
         "replay", help="re-drive a stored run (or a JSONL log) from its recorded inputs"
     )
     replay.add_argument("source", help="a RUN_ID in --db, or a JSONL log file")
-    replay.add_argument("--run", default=None, help="with a log file: only this run")
+    replay.add_argument(
+        "--run", type=run_id_text, default=None, help="with a log file: only this run"
+    )
     replay.add_argument(
         "--policy", default=None, help="counterfactual: default, naive (simulation), or a file"
     )

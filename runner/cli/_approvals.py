@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .._arguments import seconds
+from .._arguments import run_id_text, seconds
 from ..approvals import approve, deny, pending_approvals
 from ..confirm import ApprovalSecret
 from ..errors import ApprovalRefused, ResumeRefused
@@ -42,7 +42,7 @@ def add_approval_commands(
         sub = commands.add_parser(
             verb, help=f"{purpose} a run's pending proposal, then continue the run"
         )
-        sub.add_argument("run_id")
+        sub.add_argument("run_id", type=run_id_text)
         sub.add_argument("operation", nargs="?", default=None, help="operation key or tool name")
         sub.add_argument("--approver", required=True, help="who decides (recorded)")
         sub.add_argument("--note", default=None, help="why (recorded)")
@@ -56,7 +56,7 @@ def add_approval_commands(
     again = commands.add_parser(
         "continue", help="continue a run whose proposals are decided (e.g. after a crash)"
     )
-    again.add_argument("run_id")
+    again.add_argument("run_id", type=run_id_text)
     again.add_argument("--json", action="store_true", help="print the continuation as JSON")
     _with_mcp(again)
     with_db(again)

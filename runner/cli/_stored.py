@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .._approval_checks import grant_not_in_ledger, tokens_used_by_several_runs
-from .._arguments import EXIT_BAD_INPUT
+from .._arguments import EXIT_BAD_INPUT, is_utf8
 from .._tool_commands import (
     listing_json,
 )
@@ -156,6 +156,10 @@ def _recordings(args: argparse.Namespace) -> list[Recording]:
         return recordings
     if args.run is not None:
         raise LoadError(f"--run picks a run from a log file, and {source} is not a file")
+    if not is_utf8(args.source):
+        raise LoadError(
+            "no such log file, and a run id is UTF-8 text: this one has bytes that are not"
+        )
     store = open_store(args.db, must_exist=True, read_only=True)
     try:  # a run and every child run it started
         return [Recording.from_store(store, i) for i in family_ids(store, args.source)]
