@@ -211,6 +211,7 @@ async def begin_continuation(
             raise ApprovalRefused(
                 "continued",
                 f"run {run_id} was continued as {new_id}, which ended {ended.terminal}",
+                continued_as=new_id,
             )
         return new_id, None
     awaited = awaited_ledger(runtime)

@@ -171,8 +171,10 @@ class ApprovalRefused(RunFailure):
     `other_tenant`, `other_run`, `other_operation`, `other_policy`, `not_pending`, `no_proposal`.
     """
 
-    def __init__(self, problem: str, message: str) -> None:
+    def __init__(self, problem: str, message: str, *, continued_as: str | None = None) -> None:
         self.problem = problem
+        self.continued_as = continued_as
+        """For `continued`: the continuation's run id."""
         super().__init__(f"approval refused ({problem}): {message}")
 
 

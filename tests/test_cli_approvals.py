@@ -55,6 +55,10 @@ def test_list_then_approve_commits_one_hold(
     assert capsys.readouterr().out.strip() == "0 pending"
     assert main(["continue", run_id, "--db", str(db)]) == 0  # already continued: reported
     assert "which ended complete" in capsys.readouterr().out
+    assert main(["continue", run_id, "--db", str(db), "--json"]) == 0  # as resume --json says
+    again = json.loads(capsys.readouterr().out)
+    assert again["already_ended"] is True and again["run_id"] == continued["run_id"]
+    assert (again["terminal"], again["holds"]) == ("complete", 1)
 
 
 def test_deny_ends_the_continuation_abstain(

@@ -17,17 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from .._arguments import run_id_text, seconds
+from .._tool_commands import ended_run_json
 from ..approvals import approve, deny, pending_approvals
 from ..confirm import ApprovalSecret
 from ..errors import ApprovalRefused, ResumeRefused
 from ..mcp import McpConfig
 from ..mcp.pinning import recorded_pin
+from ..replay import Recording
 from ..report import printable
 from ..store.approvals import Proposal
 from ..store.base import Store
 from ..travel.scenario import continue_fixture
 from ._common import EXIT_EXPECTATION_FAILED, contracts_for, open_store
 from ._distributed import drive_lease
+from ._stored import stored_holds
 
 
 def add_approval_commands(
@@ -156,9 +159,20 @@ def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = N
     except ApprovalRefused as exc:
         if exc.problem != "continued":
             raise
-        print(printable(str(exc).removeprefix("approval refused (continued): ")))
+        if args.json and exc.continued_as is not None:  # as `resume --json` of an ended run
+            print(json.dumps(_ended_json(store, exc.continued_as, args), sort_keys=True))
+        else:
+            print(printable(str(exc).removeprefix("approval refused (continued): ")))
         return 0  # as `resume` reports a run that already ended
     finally:
         store.close()
     print_scenario(outcome, f"{outcome.fixture.name} (continued)", args.json, continuation=True)
     return 0 if outcome.passed else EXIT_EXPECTATION_FAILED
+
+
+def _ended_json(store: Store, run_id: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The continuation that already ended, as `resume --json` prints an ended run."""
+    recording = Recording.from_store(store, run_id)
+    summary = store.summary(run_id)
+    assert summary is not None  # `begin_continuation` found it ended
+    return ended_run_json(recording, summary, stored_holds(recording, args.db.folder))
