@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -235,3 +236,19 @@ def test_the_page_says_so_when_the_service_stops_answering(
         browser, lambda d: _text(d, "status").startswith("unreachable") and _text(d, "status")
     )
     assert "fetch" in status.lower(), status
+
+
+def test_a_service_that_hangs_is_unreachable_too_and_ready_once_it_answers(
+    tmp_path: Path, browser: WebDriver
+) -> None:
+    """A stopped process (SIGSTOP) accepts connections and never answers: the poll gives up
+    after 10 s and says so, and the page is ready again once the service answers."""
+    with serving(tmp_path / "hanging") as running:
+        _open(browser, running)
+        running.process.send_signal(signal.SIGSTOP)
+        try:
+            status = _until(browser, lambda d: _text(d, "status").startswith("unreachable"))
+            assert _text(browser, "status") == "unreachable: no answer in 10 s", status
+        finally:
+            running.process.send_signal(signal.SIGCONT)
+        _until(browser, lambda d: _text(d, "status") == "ready")
