@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .effects import FAILED_PREFIX
 from .errors import StoreCorrupt
 from .grading import FixtureGrade
 from .recording import RecordedTurn
@@ -249,7 +250,10 @@ class RequestsSent:
     output_limits: list[int | None]
     """The output limit each request was sent (None: none, or a turn stored before limits)."""
     fallback: list[int]
-    """The ordinals (from 1) of the requests the adapter's fallback model answered."""
+    """The ordinals (from 1) of the requests asked of the adapter's fallback model."""
+    failed: list[int]
+    """The ordinals of the requests that failed (unavailable, rejected, timed out), either
+    model's."""
 
 
 def requests_sent(turns: list[RecordedTurn]) -> RequestsSent:
@@ -257,28 +261,36 @@ def requests_sent(turns: list[RecordedTurn]) -> RequestsSent:
     return RequestsSent(
         output_limits=[turn.max_output_tokens for turn in turns],
         fallback=[turn.ordinal for turn in turns if turn.fallback],
+        failed=[turn.ordinal for turn in turns if turn.stop_reason.startswith(FAILED_PREFIX)],
     )
 
 
 def stored_run_json(header: RunHeader, view: RunView, sent: RequestsSent) -> dict[str, Any]:
     """`show --json` of a stored run: `run_json`, with how the run was started, the output
-    limit each model request was sent (`max_output_tokens_per_step`) and the requests the
-    fallback model answered (`fallback_requests`, their ordinals)."""
+    limit each model request was sent (`max_output_tokens_per_step`), the requests asked of the
+    fallback model (`fallback_requests`, their ordinals) and those that failed
+    (`failed_requests`)."""
     data = run_json(view, None)
     data["started_as"] = started_as(header)
     data["context"]["max_output_tokens_per_step"] = sent.output_limits
     data["context"]["fallback_requests"] = sent.fallback
+    data["context"]["failed_requests"] = sent.failed
     return data
 
 
 def fallback_line(header: RunHeader, sent: RequestsSent) -> str | None:
-    """`show`'s line naming the requests the fallback model answered (None: it answered none)."""
+    """`show`'s line naming the requests asked of the fallback model, and those of them that
+    failed (None: it was not asked)."""
     if not sent.fallback:
         return None
     model = header.model
     name = model.fallback if model is not None and model.fallback else "the fallback model"
     asked = ", ".join(str(n) for n in sent.fallback)
-    return printable(f"  fallback: {name} answered model requests {asked}")
+    failed = ", ".join(str(n) for n in sent.fallback if n in sent.failed)
+    return printable(
+        f"  fallback: {name} was asked model requests {asked}"
+        + (f" (failed: {failed})" if failed else "")
+    )
 
 
 def _dash(value: object) -> str:

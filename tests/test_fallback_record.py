@@ -188,9 +188,10 @@ def test_a_resume_after_the_switch_goes_on_with_the_fallback(
 def test_show_names_the_requests_the_fallback_answered(
     contracts: ContractSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`runner show` prints a `fallback:` line with the requests the fallback model answered,
-    and `show --json` lists them in `context.fallback_requests`; a run on its primary alone
-    has neither the line nor a request in the list."""
+    """`runner show` prints a `fallback:` line with the requests asked of the fallback model
+    (and which of them failed), and `show --json` lists them in `context.fallback_requests`, the
+    failed ones of either model in `failed_requests`; a run on its primary alone has neither
+    the line nor a request in the list."""
     from runner.cli import main  # noqa: PLC0415
     from runner.store import SqliteStore  # noqa: PLC0415
 
@@ -205,10 +206,38 @@ def test_show_names_the_requests_the_fallback_answered(
     assert failed == [1, 2, 3] and answered == [4, 5]  # the primary's failures are requests too
     assert main(["show", fell_back.run_id, "--db", str(db)]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "fallback:" in ln]
-    assert lines == ["  fallback: the fallback model answered model requests 4, 5"]
+    assert lines == ["  fallback: the fallback model was asked model requests 4, 5"]
     assert main(["show", fell_back.run_id, "--db", str(db), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["context"]["fallback_requests"] == answered
+    context = json.loads(capsys.readouterr().out)["context"]
+    assert (context["fallback_requests"], context["failed_requests"]) == (answered, failed)
     assert main(["show", primary.run_id, "--db", str(db)]) == 0
     assert "fallback:" not in capsys.readouterr().out
     assert main(["show", primary.run_id, "--db", str(db), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["context"]["fallback_requests"] == []
+
+
+class DownToo(Down):
+    """A primary whose fallback is down too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fallback = Down()  # type: ignore[assignment]
+
+
+def test_show_says_which_requests_of_the_fallback_failed(
+    contracts: ContractSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fallback that fails too was asked, not answered: the line says which failed."""
+    from runner.cli import main  # noqa: PLC0415
+    from runner.store import SqliteStore  # noqa: PLC0415
+
+    db = tmp_path / "runs.sqlite"
+    store = SqliteStore(db)
+    result = _engine(contracts, store).run_sync(_spec(), DownToo())
+    store.close()
+    assert result.terminal.value == "abstain" and result.reason.startswith("model_unavailable")
+    assert main(["show", result.run_id, "--db", str(db)]) == 0
+    [line] = [ln for ln in capsys.readouterr().out.splitlines() if "fallback:" in ln]
+    assert (
+        line == "  fallback: the fallback model was asked model requests 4, 5, 6 (failed: 4, 5, 6)"
+    )

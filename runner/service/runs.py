@@ -411,7 +411,9 @@ class RunService:
         if header is None:  # not started: the same keys as a started run, with nothing in them
             name = accepted.name if accepted is not None else self._queued_name(key, run_id)
             data = run_json(RunView.not_started(run_id, name), None)
-            data["context"].update(max_output_tokens_per_step=[], fallback_requests=[])
+            data["context"].update(
+                max_output_tokens_per_step=[], fallback_requests=[], failed_requests=[]
+            )
             data.update(
                 started_as=None,
                 status="failed" if failure else "queued",
