@@ -140,6 +140,7 @@ async def _ask(
         meters.unpriced_replies += 1
     elided = transcript.full_chars - transcript.chars
     meters.prefill.append(tokens_in)
+    meters.asked_chars = transcript.chars
     meters.prefill_untruncated.append(tokens_in + estimate_tokens(elided))
     if bounded and run.clock.monotonic() >= usage.started_at + limits.max_seconds:
         # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
@@ -184,11 +185,23 @@ def _unaffordable(run: RunState, limit: int | None, *, final: bool) -> bool:
 
 
 def _projected_input(run: RunState) -> int:
-    """The input tokens the next request is expected to be billed for: at least the last
-    request's (the transcript only grows) or the estimate of the transcript."""
-    estimate = estimate_tokens(run.transcript.chars)
-    prefill = run.meters.prefill
-    return prefill[-1] if prefill and prefill[-1] > estimate else estimate
+    """The input tokens the next request is expected to be billed for
+    (`budget.INPUT_PROJECTION`): the last request's billed input (which counts what a provider
+    bills beside the transcript: the tools' manifest) plus the estimate of what the transcript
+    grew by since, never less than the transcript's own estimate; before any request was
+    answered, that estimate plus the offered tools' manifest. A run stored under projection 1
+    goes on with it: the larger of the last bill and the transcript's estimate."""
+    chars = run.transcript.chars
+    estimate = estimate_tokens(chars)
+    meters, setup = run.meters, run.setup
+    prefill = meters.prefill
+    if setup.input_projection < 2:
+        return prefill[-1] if prefill and prefill[-1] > estimate else estimate
+    if not prefill:
+        return estimate + setup.manifest_tokens
+    grown = chars - meters.asked_chars
+    billed = prefill[-1] + (estimate_tokens(grown) if grown > 0 else 0)
+    return billed if billed > estimate else estimate
 
 
 def _projected_cost(run: RunState) -> Decimal:

@@ -74,13 +74,16 @@ def check_durability(durability: object, where: str) -> None:
 
 def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
     """The spec a stored run goes on with (resumed, or continued once approved): its recorded
-    seed, its recorded system prompt unless `spec` gives one, and its recorded prices, whatever
-    the table says now (a continuation re-drives its requests: it was unpriced)."""
+    seed, its recorded system prompt unless `spec` gives one, its recorded prices, whatever
+    the table says now (a continuation re-drives its requests: it was unpriced), and how it
+    projected its requests' input."""
     spec = with_seed(spec, stored)
     if spec.system_prompt is None and stored is not None and stored.system_prompt is not None:
         spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)
     if stored is not None and stored.price is not None:
         spec = dataclasses.replace(spec, price=stored.price, fallback_price=stored.fallback_price)
+    if stored is not None:  # its requests' limits were worked out so: re-driven the same
+        spec = dataclasses.replace(spec, input_projection=stored.input_projection)
     return spec
 
 

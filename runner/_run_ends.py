@@ -16,7 +16,7 @@ from pydantic_core import to_jsonable_python
 
 from ._logging import run_logger
 from ._state import RunSetup, RunState, Runtime, SeededLater
-from .budget import Limits, Usage
+from .budget import INPUT_PROJECTION, Limits, Usage
 from .clock import Clock
 from .effects import Effects
 from .machine import attach
@@ -24,6 +24,7 @@ from .models.base import ModelAdapter, ToolSpec
 from .models.identity import ModelIdentity
 from .pricing import usd
 from .redaction import model_secrets
+from .retrieval import manifest_tokens
 from .spec import RunResult, RunSpec
 from .trace import Durability, OperationSummary, RunHeader, RunSummary, TransitionRecord
 from .transcript import SystemMessage, UserMessage
@@ -63,6 +64,7 @@ def new_run(
     # Building events nobody will see is the costliest part of logging: ask once per run.
     enabled = getattr(log, "is_enabled_for", None)
     continuation = spec.continuation or {}
+    projection = spec.input_projection or INPUT_PROJECTION
     setup = RunSetup(
         run_id=run_id,
         spec=spec,
@@ -76,6 +78,8 @@ def new_run(
         known=known,
         key_scope=str(continuation.get("key_scope") or run_id),
         grants={str(g["operation_key"]): dict(g) for g in continuation.get("grants", ())},
+        input_projection=projection,
+        manifest_tokens=_manifest_tokens(runtime, offered) if projection >= 2 else 0,
     )
     run = RunState(
         setup=setup,
@@ -88,6 +92,15 @@ def new_run(
     run.transcript.append(SystemMessage(text=system_prompt))
     run.transcript.append(UserMessage(text=spec.task))
     return run
+
+
+def _manifest_tokens(runtime: Runtime, offered: tuple[ToolSpec, ...]) -> int:
+    """The manifest tokens of `offered`, worked out once per set of tools an engine offers."""
+    names = tuple(tool.name for tool in offered)
+    tokens = runtime.manifests.get(names)
+    if tokens is None:
+        tokens = runtime.manifests[names] = manifest_tokens(offered)
+    return tokens
 
 
 def header(
@@ -123,6 +136,7 @@ def header(
         fallback_price=spec.fallback_price,
         tool_retrieval=spec.tool_retrieval,
         durability=durability,
+        input_projection=setup.input_projection,
     )
 
 

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from ._cancel import Cancellation
 from ._frozen import quick_init
-from .budget import Bound, Usage
+from .budget import INPUT_PROJECTION, Bound, Usage
 from .clock import Clock
 from .contracts import CompiledContract, ContractSet
 from .decide import Batch, Verdict
@@ -63,6 +63,9 @@ class Runtime:
     retry_horizon: timedelta
     pending: PendingWrites | None = None
     """Set when the store is awaited: `store` is then this queue (store/writebehind.py)."""
+    manifests: dict[tuple[str, ...], int] = field(default_factory=dict)
+    """The manifest tokens of each set of offered tools (by name) seen so far: worked out once,
+    not per run."""
 
 
 class WriteProgress(Enum):
@@ -193,6 +196,10 @@ class RunSetup:
     an approved run, the original's (so the approved write keeps its key)."""
     grants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Operation key -> the approval decision this run continues with (`RunSpec.continuation`)."""
+    input_projection: int = INPUT_PROJECTION
+    """How the run projects its requests' input (`budget.INPUT_PROJECTION`)."""
+    manifest_tokens: int = 0
+    """The offered tools' manifest, in tokens (`retrieval.manifest_tokens`), as projected."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -213,6 +220,9 @@ class Meters:
     """Input tokens of each model request, in order."""
     prefill_untruncated: list[int] = field(default_factory=list)
     """What each request's input would have been had no tool result been truncated."""
+    asked_chars: int = 0
+    """The transcript's length when the latest answered request was sent: what it grew by
+    since is what the next request adds to that one's billed input."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,17 @@ MAX_DEADLINE_S: Final = 1e9
 """About 31 years: a deadline must be finite, and every wait within it must stay a date the
 clock can show (datetime ends in the year 9999)."""
 
+INPUT_PROJECTION: Final = 2
+"""How a run projects the input tokens of its next model request (kept in its header, so a
+stored run is re-driven under its own; see `_planning._projected_input`):
+1. the transcript's estimate, or the last request's billed input where that is more (runs
+   stored before 2: a provider bills the tools' manifest too, and results appended since the
+   last request were missed while its bill was the larger, so a money cap was passed by up to
+   a fifth);
+2. the last request's billed input plus the estimate of what the transcript grew by since
+   (never less than the transcript's estimate); the first request, the transcript's estimate
+   plus the offered tools' manifest."""
+
 
 class Bound(StrEnum):
     """The independent bounds (cost only when the run sets `max_cost_usd`)."""

@@ -174,6 +174,7 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         price=header.price,
         fallback_price=header.fallback_price,
         tool_retrieval=header.tool_retrieval,
+        input_projection=header.input_projection,
     )
 
 

@@ -64,6 +64,10 @@ class RunSpec:
     else the engine's price table (resolved with `price`, when the run starts)."""
     tool_retrieval: ToolRetrieval | None = None
     """How a large catalogue is offered a few tools at a time (None: always the whole of it)."""
+    input_projection: int | None = None
+    """How the next request's input is projected (`budget.INPUT_PROJECTION`); None: the newest.
+    Read back from the header on resume and replay, so a stored run goes on as it began; not
+    for callers to set."""
 
     def __post_init__(self) -> None:
         check_spec(self)

@@ -213,9 +213,10 @@ def test_a_money_budget_is_refused_for_replaying_an_unpriced_run(
 def test_a_long_final_answer_is_cut_at_what_the_money_leaves(contracts: ContractSet) -> None:
     """What the README says of the cap: a final answer of 500 tokens after a 10-token tool call
     used to pass a $0.025 cap ($0.0363); its output is now limited to what the money leaves
-    after its projected input (156 tokens), so the cap is passed only by the input the request
-    was billed for beyond its projection (1100 tokens where the last request's 1000 were
-    projected: 100 tokens, $0.001)."""
+    after its projected input: the last request's 1000 billed tokens plus the 131 the
+    transcript grew by since (the call and its result), so 113 tokens. Billed 1100, the run
+    stays within the cap (under projection 1, which projected the 1000 alone, it passed it by
+    the 100 tokens it missed)."""
     fixture = make_fixture(
         model=[
             {"tool_calls": [SEARCH], "usage": {"input": 1000, "output": 10}},
@@ -228,16 +229,16 @@ def test_a_long_final_answer_is_cut_at_what_the_money_leaves(contracts: Contract
     assert (result.terminal.value, result.reason) == ("abstain", "cost")
     assert result.answer == "Nothing is confirmed."  # cut off: the partial answer is kept
     final = result.transitions[-1]
-    assert (final.tokens_in, final.tokens_out) == (1100, 156)  # (0.025 - 0.0103 - 0.01) / $30/M
-    assert result.cost_usd == pytest.approx(0.0103 + 0.011 + 156 * 30 / 1e6)
-    assert result.cost_usd is not None and result.cost_usd - 0.025 <= 100 * 10 / 1e6
+    assert (final.tokens_in, final.tokens_out) == (1100, 113)  # (0.025-0.0103-0.01131) / $30/M
+    assert result.cost_usd == pytest.approx(0.0103 + 0.011 + 113 * 30 / 1e6)
+    assert result.cost_usd is not None and result.cost_usd <= 0.025
 
 
 def test_a_long_final_answer_never_passes_the_cap_when_its_input_is_as_projected(
     contracts: ContractSet,
 ) -> None:
-    """The same run with the final request billed for the input projected (the last request's):
-    the cap holds to the cent."""
+    """The same run with the final request billed for less than projected (the last request's
+    1000): the cap holds, with the output limited as above."""
     fixture = make_fixture(
         model=[
             {"tool_calls": [SEARCH], "usage": {"input": 1000, "output": 10}},
@@ -248,7 +249,7 @@ def test_a_long_final_answer_never_passes_the_cap_when_its_input_is_as_projected
     )
     result = run_fixture(fixture, contracts, MemoryStore()).result
     assert (result.terminal.value, result.reason) == ("abstain", "cost")
-    assert result.transitions[-1].tokens_out == 156
+    assert result.transitions[-1].tokens_out == 113
     assert result.cost_usd is not None and result.cost_usd <= 0.025
 
 

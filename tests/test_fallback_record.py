@@ -127,12 +127,12 @@ def test_an_older_header_prices_the_fallbacks_requests_at_the_primarys(
 def test_a_fallback_that_can_afford_only_the_final_answer_is_asked_for_it(
     contracts: ContractSet,
 ) -> None:
-    """Capped at $0.001, the fallback's price leaves no room for a tool-proposing request (with
+    """Capped at $0.003, the fallback's price leaves no room for a tool-proposing request (with
     the final answer's share held back) but does for the final answer: the run asks the
     fallback for it, at its price, and replays as recorded (the switch is in the turn, as the
     next request is not the failed one asked again)."""
     store = MemoryStore()
-    result = _engine(contracts, store).run_sync(_spec(limits=Limits(max_cost_usd=0.001)), Down())
+    result = _engine(contracts, store).run_sync(_spec(limits=Limits(max_cost_usd=0.003)), Down())
     assert (result.terminal.value, result.reason) == ("abstain", "cost")
     turns = store.turns(result.run_id)
     assert [(t.tool_choice, t.fallback) for t in turns[3:]] == [("none", True)]

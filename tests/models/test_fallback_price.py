@@ -77,21 +77,22 @@ def _down(server: RecordedLLMServer) -> None:
 def test_the_fallback_is_held_to_the_cap_at_its_own_price(
     server: RecordedLLMServer, tmp_path: Path, contracts: ContractSet
 ) -> None:
-    """The stranger's run: three 500s from gpt-4o-mini, then o1 under a $0.002 cap. The output
-    limit o1 is sent is what the money left pays for at o1's price (8 tokens; at the primary's,
-    over 3,000), its reply costs o1's price times its tokens, and the final answer it could not
-    afford is not asked for: `abstain (cost)` under the cap."""
+    """The stranger's run: three 500s from gpt-4o-mini, then o1 under a small cap ($0.008: its
+    $0.002 no longer pays for o1's first request once the tools' manifest is projected). The
+    output limit o1 is sent is what the money left pays for at o1's price (7 tokens; at the
+    primary's, over 10,000), its reply costs o1's price times its tokens, and the final answer
+    it could not afford is not asked for: `abstain (cost)` under the cap."""
     _down(server)
-    server.serve("openai", FALLBACK, _answer(FALLBACK, calls=True, usage=(40, 5)))
-    outcome, store = _play(server, tmp_path, contracts, max_cost_usd=0.002)
+    server.serve("openai", FALLBACK, _answer(FALLBACK, calls=True, usage=(400, 5)))
+    outcome, store = _play(server, tmp_path, contracts, max_cost_usd=0.008)
     result = outcome.result
     assert (result.terminal.value, result.reason) == ("abstain", "cost")
     assert len(server.requests[("openai", PRIMARY)]) == 3
     (asked,) = server.requests[("openai", FALLBACK)]
-    assert asked["max_completion_tokens"] == 8
-    cost = float(_price(FALLBACK).cost(40, 5))
+    assert asked["max_completion_tokens"] == 7
+    cost = float(_price(FALLBACK).cost(400, 5))
     assert [r.cost_usd for r in result.transitions if r.tokens_in is not None] == [cost]
-    assert result.cost_usd == cost <= 0.002
+    assert result.cost_usd == cost <= 0.008
     header = store.header(result.run_id)
     assert header is not None and header.fallback_price is not None
     assert header.fallback_price.source.endswith(f" {FALLBACK}")
@@ -106,7 +107,7 @@ def test_a_fallback_billing_past_its_limit_is_recorded_at_its_price(
     there (`abstain (cost)`, o1 asked once, not twice), and grading says the cap was passed."""
     _down(server)
     server.serve("openai", FALLBACK, _answer(FALLBACK, calls=True), _answer(FALLBACK, calls=False))
-    outcome, store = _play(server, tmp_path, contracts, max_cost_usd=0.002)
+    outcome, store = _play(server, tmp_path, contracts, max_cost_usd=0.008)
     result = outcome.result
     assert (result.terminal.value, result.reason) == ("abstain", "cost")
     assert len(server.requests[("openai", FALLBACK)]) == 1
@@ -115,19 +116,19 @@ def test_a_fallback_billing_past_its_limit_is_recorded_at_its_price(
     assert replayed.identical, replayed.divergence
     trial = grade_run_sync(store, result.run_id, contracts)
     assert [(c.name, c.detail) for c in trial.failed] == [
-        ("cost_within_cap", "$0.033000 spent, cap $0.002")
+        ("cost_within_cap", "$0.033000 spent, cap $0.008")
     ]
 
 
 def test_the_fallbacks_requests_cost_its_price_times_its_tokens(
     server: RecordedLLMServer, tmp_path: Path, contracts: ContractSet
 ) -> None:
-    """Under a $0.1 cap o1 answers twice: each of its transitions records o1's price times its
+    """Under a $0.12 cap o1 answers twice: each of its transitions records o1's price times its
     tokens ($0.033), the total is their sum, and the output limit sent to o1 is what the money
     left pays for at o1's price (at the primary's it was the token budget's, ~49,000)."""
     _down(server)
     server.serve("openai", FALLBACK, _answer(FALLBACK, calls=True), _answer(FALLBACK, calls=False))
-    outcome, store = _play(server, tmp_path, contracts, max_cost_usd=0.1)
+    outcome, store = _play(server, tmp_path, contracts, max_cost_usd=0.12)
     result = outcome.result
     assert (result.terminal.value, result.reason) == ("complete", "model_final")
     each = float(_price(FALLBACK).cost_of(SPENT))
@@ -136,7 +137,7 @@ def test_the_fallbacks_requests_cost_its_price_times_its_tokens(
     assert [r.cost_usd for r in steps] == [each, each]
     assert result.cost_usd == pytest.approx(2 * each)
     sent = [body["max_completion_tokens"] for body in server.requests[("openai", FALLBACK)]]
-    assert len(sent) == 2 and all(limit <= 0.1 / 60e-6 for limit in sent), sent
+    assert len(sent) == 2 and all(limit <= 0.12 / 60e-6 for limit in sent), sent
     header = store.header(result.run_id)
     assert header is not None and header.price == _price(PRIMARY).model_copy(
         update={"source": header.price.source}

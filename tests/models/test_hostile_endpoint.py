@@ -155,7 +155,7 @@ def test_the_token_budget_holds_whatever_usage_says(
     """The estimate stands in for usage that cannot be believed, so the budget still trips."""
     usage = HOSTILE_USAGE[case]
     searches = [exchange(protocol, calls=1, stop="tool_use", usage=usage) for _ in range(6)]
-    limits = Limits(max_tokens=150)
+    limits = Limits(max_tokens=400)
     outcome = play(
         protocol, server, contracts, *searches, exchange(protocol, content="done", usage=usage),
         budget=limits.model_dump(), environment={"search_flights": [{"respond": {
@@ -163,7 +163,7 @@ def test_the_token_budget_holds_whatever_usage_says(
     )  # fmt: skip
     result = outcome.result
     assert (result.terminal.value, result.reason) == ("abstain", "tokens")
-    assert result.tokens_in + result.tokens_out >= 150
+    assert result.tokens_in + result.tokens_out >= 400
 
 
 # -- content the adapter must classify --------------------------------------------------------

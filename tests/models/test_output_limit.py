@@ -21,12 +21,12 @@ from .test_live_adapters import PROTOCOLS, adapter, sent
 
 TEN_THIRTY = {"input_usd_per_mtok": 10.0, "output_usd_per_mtok": 30.0}
 EMPTY = {"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}
-# The first reply's 5000 input tokens are more than any estimate of this transcript, so the final
-# request is projected at exactly 5000: $0.05 of input, and (0.12 - 0.0503 - 0.05) / $30 per
-# million = 656 output tokens left.
+# The final request is projected at the first reply's 5000 billed input tokens plus the 111 the
+# transcript grew by since (the call and its result): $0.05111 of input, and
+# (0.12 - 0.0503 - 0.05111) / $30 per million = 619 output tokens left.
 CAPPED = {"max_cost_usd": 0.12}
 FIRST = {"input": 5000, "output": 10}
-LEFT = 656
+LEFT = 619
 
 
 def limit_sent(protocol: str, body: dict[str, Any], field: str = "max_completion_tokens") -> Any:
@@ -47,7 +47,7 @@ def capped_run(protocol: str, server: RecordedLLMServer, contracts: ContractSet,
 def test_each_request_carries_what_the_budget_leaves_for_output(
     protocol: str, server: RecordedLLMServer, contracts: ContractSet
 ) -> None:
-    """The final request after the money bound is sent the 656 output tokens its cap leaves
+    """The final request after the money bound is sent the 619 output tokens its cap leaves
     after its input; the first the least of the adapter's own (Anthropic's 1024) and the
     budget's. The reply comes back within it and the run stays under its cap."""
     answer = exchange(protocol, content="NH7 is all.", usage={"input": 5000, "output": 8})
@@ -67,8 +67,8 @@ def test_each_request_carries_what_the_budget_leaves_for_output(
 def test_a_final_answer_the_money_cuts_off_stays_under_the_cap(
     protocol: str, server: RecordedLLMServer, contracts: ContractSet
 ) -> None:
-    """The provider stops at the limit it was sent (`max_tokens` / `length`, 656 tokens): the
-    run ends `abstain (cost)` with the cut text as its partial answer, at $0.11998 of $0.12."""
+    """The provider stops at the limit it was sent (`max_tokens` / `length`, 619 tokens): the
+    run ends `abstain (cost)` with the cut text as its partial answer, within its $0.12."""
     cut = exchange(protocol, content="NH7 and then", stop="max_tokens",
                    usage={"input": 5000, "output": LEFT})  # fmt: skip
     result = capped_run(protocol, server, contracts, cut)
@@ -88,12 +88,12 @@ def test_a_tool_call_the_budget_cuts_off_ends_the_run_on_that_bound(
     tool call is never dispatched. The same stop below the budget's limit (the adapter's own,
     lower) stays `model_truncated`."""
     server.serve(protocol, "cut", exchange(protocol, calls=1, stop="max_tokens",
-                                           usage={"input": 40, "output": 950}))  # fmt: skip
+                                           usage={"input": 40, "output": 749}))  # fmt: skip
     model = adapter(protocol, server.url, "cut")
     fixture = make_fixture(budget={"max_tokens": 1000})  # Anthropic's own 1024 is above it
     result = run_fixture(fixture, contracts, MemoryStore(), model=model).result
     limit = limit_sent(protocol, sent(server, protocol, "cut")[0])
-    assert limit == 950  # 1000 less the estimate of the transcript (50 tokens)
+    assert limit == 749  # 1000 less the transcript's estimate (50) and the tools' manifest (201)
     assert (result.terminal.value, result.reason) == ("abstain", "tokens")
     assert result.transitions[-1].result_class == "budget_exhausted"
     assert result.attempts == 0

@@ -1,0 +1,122 @@
+"""How a run projects its next request's input (`budget.INPUT_PROJECTION`), which sets the output
+limit each request is sent and whether the money left pays for it. A provider bills the tools'
+manifest beside the transcript; under projection 1 the first request's projection left it out,
+and a later one missed what the transcript grew by while the last bill was the larger, so a
+`max_cost_usd` was passed by up to a fifth. Projection 2 holds it. A run keeps its projection
+in its header: one stored under 1 replays and resumes under 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner import Engine, FakeClock, Limits, MemoryStore, RunSpec
+from runner.budget import INPUT_PROJECTION
+from runner.contracts import ContractSet
+from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from runner.models.scripted import estimate_tokens, within_limit
+from runner.pricing import ModelPrice
+from runner.replay import Recording, describe, replay
+from runner.retrieval import manifest_tokens
+from runner.spec import Principal
+from runner.store import FanoutStore, JsonlLog
+from runner.testing import ToolDouble
+from runner.tools import ToolRegistry
+from runner.transcript import Transcript
+
+from .conftest import FLIGHT_ARGS
+
+OPTIONS = [
+    {"flight_id": f"NH{i}", "assistance_status": "reported_available",
+     "departs_at": "2027-04-01T10:00:00Z", "price_usd": 900 + i}
+    for i in range(10)
+]  # fmt: skip
+FLIGHTS = {"status": "ok", "options": OPTIONS, "source_timestamp": "2027-03-01T09:00:00Z"}
+
+
+class BillsTheManifest:
+    """A provider that bills the transcript and the tools it was sent (as real ones do), and
+    answers at length once it is asked for the final answer."""
+
+    price = ModelPrice(input_usd_per_mtok=10, output_usd_per_mtok=30)
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def generate(
+        self,
+        transcript: Transcript,
+        tools: tuple[ToolSpec, ...],
+        choice: ToolChoice,
+        *,
+        max_output_tokens: int | None = None,
+    ) -> ModelReply:
+        self.asked += 1
+        billed = TokenUsage(
+            input_tokens=estimate_tokens(transcript.chars) + manifest_tokens(tools),
+            output_tokens=30 if choice != "none" and self.asked < 6 else 1000,
+        )
+        if billed.output_tokens == 30:
+            arguments = {**FLIGHT_ARGS, "date_end": f"2027-04-0{2 + self.asked}"}
+            search = ToolCall(id=f"c{self.asked}", name="search_flights", arguments=arguments)
+            reply = ModelReply(text="", tool_calls=(search,), usage=billed, stop_reason="tool_use")
+        else:
+            reply = ModelReply(text="x" * 4000, tool_calls=(), usage=billed, stop_reason="end_turn")
+        return within_limit(reply, max_output_tokens)
+
+
+def _run(contracts: ContractSet, cap: float, store: Any, **spec: Any) -> Any:
+    tools = ToolRegistry({"search_flights": ToolDouble(FLIGHTS)})
+    engine = Engine(contracts=contracts, toolbox=tools, store=store, clock=FakeClock())
+    run = RunSpec(
+        task="Find flights SFO to NRT.",
+        tenant="optiverse",
+        principal=Principal(id="agent-7", scopes=frozenset({"travel.read", "travel.book"})),
+        tools=("search_flights", "search_hotels", "hold_room", "lookup_hold"),
+        limits=Limits(max_cost_usd=cap),
+        seed=1,
+        **spec,
+    )
+    return engine.run_sync(run, BillsTheManifest())
+
+
+@pytest.mark.parametrize("cap", [0.02, 0.05, 0.1])
+def test_the_money_cap_holds_against_a_provider_that_bills_the_manifest(
+    contracts: ContractSet, cap: float
+) -> None:
+    result = _run(contracts, cap, MemoryStore())
+    assert (result.terminal.value, result.reason) == ("abstain", "cost")
+    assert result.cost_usd is not None and result.cost_usd <= cap
+    assert result.answer  # the final answer was still asked for, cut at what the money left
+
+
+def test_projection_1_passed_the_same_cap(contracts: ContractSet) -> None:
+    """The run stored before: the same provider, the cap passed by the input it missed."""
+    result = _run(contracts, 0.02, MemoryStore(), input_projection=1)
+    assert result.cost_usd is not None and result.cost_usd > 0.02 * 1.1
+
+
+def test_a_run_replays_under_the_projection_its_header_names(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """A new run's header says 2; a header stored before the field (absent: 1) replays under 1,
+    as it ran; the same log claiming 2 diverges at the first output limit it changes."""
+    log = tmp_path / "runs.jsonl"
+    newer = _run(contracts, 0.05, FanoutStore(MemoryStore(), JsonlLog(log)))
+    (recording,) = Recording.from_log(log)
+    assert recording.header.input_projection == INPUT_PROJECTION == 2
+    assert replay(recording, contracts).identical
+    older = tmp_path / "older.jsonl"
+    _run(contracts, 0.05, FanoutStore(MemoryStore(), JsonlLog(older)), input_projection=1)
+    lines = [json.loads(line) for line in older.read_text().splitlines()]
+    assert lines[0]["input_projection"] == 1
+    for header, identical in (({k: v for k, v in lines[0].items() if k != "input_projection"},
+                               True), ({**lines[0], "input_projection": 2}, False)):  # fmt: skip
+        older.write_text("".join(json.dumps(line) + "\n" for line in [header, *lines[1:]]))
+        (recording,) = Recording.from_log(older)
+        again = replay(recording, contracts)
+        assert again.identical is identical, describe(again)
+    assert newer.cost_usd is not None and newer.cost_usd <= 0.05
