@@ -9,7 +9,7 @@ from typing import Any, Final
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ._jsonsafe import NotJson, json_value, safe_str
-from .budget import Limits
+from .budget import INPUT_PROJECTION, Limits
 from .errors import ConfigError
 from .evidence import EvidenceRequirement
 from .pricing import ModelPrice
@@ -78,6 +78,14 @@ def check_spec(spec: RunSpec) -> None:
     principal or scope that is not UTF-8 text (a key is minted from the tenant), a context that
     is not JSON (the header keeps it as JSON, and a replay's rules read it from there; NaN was
     kept as null), annotations that are not plain JSON (a set was kept as a list)."""
+    projection = spec.input_projection
+    if projection is not None and (
+        type(projection) is not int or not 1 <= projection <= INPUT_PROJECTION
+    ):
+        raise ConfigError(
+            f"RunSpec.input_projection is 1 to {INPUT_PROJECTION} (a stored run's), "
+            f"not {projection!r}"
+        )
     _check_text(spec.task, "RunSpec.task")
     _check_text(spec.tenant, "RunSpec.tenant")
     _check_text(spec.principal.id, "RunSpec.principal.id")

@@ -16,6 +16,7 @@ import pytest
 from runner import Engine, FakeClock, Limits, MemoryStore, RunSpec
 from runner.budget import INPUT_PROJECTION
 from runner.contracts import ContractSet
+from runner.errors import ConfigError
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.models.scripted import estimate_tokens, within_limit
 from runner.pricing import ModelPrice
@@ -120,3 +121,15 @@ def test_a_run_replays_under_the_projection_its_header_names(
         again = replay(recording, contracts)
         assert again.identical is identical, describe(again)
     assert newer.cost_usd is not None and newer.cost_usd <= 0.05
+
+
+@pytest.mark.parametrize("value", [0, 3, True, "2"])
+def test_a_projection_no_runner_made_is_refused(value: Any) -> None:
+    with pytest.raises(ConfigError, match="input_projection"):
+        RunSpec(
+            task="t",
+            tenant="t",
+            principal=Principal(id="a", scopes=frozenset()),
+            tools=(),
+            input_projection=value,
+        )
