@@ -29,7 +29,7 @@ from .models.base import (
 from .models.scripted import estimate_tokens
 from .policy import retry_after_or_backoff
 from .pricing import usd
-from .retrieval import latest_turn, manifest_tokens, select
+from .retrieval import latest_turn, manifest_of, manifest_tokens, select
 from .transcript import AssistantMessage, UserMessage
 
 _TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
@@ -140,7 +140,7 @@ async def _ask(
         meters.unpriced_replies += 1
     elided = transcript.full_chars - transcript.chars
     meters.prefill.append(tokens_in)
-    meters.asked_chars = transcript.chars
+    meters.asked_chars, meters.asked_manifest = transcript.chars, run.offering
     meters.prefill_untruncated.append(tokens_in + estimate_tokens(elided))
     if bounded and run.clock.monotonic() >= usage.started_at + limits.max_seconds:
         # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
@@ -186,22 +186,23 @@ def _unaffordable(run: RunState, limit: int | None, *, final: bool) -> bool:
 
 def _projected_input(run: RunState) -> int:
     """The input tokens the next request is expected to be billed for
-    (`budget.INPUT_PROJECTION`): the last request's billed input (which counts what a provider
-    bills beside the transcript: the tools' manifest) plus the estimate of what the transcript
-    grew by since, never less than the transcript's own estimate; before any request was
-    answered, that estimate plus the offered tools' manifest. A run stored under projection 1
+    (`budget.INPUT_PROJECTION`): the last request's bill less the manifest of the tools it
+    sent, plus the estimate of what the transcript grew by since (never less than the
+    transcript's own estimate), plus the manifest of the tools this request sends
+    (`RunState.offering`: retrieval may offer others each request); before any request was
+    answered, the transcript's estimate plus that manifest. A run stored under projection 1
     goes on with it: the larger of the last bill and the transcript's estimate."""
     chars = run.transcript.chars
     estimate = estimate_tokens(chars)
-    meters, setup = run.meters, run.setup
+    meters = run.meters
     prefill = meters.prefill
-    if setup.input_projection < 2:
+    if run.setup.input_projection < 2:
         return prefill[-1] if prefill and prefill[-1] > estimate else estimate
     if not prefill:
-        return estimate + setup.manifest_tokens
+        return estimate + run.offering
     grown = chars - meters.asked_chars
-    billed = prefill[-1] + (estimate_tokens(grown) if grown > 0 else 0)
-    return billed if billed > estimate else estimate
+    carried = prefill[-1] - meters.asked_manifest + (estimate_tokens(grown) if grown > 0 else 0)
+    return (carried if carried > estimate else estimate) + run.offering
 
 
 def _projected_cost(run: RunState) -> Decimal:
@@ -261,14 +262,19 @@ def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
 
 def _offer(run: RunState) -> tuple[ToolSpec, ...]:
     """The tools this request offers: the whole catalogue, or retrieval's choice for the task
-    and the latest turn (then only those may be called until the next request)."""
-    spec = run.setup.spec
+    and the latest turn (then only those may be called until the next request). Chosen before
+    the request's cost is projected, which counts their manifest (`RunState.offering`)."""
+    setup = run.setup
+    spec = setup.spec
     retrieval = spec.tool_retrieval
     if retrieval is None or run.retriever is None:
-        return run.setup.offered
+        run.offering = setup.manifest_tokens
+        return setup.offered
     query = f"{spec.task}\n{latest_turn(run.transcript)}"
-    tools = select(retrieval, run.setup.offered, run.retriever, query)
+    tools = select(retrieval, setup.offered, run.retriever, query)
     run.selection = tuple(tool.name for tool in tools)
+    if setup.input_projection >= 2:
+        run.offering = manifest_of(setup.manifests, tools)
     return tools
 
 
@@ -284,6 +290,7 @@ async def plan(core: Core, run: RunState) -> None:
     now = run.clock.monotonic()
     limits = run.setup.spec.limits
     bound = run.tripped or bounds.spent(limits, run.usage, now)
+    tools = _offer(run) if bound is None else ()  # its manifest is projected (`offering`)
     if (  # the projection is only worked out for a run with a money budget
         bound is None
         and limits.max_cost_usd is not None
@@ -299,7 +306,6 @@ async def plan(core: Core, run: RunState) -> None:
     if bound is not None:
         await _final_request(core, run, bound)
         return
-    tools = _offer(run)
     reply, latency, failure, limiting = await _ask(
         core, run, tools, "auto", bounded=True, limit=limit, limiting=limiting
     )
@@ -429,12 +435,12 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
             "from the evidence you have, and say what you could not determine."
         )
     )
+    tools = _offer(run)  # before its cost is projected, which counts their manifest
     left = bounds.time_left(run.setup.spec.limits, run.usage, run.clock.monotonic())
     affordable = bounds.cost_room(run.setup.spec.limits, run.usage, _projected_cost(run))
     limit, _ = _output_limit(run, final=True)
     reply: ModelReply | None = None
     latency: float | None = None
-    tools = _offer(run)
     if left > 0 and affordable and (limit is None or limit >= 1):
         # the tools stay declared; tool_choice none forbids them
         reply, latency, failure, _ = await _ask(core, run, tools, "none", bounded=True, limit=limit)

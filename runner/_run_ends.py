@@ -24,7 +24,7 @@ from .models.base import ModelAdapter, ToolSpec
 from .models.identity import ModelIdentity
 from .pricing import usd
 from .redaction import model_secrets
-from .retrieval import manifest_tokens
+from .retrieval import manifest_of
 from .spec import RunResult, RunSpec
 from .trace import Durability, OperationSummary, RunHeader, RunSummary, TransitionRecord
 from .transcript import SystemMessage, UserMessage
@@ -79,7 +79,8 @@ def new_run(
         key_scope=str(continuation.get("key_scope") or run_id),
         grants={str(g["operation_key"]): dict(g) for g in continuation.get("grants", ())},
         input_projection=projection,
-        manifest_tokens=_manifest_tokens(runtime, offered) if projection >= 2 else 0,
+        manifest_tokens=manifest_of(runtime.manifests, offered) if projection >= 2 else 0,
+        manifests=runtime.manifests,
     )
     run = RunState(
         setup=setup,
@@ -92,15 +93,6 @@ def new_run(
     run.transcript.append(SystemMessage(text=system_prompt))
     run.transcript.append(UserMessage(text=spec.task))
     return run
-
-
-def _manifest_tokens(runtime: Runtime, offered: tuple[ToolSpec, ...]) -> int:
-    """The manifest tokens of `offered`, worked out once per set of tools an engine offers."""
-    names = tuple(tool.name for tool in offered)
-    tokens = runtime.manifests.get(names)
-    if tokens is None:
-        tokens = runtime.manifests[names] = manifest_tokens(offered)
-    return tokens
 
 
 def header(

@@ -199,7 +199,11 @@ class RunSetup:
     input_projection: int = INPUT_PROJECTION
     """How the run projects its requests' input (`budget.INPUT_PROJECTION`)."""
     manifest_tokens: int = 0
-    """The offered tools' manifest, in tokens (`retrieval.manifest_tokens`), as projected."""
+    """The whole offered catalogue's manifest, in tokens (`retrieval.manifest_tokens`): what a
+    request that offers it all sends beside the transcript (0 under projection 1)."""
+    manifests: dict[tuple[str, ...], int] = field(default_factory=dict)
+    """The engine's `Runtime.manifests`: the manifest tokens of each set of tools retrieval
+    offers, worked out once."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -223,6 +227,9 @@ class Meters:
     asked_chars: int = 0
     """The transcript's length when the latest answered request was sent: what it grew by
     since is what the next request adds to that one's billed input."""
+    asked_manifest: int = 0
+    """The manifest tokens of the tools that request sent (`RunState.offering` then): the part
+    of its bill the next request's own tools replace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,5 +332,8 @@ class RunState:
     selection: tuple[str, ...] | None = None
     """The tools the latest model request offered, when retrieval chose them (only these may
     be called until the next request)."""
+    offering: int = 0
+    """The manifest tokens of the tools the next model request sends, set as they are chosen
+    (`_planning._offer`): what its projected input counts beside the transcript."""
     held: BudgetLeft | None = None
     """What child-run calls in flight hold of the budget (carved for them, not yet charged)."""

@@ -24,9 +24,10 @@ stored run is re-driven under its own; see `_planning._projected_input`):
    stored before 2: a provider bills the tools' manifest too, and results appended since the
    last request were missed while its bill was the larger, so a money cap was passed by up to
    a fifth);
-2. the last request's billed input plus the estimate of what the transcript grew by since
-   (never less than the transcript's estimate); the first request, the transcript's estimate
-   plus the offered tools' manifest."""
+2. the last request's bill less the manifest of the tools it sent, plus the estimate of what
+   the transcript grew by since (never less than the transcript's estimate), plus the manifest
+   of the tools this request sends (tool retrieval may offer others each request); the first
+   request, the transcript's estimate plus that manifest."""
 
 
 class Bound(StrEnum):

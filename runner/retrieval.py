@@ -183,6 +183,15 @@ def latest_turn(transcript: Transcript) -> str:
     return " ".join(reversed(parts))
 
 
+def manifest_of(known: dict[tuple[str, ...], int], tools: Sequence[ToolSpec]) -> int:
+    """`manifest_tokens(tools)`, worked out once per set of tools (`known`, by their names)."""
+    names = tuple(tool.name for tool in tools)
+    tokens = known.get(names)
+    if tokens is None:
+        tokens = known[names] = manifest_tokens(tools)
+    return tokens
+
+
 def manifest_tokens(tools: Sequence[ToolSpec]) -> int:
     """About how many tokens the offered tools' manifest takes (four characters a token)."""
     manifest = [

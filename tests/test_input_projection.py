@@ -7,24 +7,27 @@ in its header: one stored under 1 replays and resumes under 1."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from runner import Engine, FakeClock, Limits, MemoryStore, RunSpec
 from runner.budget import INPUT_PROJECTION
 from runner.contracts import ContractSet
+from runner.declare import Toolset
 from runner.errors import ConfigError
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.models.scripted import estimate_tokens, within_limit
 from runner.pricing import ModelPrice
 from runner.replay import Recording, describe, replay
-from runner.retrieval import manifest_tokens
+from runner.retrieval import ToolRetrieval, manifest_tokens
 from runner.spec import Principal
 from runner.store import FanoutStore, JsonlLog
-from runner.testing import ToolDouble
+from runner.testing import FunctionModel, ToolDouble, latest_results
 from runner.tools import ToolRegistry
 from runner.transcript import Transcript
 
@@ -133,3 +136,125 @@ def test_a_projection_no_runner_made_is_refused(value: Any) -> None:
             tools=(),
             input_projection=value,
         )
+
+
+# -- tool retrieval: each request may offer other tools, and is billed for their manifest -----
+
+
+class Query(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    q: str
+
+
+class Found(BaseModel):
+    status: Literal["ok"]
+    data: str
+
+
+def _catalogue(small: int, wide: int) -> Toolset:
+    """`small` tools of a line each and `wide` ones of 8,000 characters of description."""
+    tools = Toolset()
+
+    async def lookup(args: Query) -> Found:
+        return Found(status="ok", data="r" * 200)
+
+    described = [(f"small_{i}", f"Small tool {i}: look up alpha things.") for i in range(small)]
+    described += [(f"wide_{i}", f"Wide tool {i} for beta work. " + "Documentation. " * 530)
+                  for i in range(wide)]  # fmt: skip
+    for name, description in described:
+        tools.tool(arguments=Query, result=Found, scope="s.read", timeout_s=10, name=name,
+                   description=description)(lookup)  # fmt: skip
+    return tools
+
+
+class ByKeyword:
+    """A retriever that offers the wide tools when the query says "beta", else the small."""
+
+    def __init__(self, catalogue: tuple[ToolSpec, ...]) -> None:
+        self.names = [tool.name for tool in catalogue]
+
+    def scores(self, query: str) -> list[float]:
+        beta = "beta" in query.lower()
+        return [1.0 if name.startswith("wide") == beta else 0.0 for name in self.names]
+
+
+class BillsWhatItIsSent:
+    """Bills the transcript and the manifest of the tools each request sends; its text steers
+    the next request's retrieval by `pattern` (True: "beta", the wide tools)."""
+
+    price = ModelPrice(input_usd_per_mtok=10, output_usd_per_mtok=30)
+
+    def __init__(self, pattern: list[bool]) -> None:
+        self.pattern, self.asked = pattern, 0
+
+    async def generate(
+        self,
+        transcript: Transcript,
+        tools: tuple[ToolSpec, ...],
+        choice: ToolChoice,
+        *,
+        max_output_tokens: int | None = None,
+    ) -> ModelReply:
+        self.asked += 1
+        billed = estimate_tokens(transcript.chars) + manifest_tokens(tools)
+        if choice == "none" or self.asked > 40:
+            usage = TokenUsage(input_tokens=billed, output_tokens=60)
+            reply = ModelReply(
+                text="final " * 40, tool_calls=(), usage=usage, stop_reason="end_turn"
+            )
+        else:
+            beta = self.pattern[(self.asked - 1) % len(self.pattern)]
+            call = ToolCall(id=f"c{self.asked}", name=tools[0].name, arguments={"q": "x"})
+            usage = TokenUsage(input_tokens=billed, output_tokens=30)
+            text = "beta next" if beta else "alpha next"
+            reply = ModelReply(text=text, tool_calls=(call,), usage=usage, stop_reason="tool_use")
+        return within_limit(reply, max_output_tokens)
+
+
+def _retrieving(tools: Toolset, limits: Limits) -> tuple[Engine, RunSpec]:
+    engine = Engine(contracts=tools.contract_set(), toolbox=tools, store=MemoryStore(),
+                    clock=FakeClock(), retrievers={"kw": ByKeyword})  # fmt: skip
+    spec = RunSpec(
+        task="Find alpha things.",
+        tenant="t",
+        principal=Principal(id="a", scopes=frozenset({"s.read"})),
+        tools=tuple(c.name for c in tools.contracts),
+        limits=limits,
+        seed=1,
+        tool_retrieval=ToolRetrieval(max_offered=4, top_k=3, retriever="kw"),
+    )
+    return engine, spec
+
+
+@pytest.mark.parametrize("pattern", [[False] * 5 + [True] + [False] * 40, [True, False]])
+@pytest.mark.parametrize("cap", [0.15, 0.2, 0.3])
+def test_the_cap_holds_when_retrieval_offers_wider_tools_than_the_last_request(
+    pattern: list[bool], cap: float
+) -> None:
+    """Projected from the last bill alone, a request offering the wide tools after one that
+    offered the small ones passed the cap by up to 40%; its own tools' manifest is projected."""
+    engine, spec = _retrieving(_catalogue(3, 3), Limits(max_cost_usd=cap, max_model_steps=100,
+                                                        max_attempts=100))  # fmt: skip
+    result = engine.run_sync(spec, BillsWhatItIsSent(pattern))
+    assert result.reason == "cost" and result.cost_usd is not None and result.cost_usd <= cap
+    assert result.answer  # the final request, offered the tools it sends, was affordable
+
+
+def test_a_large_catalogue_offered_a_few_tools_at_a_time_is_not_projected_whole() -> None:
+    """300 tools, 5 offered a request: the first request counts the 5 it sends (about 1,000
+    tokens), not the 64,000 of the whole catalogue, which left it one output token."""
+    tools = _catalogue(300, 0)
+    _, spec = _retrieving(tools, Limits())
+    spec = dataclasses.replace(spec, tool_retrieval=ToolRetrieval(max_offered=16, top_k=5))
+    engine = Engine(contracts=tools.contract_set(), toolbox=tools, store=MemoryStore(),
+                    clock=FakeClock())  # fmt: skip
+    model = FunctionModel(
+        lambda transcript, offered: (
+            "All found."
+            if latest_results(transcript)
+            else ToolCall(id="", name=offered[0].name, arguments={"q": "x"})
+        )
+    )
+    result = engine.run_sync(spec, model)
+    assert (result.terminal.value, result.reason) == ("complete", "model_final")
+    assert model.output_limits[0] is not None and model.output_limits[0] > 40_000
