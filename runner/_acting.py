@@ -375,7 +375,7 @@ def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObserva
     attempts_left = max(0, run.setup.spec.limits.max_attempts - run.usage.attempts)
     body, is_error = model_view(observation, attempts_left)
     content, full_size = render_for_model(
-        body, limit=core.render_limit, run_id=run.setup.run_id, call_id=slot.call.id
+        body, limit=run.setup.render_limit, run_id=run.setup.run_id, call_id=slot.call.id
     )
     run.transcript.tool_result(
         call_id=slot.call.id,

@@ -84,6 +84,8 @@ def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
         spec = dataclasses.replace(spec, price=stored.price, fallback_price=stored.fallback_price)
     if stored is not None:  # its requests' limits were worked out so: re-driven the same
         spec = dataclasses.replace(spec, input_projection=stored.input_projection)
+    if stored is not None and stored.render_limit is not None:  # and it was shown its results so
+        spec = dataclasses.replace(spec, render_limit=stored.render_limit)
     return spec
 
 

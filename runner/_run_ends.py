@@ -39,6 +39,7 @@ def new_run(
     started: float,
     known: list[TransitionRecord],
     system_prompt: str,
+    render_limit: int,
     clock: Clock | None = None,
     started_wall: datetime | None = None,
 ) -> RunState:
@@ -79,6 +80,7 @@ def new_run(
         key_scope=str(continuation.get("key_scope") or run_id),
         grants={str(g["operation_key"]): dict(g) for g in continuation.get("grants", ())},
         input_projection=projection,
+        render_limit=spec.render_limit or render_limit,
         manifest_tokens=manifest_of(runtime.manifests, offered) if projection >= 2 else 0,
         manifests=runtime.manifests,
     )
@@ -129,6 +131,7 @@ def header(
         tool_retrieval=spec.tool_retrieval,
         durability=durability,
         input_projection=setup.input_projection,
+        render_limit=setup.render_limit,
     )
 
 

@@ -198,6 +198,9 @@ class RunSetup:
     """Operation key -> the approval decision this run continues with (`RunSpec.continuation`)."""
     input_projection: int = INPUT_PROJECTION
     """How the run projects its requests' input (`budget.INPUT_PROJECTION`)."""
+    render_limit: int = 4000
+    """The most characters of one tool result the model is shown (the spec's, else the
+    engine's; recorded in the header)."""
     manifest_tokens: int = 0
     """The whole offered catalogue's manifest, in tokens (`retrieval.manifest_tokens`): what a
     request that offers it all sends beside the transcript (0 under projection 1)."""

@@ -524,6 +524,7 @@ class Engine:
             started=started,
             known=known,
             system_prompt=self._prompt(spec),
+            render_limit=self._core.render_limit,
             clock=clock,
             started_wall=started_wall,
         )

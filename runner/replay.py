@@ -175,6 +175,7 @@ def _spec(header: RunHeader, limits: Limits) -> RunSpec:
         fallback_price=header.fallback_price,
         tool_retrieval=header.tool_retrieval,
         input_projection=header.input_projection,
+        render_limit=header.render_limit,
     )
 
 

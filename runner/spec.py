@@ -64,6 +64,10 @@ class RunSpec:
     else the engine's price table (resolved with `price`, when the run starts)."""
     tool_retrieval: ToolRetrieval | None = None
     """How a large catalogue is offered a few tools at a time (None: always the whole of it)."""
+    render_limit: int | None = None
+    """The most characters of one tool result the model is shown; None: the engine's
+    (`Engine(render_limit=...)`). Kept in the header: a resumed or replayed run is shown its
+    results as it was (the transcript's digest covers them)."""
     input_projection: int | None = None
     """How the next request's input is projected (`budget.INPUT_PROJECTION`); None: the newest.
     Read back from the header on resume and replay, so a stored run goes on as it began; not
@@ -78,6 +82,12 @@ def check_spec(spec: RunSpec) -> None:
     principal or scope that is not UTF-8 text (a key is minted from the tenant), a context that
     is not JSON (the header keeps it as JSON, and a replay's rules read it from there; NaN was
     kept as null), annotations that are not plain JSON (a set was kept as a list)."""
+    if spec.render_limit is not None and (
+        type(spec.render_limit) is not int or spec.render_limit < 1
+    ):
+        raise ConfigError(
+            f"RunSpec.render_limit is a whole number of at least 1, not {spec.render_limit!r}"
+        )
     projection = spec.input_projection
     if projection is not None and (
         type(projection) is not int or not 1 <= projection <= INPUT_PROJECTION

@@ -13,7 +13,8 @@ some /1 runners filled in otherwise; see `_core.differing_fields`):
   `fallback_price` (the same, for the requests the fallback model answered, or null; absent in
   older logs, which priced them at `price`),
   `tool_retrieval` (`{max_offered, top_k, always, retriever}` or null; absent in older logs),
-  `durability`, `input_projection` (absent in older logs: 1)
+  `durability`, `render_limit` (absent in older logs), `input_projection` (absent in older
+  logs: 1)
 - `transition`: one per transition, the keys of `TransitionRecord.to_json()` plus `run_id`;
   a `classify` transition keeps the call's typed observation (`observation`, tagged by `kind`);
   `cost_usd`, `offered` and `manifest_tokens` are absent in logs written before them
@@ -192,6 +193,9 @@ class RunHeader:
     durability: Durability | None = None
     """How often the run commits, so a resume goes on committing as it began (None: stored
     before the runner recorded it; such a run resumes in the engine's mode)."""
+    render_limit: int | None = None
+    """The most characters of one tool result the model was shown (None: stored before it was
+    recorded; such a run was most likely shown the default 4,000)."""
     input_projection: int = 1
     """How the run projected each request's input (`budget.INPUT_PROJECTION`); 1 in headers
     stored before it was recorded, which projected so."""
