@@ -191,6 +191,20 @@ def _branch_errors(error: SchemaViolation) -> list[SchemaViolation]:
     return min(intended or list(branches.values()), key=len)
 
 
+MESSAGE_LIMIT: Final = 300
+"""The most characters of one schema violation's message that are kept: jsonschema quotes the
+offending value whole, and a 10 MB result (or argument) would otherwise reach the model in full,
+past `render_limit`, and fill every record of the call."""
+
+
+def _brief(message: str) -> str:
+    if len(message) <= MESSAGE_LIMIT:
+        return message
+    return (
+        f"{message[: MESSAGE_LIMIT - 60]} ...[{len(message)} characters in all]... {message[-40:]}"
+    )
+
+
 def _where(error: SchemaViolation) -> str:
     return "/".join(str(part) for part in error.absolute_path) or "(root)"
 
@@ -201,7 +215,7 @@ def _describe_all(errors: Iterable[SchemaViolation]) -> list[str]:
         if error.context:
             described.extend(_describe_all(_branch_errors(error)))
         else:
-            described.append(f"{_where(error)}: {error.message}")
+            described.append(f"{_where(error)}: {_brief(error.message)}")
     return described
 
 
@@ -218,7 +232,7 @@ def _describe_argument_error(
         missing = [name for name in required if name not in arguments]
         return ArgumentProblem(missing[0] if missing else None, "required argument missing")
     path = ".".join(str(part) for part in error.absolute_path) or None
-    return ArgumentProblem(path, error.message)
+    return ArgumentProblem(path, _brief(error.message))
 
 
 def _refuse_reference_outside(

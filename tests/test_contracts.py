@@ -437,3 +437,18 @@ def test_the_compiled_validator_reads_a_dot_as_ecma_262_does_whatever_its_versio
     for value in ("\r", "\u2028", "\u2029", "\n"):
         assert fast_validator({"type": "string", "pattern": "^.$"}).is_valid(value) is False
     assert fast_validator({"type": "string", "pattern": "^.$"}).is_valid("x")
+
+
+def test_a_huge_value_is_quoted_briefly_in_what_breaks_the_schema(contracts: ContractSet) -> None:
+    """jsonschema quotes the offending value whole: eleven options of 100,000 characters each
+    (one more than `maxItems`) made one 1.1 MB message, shown to the model past `render_limit`
+    and kept in every record of the call. Each message is cut to about 300 characters, saying
+    how long it was."""
+    search = contracts["search_flights"]
+    options = [{"flight_id": "X" * 100_000, "assistance_status": "unknown"}] * 11
+    payload = {**FLIGHTS_OK, "options": options}
+    errors = search.check_result(payload)
+    assert errors and all(len(error) <= 400 for error in errors), [len(e) for e in errors]
+    assert any("characters in all" in error for error in errors), errors
+    problem = search.check_arguments({**FLIGHT_ARGS, "origin": "S" * 100_000}, {})
+    assert problem is not None and len(problem.reason) <= 400, problem

@@ -22,8 +22,8 @@ from .test_fallback_record import _spec
 
 LONG = {
     "status": "ok",
-    "options": [{"flight_id": f"NH{i}", "assistance_status": "reported_available"}
-                for i in range(200)],
+    "options": [{"flight_id": f"NH{i}" + "X" * 1000, "assistance_status": "reported_available"}
+                for i in range(10)],
     "source_timestamp": "2027-03-01T09:00:00Z",
 }  # fmt: skip
 
