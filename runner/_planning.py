@@ -29,7 +29,7 @@ from .models.base import (
 from .models.scripted import estimate_tokens
 from .policy import retry_after_or_backoff
 from .pricing import usd
-from .retrieval import latest_turn, manifest_of, manifest_tokens, select
+from .retrieval import latest_turn, manifest_of, select
 from .transcript import AssistantMessage, UserMessage
 
 _TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
@@ -260,7 +260,7 @@ def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
     }
 
 
-def _offer(run: RunState) -> tuple[ToolSpec, ...]:
+def _offer(core: Core, run: RunState) -> tuple[ToolSpec, ...]:
     """The tools this request offers: the whole catalogue, or retrieval's choice for the task
     and the latest turn (then only those may be called until the next request). Chosen before
     the request's cost is projected, which counts their manifest (`RunState.offering`)."""
@@ -273,8 +273,7 @@ def _offer(run: RunState) -> tuple[ToolSpec, ...]:
     query = f"{spec.task}\n{latest_turn(run.transcript)}"
     tools = select(retrieval, setup.offered, run.retriever, query)
     run.selection = tuple(tool.name for tool in tools)
-    if setup.input_projection >= 2:
-        run.offering = manifest_of(setup.manifests, tools)
+    run.offering = manifest_of(core.runtime.manifests, tools)
     return tools
 
 
@@ -283,14 +282,14 @@ def _offer_fields(run: RunState, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
     if run.setup.spec.tool_retrieval is None:
         return {}
     offered = [tool.name for tool in tools] if run.retriever is not None else None
-    return {"offered": offered, "manifest_tokens": manifest_tokens(tools)}
+    return {"offered": offered, "manifest_tokens": run.offering}  # `_offer`'s, of these tools
 
 
 async def plan(core: Core, run: RunState) -> None:
     now = run.clock.monotonic()
     limits = run.setup.spec.limits
     bound = run.tripped or bounds.spent(limits, run.usage, now)
-    tools = _offer(run) if bound is None else ()  # its manifest is projected (`offering`)
+    tools = _offer(core, run) if bound is None else ()  # its manifest is projected (`offering`)
     if (  # the projection is only worked out for a run with a money budget
         bound is None
         and limits.max_cost_usd is not None
@@ -435,7 +434,7 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
             "from the evidence you have, and say what you could not determine."
         )
     )
-    tools = _offer(run)  # before its cost is projected, which counts their manifest
+    tools = _offer(core, run)  # before its cost is projected, which counts their manifest
     left = bounds.time_left(run.setup.spec.limits, run.usage, run.clock.monotonic())
     affordable = bounds.cost_room(run.setup.spec.limits, run.usage, _projected_cost(run))
     limit, _ = _output_limit(run, final=True)

@@ -80,11 +80,13 @@ def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
     spec = with_seed(spec, stored)
     if spec.system_prompt is None and stored is not None and stored.system_prompt is not None:
         spec = dataclasses.replace(spec, system_prompt=stored.system_prompt)
-    if stored is not None and stored.price is not None:
+    if stored is None:
+        return spec
+    if stored.price is not None:
         spec = dataclasses.replace(spec, price=stored.price, fallback_price=stored.fallback_price)
-    if stored is not None:  # its requests' limits were worked out so: re-driven the same
-        spec = dataclasses.replace(spec, input_projection=stored.input_projection)
-    if stored is not None and stored.render_limit is not None:  # and it was shown its results so
+    # Its requests' limits were worked out so, and it was shown its results so: re-driven the same.
+    spec = dataclasses.replace(spec, input_projection=stored.input_projection)
+    if stored.render_limit is not None:
         spec = dataclasses.replace(spec, render_limit=stored.render_limit)
     return spec
 

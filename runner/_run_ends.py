@@ -65,7 +65,6 @@ def new_run(
     # Building events nobody will see is the costliest part of logging: ask once per run.
     enabled = getattr(log, "is_enabled_for", None)
     continuation = spec.continuation or {}
-    projection = spec.input_projection or INPUT_PROJECTION
     setup = RunSetup(
         run_id=run_id,
         spec=spec,
@@ -79,10 +78,9 @@ def new_run(
         known=known,
         key_scope=str(continuation.get("key_scope") or run_id),
         grants={str(g["operation_key"]): dict(g) for g in continuation.get("grants", ())},
-        input_projection=projection,
+        input_projection=spec.input_projection or INPUT_PROJECTION,
         render_limit=spec.render_limit or render_limit,
-        manifest_tokens=manifest_of(runtime.manifests, offered) if projection >= 2 else 0,
-        manifests=runtime.manifests,
+        manifest_tokens=manifest_of(runtime.manifests, offered),
     )
     run = RunState(
         setup=setup,

@@ -203,10 +203,7 @@ class RunSetup:
     engine's; recorded in the header)."""
     manifest_tokens: int = 0
     """The whole offered catalogue's manifest, in tokens (`retrieval.manifest_tokens`): what a
-    request that offers it all sends beside the transcript (0 under projection 1)."""
-    manifests: dict[tuple[str, ...], int] = field(default_factory=dict)
-    """The engine's `Runtime.manifests`: the manifest tokens of each set of tools retrieval
-    offers, worked out once."""
+    request that offers it all sends beside the transcript."""
 
 
 @dataclass(slots=True, kw_only=True)
