@@ -32,7 +32,7 @@ from .states import TERMINAL
 from .store.base import Store
 from .store.memory import MemoryStore
 from .tools import Principal, ToolImplementation, ToolInvocation, ToolResponse
-from .trace import RunHeader, RunSummary, TransitionRecord, read_log, repeated_ordinal, twice
+from .trace import RunHeader, RunSummary, TransitionRecord, distinct, read_log
 
 
 @dataclass(slots=True, kw_only=True)
@@ -203,10 +203,8 @@ def check_whole(recording: Recording) -> None:
                 f"run {run_id} transition seq {record.seq} where {expected} belongs "
                 "(a gap or an edit)"
             )
-    for items, what in ((recording.turns, "model turn"), (recording.outputs, "tool output")):
-        ordinal = repeated_ordinal(items)
-        if ordinal is not None:
-            raise StoreCorrupt(twice(run_id, what, ordinal))
+    distinct(recording.turns, run_id, "model turn")
+    distinct(recording.outputs, run_id, "tool output")
 
 
 def replay(

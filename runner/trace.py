@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -47,7 +47,7 @@ from pydantic import (
 
 from ._documents import TOO_LONG_NUMBER, DocumentProblem, read_text
 from ._frozen import quick_init
-from .errors import LogFormatError
+from .errors import LogFormatError, StoreCorrupt
 from .machine import Decision, Trigger
 from .models.identity import ModelIdentity
 from .observations import (
@@ -413,6 +413,22 @@ def repeated_ordinal(items: Sequence[RecordedTurn] | Sequence[RecordedOutput]) -
             return item.ordinal
         seen.add(item.ordinal)
     return None  # unreachable: the set was smaller than the list
+
+
+Input = TypeVar("Input", RecordedTurn, RecordedOutput)
+
+
+def distinct(
+    items: list[Input], run_id: str, what: str, where: Path | str | None = None
+) -> list[Input]:
+    """A run's inputs of one kind as read (from the store `where`, when named), or
+    `StoreCorrupt` where two share an ordinal: a row added or edited outside the runner, whose
+    re-drive would silently take one of them. Every store's reader, and replay, check this."""
+    ordinal = repeated_ordinal(items)
+    if ordinal is not None:
+        problem = twice(run_id, what, ordinal)
+        raise StoreCorrupt(f"{where}: {problem}" if where is not None else problem)
+    return items
 
 
 def _without_type(data: dict[str, Any]) -> dict[str, Any]:

@@ -16,14 +16,11 @@ from pydantic import TypeAdapter, ValidationError
 from .._jsonsafe import clean_text, safe_str
 from ..errors import StoreCorrupt, StoreError
 from ..operations import Operation, OperationStatus
-from ..recording import RecordedOutput, RecordedTurn
 from ..trace import (
     HEADER_ADAPTER,
     SUMMARY_ADAPTER,
     TransitionRecord,
-    repeated_ordinal,
     summary_unbacked,
-    twice,
 )
 from .base import RunListing, UnreadableRun
 
@@ -140,18 +137,6 @@ def in_order(
                 "(a gap or an edit)"
             )
     return records
-
-
-Input = TypeVar("Input", RecordedTurn, RecordedOutput)
-
-
-def distinct(items: list[Input], where: Path | str, run_id: str, what: str) -> list[Input]:
-    """A run's inputs of one kind as read, or `StoreCorrupt` where two share an ordinal: a row
-    added or edited outside the runner, whose re-drive would silently take one of them."""
-    ordinal = repeated_ordinal(items)
-    if ordinal is not None:
-        raise StoreCorrupt(f"{where}: {twice(run_id, what, ordinal)}")
-    return items
 
 
 def listing(

@@ -6,18 +6,17 @@ import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from ..errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
+from ..errors import LeaseLost, StoreConflict, StoreError
 from ..operations import Operation, OperationStatus
 from ..recording import Recorded, RecordedOutput, RecordedTurn
 from ..trace import (
     RunHeader,
     RunSummary,
     TransitionRecord,
-    repeated_ordinal,
+    distinct,
     summary_unbacked,
-    twice,
 )
 from .approvals import MemoryApprovals
 from .base import Lease, RunListing, UnreadableRun
@@ -114,11 +113,11 @@ class MemoryStore(MemoryApprovals):
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
         turns = list(self.turn_log.get(run_id, []))
-        return _distinct(turns, run_id, "model turn")
+        return distinct(turns, run_id, "model turn")
 
     def outputs(self, run_id: str) -> list[RecordedOutput]:
         outputs = sorted(self.output_log.get(run_id, []), key=lambda o: o.ordinal)
-        return _distinct(outputs, run_id, "tool output")
+        return distinct(outputs, run_id, "tool output")
 
     def runs(self) -> list[RunListing | UnreadableRun]:
         return [self._listing(run_id, header) for run_id, header in self.headers.items()]
@@ -212,15 +211,3 @@ class MemoryStore(MemoryApprovals):
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-_I = TypeVar("_I", RecordedTurn, RecordedOutput)
-
-
-def _distinct(items: list[_I], run_id: str, what: str) -> list[_I]:
-    """`items`, or `StoreCorrupt` where two share an ordinal (as `_rows.distinct`: this module
-    does not import the row codecs)."""
-    ordinal = repeated_ordinal(items)
-    if ordinal is not None:
-        raise StoreCorrupt(twice(run_id, what, ordinal))
-    return items

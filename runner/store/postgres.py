@@ -34,6 +34,7 @@ from ..trace import (
     RunHeader,
     RunSummary,
     TransitionRecord,
+    distinct,
 )
 from ._pg_approvals import PostgresApprovals
 from ._pg_cancels import PostgresCancels
@@ -44,7 +45,6 @@ from ._rows import (
     _json,
     _read_json,
     _row_json,
-    distinct,
     in_order,
     listing,
     operation_of,
@@ -286,12 +286,12 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
     async def turns(self, run_id: str) -> list[RecordedTurn]:
         sql = "SELECT ordinal, turn FROM runner_turns WHERE run_id = %s ORDER BY ordinal"
         turns = await self._logged(TURN_ADAPTER, sql, run_id, "model turn")
-        return distinct(turns, self.where, run_id, "model turn")  # a row's ordinal edited
+        return distinct(turns, run_id, "model turn", self.where)  # a row's ordinal edited
 
     async def outputs(self, run_id: str) -> list[RecordedOutput]:
         sql = "SELECT ordinal, output FROM runner_outputs WHERE run_id = %s ORDER BY ordinal"
         outputs = await self._logged(OUTPUT_ADAPTER, sql, run_id, "tool output")
-        return distinct(outputs, self.where, run_id, "tool output")
+        return distinct(outputs, run_id, "tool output", self.where)
 
     async def _logged(self, adapter: TypeAdapter[T], sql: str, run_id: str, what: str) -> list[T]:
         """A run's numbered rows (`sql` selects number, body), each decoded or named corrupt."""

@@ -39,8 +39,9 @@ from ..trace import (
     RunHeader,
     RunSummary,
     TransitionRecord,
+    distinct,
 )
-from ._rows import _json, _read_json, _row_json, distinct, in_order, listing, operation_of
+from ._rows import _json, _read_json, _row_json, in_order, listing, operation_of
 from ._sqlite_base import Synchronous, open_database, transaction, translate
 from ._sqlite_leases import SqliteLeases
 from .approvals import APPROVALS_MIGRATION, SqliteApprovals
@@ -450,11 +451,11 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
 
     def turns(self, run_id: str) -> list[RecordedTurn]:
         turns = self._logged(TURN_ADAPTER, TURN, run_id, "model turn")
-        return distinct(turns, self.path, run_id, "model turn")
+        return distinct(turns, run_id, "model turn", self.path)
 
     def outputs(self, run_id: str) -> list[RecordedOutput]:
         outputs = self._logged(OUTPUT_ADAPTER, OUTPUT, run_id, "tool output")
-        return distinct(outputs, self.path, run_id, "tool output")
+        return distinct(outputs, run_id, "tool output", self.path)
 
     def _logged(self, adapter: TypeAdapter[T], kind: int, run_id: str, what: str) -> list[T]:
         """A run's rows of one kind, in order, each decoded or named corrupt."""
