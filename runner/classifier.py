@@ -60,12 +60,30 @@ def classify(
             )
         return ResultMalformed(call_id=call_id, tool=tool, errors=errors)
     payload: dict[str, Any] = outcome.payload  # type: ignore[assignment]  # schema-checked object
-    if payload.get("status") == "ok":
+    status = payload.get("status")
+    if status == "ok":
         field = contract.contract.results_field
         if field is not None and not payload.get(field):
             return ToolFoundNothing(call_id=call_id, tool=tool, result=payload)
         return _SUCCEEDED(call_id=call_id, tool=tool, result=payload)
+    broken = _convention_broken(status, payload)
+    if broken is not None:  # the schema let it through, but it says neither ok nor what failed
+        if is_write:
+            return OutcomeUnknown(call_id=call_id, tool=tool, reason=f"malformed result: {broken}")
+        return ResultMalformed(call_id=call_id, tool=tool, errors=(broken,))
     return _classify_error(tool, call_id, payload, outcome.retry_after, is_write=is_write)
+
+
+def _convention_broken(status: object, payload: dict[str, Any]) -> str | None:
+    """Why a payload that passed its schema still cannot be read by the tool-result convention,
+    or None. A schema may leave `status` or `error_code` optional (a pydantic field with a
+    default is not `required`); an answer without them says nothing of what happened, so it is
+    malformed (a write's is then looked up by key), never a permanent failure of reason 'None'."""
+    if not isinstance(status, str):
+        return "status: a result states its status ('ok' or 'error'), and this one has none"
+    if status == "error" and not isinstance(payload.get("error_code"), str):
+        return "error_code: an error result states its code, and this one has none"
+    return None
 
 
 def _classify_exception(
@@ -92,7 +110,9 @@ def _classify_error(
     *,
     is_write: bool = False,
 ) -> ToolObservation:
-    code = str(payload.get("error_code"))
+    code = payload.get("error_code")
+    if not isinstance(code, str):  # another status the schema allows, with no code: its name
+        code = f"status: {payload['status']}"
     hint = payload.get("retryable")
     hint = hint if isinstance(hint, bool) else None
     message = str(payload.get("message", ""))

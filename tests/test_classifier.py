@@ -1,9 +1,12 @@
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel, ConfigDict
+from pydantic.json_schema import SkipJsonSchema
 
 from runner.classifier import classify
-from runner.contracts import ContractSet
+from runner.contracts import CompiledContract, ContractSet
+from runner.declare import declare_contract
 from runner.observations import RESULT_CLASSES
 from runner.tools import ToolResponse
 
@@ -86,3 +89,60 @@ def test_malformed_result_says_what_is_wrong(contracts: ContractSet) -> None:
 def test_exception_detail_names_the_type(contracts: ContractSet) -> None:
     observation = classify(contracts["search_flights"], "c1", RuntimeError("boom"))
     assert observation.detail == "RuntimeError: boom"  # type: ignore[union-attr]
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    order_id: str
+
+
+class _Reserved(BaseModel):  # a default is not `required` in the schema pydantic writes
+    status: Literal["ok"] = "ok"
+    reservation_id: str
+
+
+class _Failed(BaseModel):
+    status: Literal["error", "pending"] = "error"
+    error_code: str | SkipJsonSchema[None] = None
+
+
+def _lenient(side_effect: Literal["read", "write"]) -> CompiledContract:
+    """A declared contract whose result schema leaves `status` and `error_code` optional."""
+    return declare_contract(
+        name=f"reserve_{side_effect}",
+        description="Reserve stock for an order.",
+        arguments=_Args,
+        result=_Reserved | _Failed,
+        scope="s",
+        timeout_s=5,
+        side_effect=side_effect,
+        reconcile_with="find_reservation" if side_effect == "write" else None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("payload", "missing"),
+    [
+        ({"reservation_id": "S-1"}, "status"),
+        ({}, "status"),
+        ({"status": "error"}, "error_code"),
+    ],
+)
+def test_a_result_without_status_or_error_code_is_malformed_not_permanent(
+    payload: dict[str, Any], missing: str
+) -> None:
+    """A payload its schema lets through without saying ok or what failed is not a permanent
+    failure of reason 'None' (which marks a write failed, never looked up): a read's is
+    malformed, and a write's outcome is unknown, so it is looked up by key."""
+    read = classify(_lenient("read"), "c1", ToolResponse(payload=payload))
+    assert read.kind == "malformed_result"
+    assert read.errors[0].startswith(f"{missing}: ")  # type: ignore[union-attr]
+    write = classify(_lenient("write"), "c1", ToolResponse(payload=payload))
+    assert write.kind == "unknown_outcome"
+    assert f"malformed result: {missing}: " in write.reason  # type: ignore[union-attr]
+
+
+def test_another_status_without_a_code_is_permanent_and_named_by_its_status() -> None:
+    observation = classify(_lenient("read"), "c1", ToolResponse(payload={"status": "pending"}))
+    assert observation.kind == "permanent"
+    assert observation.reason == "status: pending"  # type: ignore[union-attr]
