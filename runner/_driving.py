@@ -35,8 +35,8 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
             state = run.lifecycle.current
             try:
                 if state is _PLAN:
-                    if run.setup.cancel.requested:  # the batch is done: end before asking again
-                        _end_cancelled(core, run)
+                    if run.setup.cancel.requested and _live(run):
+                        _end_cancelled(core, run)  # the batch is done: end before asking again
                     else:
                         await plan(core, run)
                 elif state is _CALL:
@@ -70,6 +70,12 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
 
 def _end_cancelled(core: Core, run: RunState) -> None:
     core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)
+
+
+def _live(run: RunState) -> bool:
+    """Whether `run` is past its recorded transitions (a resume re-drives those as they were: a
+    cancel asked for meanwhile ends the run only where its record ends)."""
+    return len(run.records) >= len(run.setup.known)
 
 
 def _cancelled_next(run: RunState) -> bool:

@@ -276,3 +276,56 @@ def test_a_cancel_during_a_retry_wait_carries_the_decided_retry_out_first(
     assert result.waits_s == [5.0]
     triggers = [r.trigger for r in result.transitions]
     assert triggers == ["propose", "classify", "retry", "classify", "resume", "give_up"]
+
+
+class HoldThenHang:
+    """Proposes one hold; its next request never comes back (the process is cut there)."""
+
+    def __init__(self) -> None:
+        self.asked_again = asyncio.Event()
+        self.requests = 0
+
+    async def generate(
+        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
+    ) -> ModelReply:
+        self.requests += 1
+        if self.requests == 1:
+            return _reply(ToolCall(id="c1", name="hold_room", arguments=HOLD_ARGS))
+        self.asked_again.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_cancel_given_to_resumes_started_ends_the_run_where_its_record_ends(
+    contracts: ContractSet,
+) -> None:
+    """`Engine.resume(..., started=handle.cancel)` re-drives the recorded step as it was and
+    ends the run `abstain (cancelled)` at the first live request: a RunResult, not a
+    divergence of the re-drive from its own record, and the hold made once."""
+    hotel = SlowHotel()
+    hotel.release.set()
+    store = MemoryStore()
+    clock = FakeClock()
+    engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=clock)
+    first = HoldThenHang()
+    run_ids: list[str] = []
+
+    async def cut() -> None:
+        run_ids.append(engine.start(SPEC, first).run_id)
+        await first.asked_again.wait()  # the loop closes here, the run still going
+
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+        runner.run(cut())
+    (run_id,) = run_ids
+    assert store.summary(run_id) is None and len(hotel.holds) == 1
+    again = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=clock)
+    model = HoldThenAnswer()
+
+    async def resume() -> RunResult:
+        return await again.resume(run_id, SPEC, model, started=lambda handle: handle.cancel())
+
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+        result = runner.run(resume())
+    _ends_once_cancelled(result, store, contracts)
+    assert model.requests == 0 and len(hotel.holds) == 1
+    assert [r.trigger for r in result.transitions] == ["propose", "classify", "resume", "give_up"]
