@@ -18,6 +18,7 @@ from typing import Literal
 
 from .budget import Limits
 from .contracts import ContractSet
+from .engine import outside_a_loop
 from .errors import ConfigError, LoadError
 from .grading import Expect, Trial, grade
 from .policy import Policy
@@ -188,5 +189,7 @@ async def grade_run(
 def grade_run_sync(
     store: Store, run_id: str, contracts: ContractSet, expect: Expect | None = None
 ) -> Trial:
-    """`grade_run` for synchronous code."""
+    """`grade_run` for synchronous code (no event loop may be running in this thread: the
+    replay it makes would fail, and the run be graded as failing)."""
+    outside_a_loop("grade_run_sync", "await runner.api.grade_run(...)")
     return grade(Recording.from_store(store, run_id), contracts, expect, None)

@@ -61,7 +61,13 @@ from .pricing import PriceTable
 from .recording import RecordedOutput, RecordedTurn
 from .redaction import Redactor
 from .retrieval import DEFAULT_RETRIEVERS, RetrieverFactory
-from .spec import DEFAULT_SYSTEM_PROMPT, RunResult, RunSpec
+from .spec import (
+    DEFAULT_SYSTEM_PROMPT,
+    RunResult,
+    RunSpec,
+    check_render_limit,
+    check_text,
+)
 from .store.adapters import as_async, is_async_store
 from .store.base import AsyncStore, Store
 from .store.step_commits import StepCommits
@@ -119,6 +125,8 @@ class Engine:
         (default: genai-prices when installed, see `runner.pricing`). `retrievers`: the tool
         retrievers a spec's `tool_retrieval` may name, by name (default: `bm25`)."""
         check_durability(durability, "Engine(durability=...)")
+        check_render_limit(render_limit, "Engine(render_limit=...)")
+        check_text(system_prompt, "Engine(system_prompt=...)")
         if rng is not None:
             warnings.warn(
                 "Engine(rng=...) is ignored: each run draws from its own random.Random, seeded "
@@ -446,6 +454,8 @@ class Engine:
         (its header, when it is stored as it is driven: `_begin`)."""
         spec = self._priced(spec, model)
         check_start(self.runtime, spec, loop, self.retrievers, prices=self.prices, model=model)
+        if run_id is not None:
+            check_text(run_id, "run_id")
         run_id = run_id or str(uuid.uuid4())
         started = self.clock.monotonic()
         redactor = Redactor(run_secrets(spec, model))

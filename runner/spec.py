@@ -82,12 +82,10 @@ def check_spec(spec: RunSpec) -> None:
     principal or scope that is not UTF-8 text (a key is minted from the tenant), a context that
     is not JSON (the header keeps it as JSON, and a replay's rules read it from there; NaN was
     kept as null), annotations that are not plain JSON (a set was kept as a list)."""
-    if spec.render_limit is not None and (
-        type(spec.render_limit) is not int or spec.render_limit < 1
-    ):
-        raise ConfigError(
-            f"RunSpec.render_limit is a whole number of at least 1, not {spec.render_limit!r}"
-        )
+    if spec.render_limit is not None:
+        check_render_limit(spec.render_limit, "RunSpec.render_limit")
+    if spec.seed is not None and type(spec.seed) is not int:  # the header keeps an integer
+        raise ConfigError(f"RunSpec.seed is a whole number or None, not {spec.seed!r}")
     projection = spec.input_projection
     if projection is not None and (
         type(projection) is not int or not 1 <= projection <= INPUT_PROJECTION
@@ -96,11 +94,17 @@ def check_spec(spec: RunSpec) -> None:
             f"RunSpec.input_projection is 1 to {INPUT_PROJECTION} (a stored run's), "
             f"not {projection!r}"
         )
-    _check_text(spec.task, "RunSpec.task")
-    _check_text(spec.tenant, "RunSpec.tenant")
-    _check_text(spec.principal.id, "RunSpec.principal.id")
+    check_text(spec.task, "RunSpec.task")
+    check_text(spec.name, "RunSpec.name")
+    if spec.system_prompt is not None:
+        check_text(spec.system_prompt, "RunSpec.system_prompt")
+    for key, value in spec.credentials.items():  # redacted from every record: text, never shown
+        check_text(key, "RunSpec.credentials' name")
+        check_text(value, f"RunSpec.credentials[{key!r}]", secret=True)
+    check_text(spec.tenant, "RunSpec.tenant")
+    check_text(spec.principal.id, "RunSpec.principal.id")
     for scope in spec.principal.scopes:
-        _check_text(scope, "RunSpec.principal.scopes")
+        check_text(scope, "RunSpec.principal.scopes")
     if spec.context:
         try:  # as the header writes it: the rules' own values (models, dates) as their JSON
             json_value(to_jsonable_python(dict(spec.context)), refuse_surrogates=True)
@@ -116,15 +120,24 @@ def check_spec(spec: RunSpec) -> None:
             ) from exc
 
 
-def _check_text(value: object, where: str) -> None:
+def check_text(value: object, where: str, *, secret: bool = False) -> None:
+    """Refuse what is not a string of UTF-8 text (`secret`: say so without quoting it)."""
     if type(value) is not str:
         raise ConfigError(f"{where} must be a string, not {type(value).__name__}")
     try:
         value.encode()
     except UnicodeEncodeError as exc:
+        shown = "" if secret else f" {value!r}"
         raise ConfigError(
-            f"{where} {value!r} holds a lone surrogate, which no UTF-8 text can hold"
+            f"{where}{shown} holds a lone surrogate, which no UTF-8 text can hold"
         ) from exc
+
+
+def check_render_limit(limit: object, where: str) -> None:
+    """Refuse a render limit that is not a whole number of at least 1 (a run's header keeps
+    it, and a replay or resume of the run is refused one that is not)."""
+    if type(limit) is not int or limit < 1:
+        raise ConfigError(f"{where} is a whole number of at least 1, not {limit!r}")
 
 
 @dataclass(slots=True, kw_only=True)

@@ -102,8 +102,9 @@ def test_status_of_a_run_the_store_does_not_have_is_a_load_error() -> None:
 def test_sync_wrappers_called_inside_a_running_loop_are_a_config_error_and_print_nothing(
     contracts: ContractSet, recwarn: pytest.WarningsRecorder
 ) -> None:
-    """A service that calls `replay_run_sync` or `run_sync` from its loop gets a typed error
-    naming the async call, not asyncio's RuntimeError and a 'never awaited' warning."""
+    """A service that calls `replay_run_sync`, `grade_run_sync` or `run_sync` from its loop gets
+    a typed error naming the async call, not asyncio's RuntimeError and a 'never awaited'
+    warning (nor a good run graded as failing)."""
     hotel = SlowHotel()
     hotel.release.set()
     store = MemoryStore()
@@ -113,6 +114,9 @@ def test_sync_wrappers_called_inside_a_running_loop_are_a_config_error_and_print
     async def service() -> None:
         with pytest.raises(ConfigError, match=r"await runner\.api\.replay_run"):
             replay_run_sync(store, run_id, contracts)
+        # it graded a good run as failing (`replays_as_recorded` caught the replay's refusal)
+        with pytest.raises(ConfigError, match=r"await runner\.api\.grade_run"):
+            grade_run_sync(store, run_id, contracts)
         with pytest.raises(ConfigError, match=r"await engine\.run"):
             engine.run_sync(SPEC, HoldThenAnswer())
 

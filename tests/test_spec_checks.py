@@ -4,6 +4,7 @@ that are not plain JSON are refused when the spec is made, before anything is st
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import date
 from pathlib import Path
@@ -15,6 +16,7 @@ from runner import Engine, Principal, RunSpec, SqliteStore, ToolRegistry, ToolRe
 from runner.api import list_runs
 from runner.contracts import load_contracts
 from runner.errors import ConfigError
+from runner.evidence import EvidenceRequirement
 from runner.testing import FakeClock, FunctionModel, call, latest_results
 from runner.travel import TaskConstraints
 
@@ -153,3 +155,82 @@ def test_what_raised_a_raw_python_error_is_a_config_error(
     with pytest.raises(ConfigError) as refused:
         _spec(**changes)
     assert str(refused.value).startswith(said), refused.value
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"system_prompt": "Be brief \ud800"}, "RunSpec.system_prompt 'Be brief \\ud800' holds"),
+        ({"name": "run \udfff"}, "RunSpec.name 'run \\udfff' holds a lone surrogate"),
+        ({"credentials": {"api_key": 12345}}, "RunSpec.credentials['api_key'] must be a string"),
+        ({"credentials": {"api_key": "s3cr\ud800t"}}, "RunSpec.credentials['api_key'] holds"),
+        ({"seed": 1.5}, "RunSpec.seed is a whole number or None, not 1.5"),
+        ({"seed": True}, "RunSpec.seed is a whole number or None, not True"),
+        ({"render_limit": 2.5}, "RunSpec.render_limit is a whole number of at least 1, not 2.5"),
+    ],
+    ids=["system prompt", "name", "credential not text", "credential surrogate", "seed", "bool",
+         "render limit"],
+)  # fmt: skip
+def test_what_escaped_a_run_as_a_raw_error_is_refused_when_the_spec_is_made(
+    changes: dict[str, Any], said: str
+) -> None:
+    """These escaped `Engine.run` as UnicodeEncodeError (the transcript hashes the prompt),
+    TypeError (redaction measures each credential) or `StoreError: not stored` with a pydantic
+    warning on stderr (a float seed). A credential is never quoted in the refusal."""
+    with pytest.raises(ConfigError) as refused:
+        _spec(**changes)
+    assert str(refused.value).startswith(said), refused.value
+    assert "s3cr" not in str(refused.value)
+
+
+def _refund_engine(tmp_path: Path, **options: Any) -> Engine:
+    async def refund(invocation: Any) -> ToolResponse:
+        return ToolResponse(payload={"status": "ok", "refund_id": "R"})
+
+    return Engine(
+        contracts=load_contracts(ROOT / "examples" / "contracts"),
+        toolbox=ToolRegistry({"refund_order": refund}),
+        store=SqliteStore(tmp_path / "runs.sqlite"),
+        clock=FakeClock(),
+        **options,
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"render_limit": 0}, "Engine(render_limit=...) is a whole number of at least 1, not 0"),
+        ({"render_limit": -1}, "Engine(render_limit=...) is a whole number of at least 1, not -1"),
+        ({"system_prompt": "x\udfff"}, "Engine(system_prompt=...) 'x\\udfff' holds"),
+    ],
+)
+def test_an_engine_setting_no_run_could_be_replayed_under_is_refused(
+    tmp_path: Path, options: dict[str, Any], said: str
+) -> None:
+    """`Engine(render_limit=0)` ran and stored runs that no replay, grade or resume would take
+    (their header's limit is refused when read back), so a killed one stayed `running`."""
+    with pytest.raises(ConfigError) as refused:
+        _refund_engine(tmp_path, **options)
+    assert str(refused.value).startswith(said), refused.value
+
+
+def test_a_run_id_or_evidence_no_run_could_keep_is_refused_before_anything_is_stored(
+    tmp_path: Path,
+) -> None:
+    """A run id with a lone surrogate escaped as UnicodeEncodeError; evidence from a tool with
+    no contract (a typo) was accepted and the run could only abstain, missing_evidence."""
+    engine = _refund_engine(tmp_path)
+    model = FunctionModel(lambda t, tools: "done")
+
+    async def with_id() -> None:
+        await engine.run(_spec(), model, run_id="a\ud800")
+
+    with (
+        pytest.raises(ConfigError, match=r"^run_id 'a\\ud800' holds a lone surrogate"),
+        asyncio.Runner(loop_factory=engine.clock.loop_factory) as runner,
+    ):
+        runner.run(with_id())
+    typo = EvidenceRequirement(name="a refund", tool="refund_ordr")
+    with pytest.raises(ConfigError, match="required_evidence names tools with no contract: ref"):
+        engine.run_sync(_spec(required_evidence=(typo,)), model)
+    assert list_runs(engine.runtime.store) == []  # type: ignore[arg-type]
