@@ -46,6 +46,8 @@ _UNTRUSTED: Final = {
     "malformed": "model_malformed",
 }
 
+_ACTED_ON: Final = frozenset({"tool_use", "end_turn"})
+
 
 def _unusable(reply: ModelReply) -> str | None:
     """Why a reply cannot be acted on, or None.
@@ -59,7 +61,10 @@ def _unusable(reply: ModelReply) -> str | None:
     if untrusted is not None:
         return untrusted
     if reply.tool_calls:
-        return None
+        # Calls are acted on only under `tool_use` or `end_turn`: an adapter passing on a stop
+        # reason the runner does not know (`length`, `content_filter`) would have a call that
+        # was cut off sent. An adapter's own reason may still end a reply of text.
+        return None if reply.stop_reason in _ACTED_ON else "model_incomplete"
     if not reply.text.strip():
         return "model_empty"
     return None

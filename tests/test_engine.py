@@ -18,6 +18,7 @@ from runner.contracts import ContractSet
 from runner.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.models.scripted import ScriptedModel
+from runner.states import State
 from runner.store import MemoryStore
 from runner.transcript import ToolResultMessage, Transcript
 from runner.travel.environment import ScriptedEnvironment
@@ -397,3 +398,39 @@ def test_a_run_leaves_no_reference_cycle_for_the_collector(contracts: ContractSe
 
     with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
         assert runner.run(garbage_of_one_run()) == 0
+
+
+@pytest.mark.parametrize("stop_reason", ["length", "content_filter", "", "pause_turn"])
+def test_calls_under_a_stop_reason_the_runner_does_not_know_are_never_dispatched(
+    contracts: ContractSet, stop_reason: str
+) -> None:
+    """An adapter of one's own that passes the provider's stop reason on had the calls of a
+    reply cut off by `length` sent (a truncated id, a write included): only `tool_use` and
+    `end_turn` replies are acted on; any other ends the run `abstain`, `model_incomplete`."""
+
+    class PassesItOn:
+        async def generate(self, transcript: Transcript, tools: Any, choice: Any) -> ModelReply:
+            call = ToolCall(id="x", name="search_flights", arguments=FLIGHT_ARGS)
+            return ModelReply(
+                text="",
+                tool_calls=(call,),
+                usage=TokenUsage(input_tokens=5, output_tokens=2),
+                stop_reason=stop_reason,
+            )
+
+    result, _, _, _ = drive(make_fixture(), contracts, PassesItOn())
+    assert (result.terminal, result.reason) == (State.ABSTAIN, "model_incomplete")
+    assert result.attempts == 0
+    assert [r.trigger for r in result.transitions if r.trigger == "classify"] == []
+
+
+def test_a_reply_of_text_under_an_adapters_own_stop_reason_still_answers(
+    contracts: ContractSet,
+) -> None:
+    class OwnReason:
+        async def generate(self, transcript: Transcript, tools: Any, choice: Any) -> ModelReply:
+            usage = TokenUsage(input_tokens=5, output_tokens=2)
+            return ModelReply(text="done", tool_calls=(), usage=usage, stop_reason="my_own")
+
+    result, _, _, _ = drive(make_fixture(), contracts, OwnReason())
+    assert (result.terminal, result.answer) == (State.COMPLETE, "done")

@@ -67,7 +67,9 @@ class ModelReply:
     """`tool_use` or `end_turn` for a reply the run may act on; `max_tokens` (cut off by the token
     limit), `incomplete` (a reply the provider did not finish, or a stop reason the adapter does
     not know), `malformed` (content the adapter could not read) and `refusal` are never acted on,
-    tool calls included. Adapters may add their own, such as `script_exhausted`."""
+    tool calls included. Adapters may add their own, such as `script_exhausted`, for a reply of
+    text only: tool calls under any stop reason but `tool_use` and `end_turn` are never acted on
+    (the run abstains, `model_incomplete`)."""
 
 
 quick_init(TokenUsage)  # one of each per model request
