@@ -99,7 +99,7 @@ class FunctionModel:
             item if item.id else dataclasses.replace(item, id=f"call_{self.requests}_{index}")
             for index, item in enumerate(given)
         )
-        out_chars = len(text) + sum(len(c.name) + len(render_json(c.arguments)) for c in calls)
+        out_chars = len(text) + sum(_call_chars(c) for c in calls)
         return ModelReply(
             text=text,
             tool_calls=calls,
@@ -110,6 +110,17 @@ class FunctionModel:
             ),
             stop_reason="tool_use" if calls else "end_turn",
         )
+
+
+def _call_chars(call: ToolCall) -> int:
+    """What a call says, in characters, for its usage estimate; hostile calls (arguments with no
+    JSON: cyclic, too deep; a name that is no string) are what the runner answers
+    `invalid_arguments` or refuses, so the double estimates them and leaves them to it."""
+    name = len(call.name) if isinstance(call.name, str) else 0
+    try:
+        return name + len(render_json(call.arguments))
+    except (TypeError, ValueError, RecursionError):
+        return name + 1
 
 
 def scripted(*turns: dict[str, Any]) -> ScriptedModel:

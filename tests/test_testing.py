@@ -107,3 +107,32 @@ def test_the_scripted_model_from_fixture_turns(tmp_path: Path) -> None:
     )
     result = _engine(lookup_order=ToolDouble(ORDER)).run_sync(SPEC, model)
     assert result.answer == "ok" and result.attempts == 1
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_function_model_leaves_arguments_with_no_json_to_the_runner() -> None:
+    """Its usage estimate rendered every call's arguments, so arguments nested too deep, or
+    cyclic, ended the run `model_error` before the runner could answer them
+    `invalid_arguments`, as it does the same call from any other adapter."""
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = cyclic
+    for hostile in (_nested(100_000), cyclic):
+        lookup = ToolDouble(ORDER)
+
+        def agent(
+            transcript: Transcript, tools: tuple[ToolSpec, ...], bad: object = hostile
+        ) -> Reply:
+            if latest_results(transcript):
+                return "It could not be looked up."
+            return call("lookup_order", order_id=bad)
+
+        result = _engine(lookup_order=lookup).run_sync(SPEC, FunctionModel(agent))
+        assert (result.terminal.value, result.reason) == ("complete", "model_final")
+        classes = [r.result_class for r in result.transitions if r.trigger == "classify"]
+        assert classes == ["invalid_arguments"] and lookup.calls == []
