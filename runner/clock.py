@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from types import CoroutineType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from .errors import ConfigError
 
@@ -233,6 +233,11 @@ class _VirtualTimeLoop(asyncio.SelectorEventLoop):
         return self._virtual_clock.monotonic()
 
 
+LATEST_START: Final = datetime(9000, 1, 1, tzinfo=UTC)
+"""The latest a `FakeClock` may start: a run's stamps move on from there by its waits, and a
+write's key and an approval expire a day or more later (year 9999 overflowed mid-run)."""
+
+
 class FakeClock:
     """A clock that moves only when a run waits (or a test calls `advance`).
 
@@ -243,6 +248,12 @@ class FakeClock:
         start = start or datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
         if start.tzinfo is None:
             raise ConfigError(f"FakeClock start must be timezone-aware, got {start.isoformat()}")
+        if start > LATEST_START:
+            raise ConfigError(
+                f"FakeClock start must be at most {LATEST_START.isoformat()}, got "
+                f"{start.isoformat()}: a run's stamps, and its writes' and approvals' expiry "
+                "after them, must fit before the last date Python can hold"
+            )
         self._start = start.astimezone(UTC)
         self._elapsed = 0.0
         self.sleeps: list[float] = []

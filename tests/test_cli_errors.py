@@ -345,6 +345,31 @@ def test_a_fixture_deadline_out_of_range_is_one_line(
     assert f"fixture {path}: budget.max_seconds" in err
 
 
+@pytest.mark.parametrize(
+    ("fixture", "start"),
+    [
+        ("rate_limited.yaml", "9999-12-31T23:59:58Z"),
+        ("hold_timeout_after_commit.yaml", "9999-12-31T12:00:00Z"),
+    ],
+)
+def test_a_fixture_clock_too_close_to_the_last_date_is_one_line_and_stores_nothing(
+    fixture: str, start: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It ran, overflowed mid-run (a stamp, or a write's key expiring a day on) with a
+    traceback, and left the run `running` for good: no resume, replay or grade could read it."""
+    kept = [
+        line
+        for line in (FIXTURES / fixture).read_text().splitlines()
+        if not line.startswith("clock:")
+    ]
+    path = tmp_path / "late.yaml"
+    path.write_text("\n".join([*kept, f'clock: {{start: "{start}"}}', ""]))
+    db = tmp_path / "runs.sqlite"
+    err = _fails(["run", str(path), "--db", str(db)], capsys)
+    assert f"fixture {path}: clock.start: " in err and "9000-01-01" in err
+    assert not db.exists()
+
+
 def test_serve_on_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """It was uvicorn's `ERROR: [Errno 98] ...` and exit 3."""
     with socket.create_server(("127.0.0.1", 0)) as taken:

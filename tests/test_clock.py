@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.clock import FakeClock, within
+from runner.clock import LATEST_START, FakeClock, within
 from runner.errors import ConfigError
 
 
@@ -60,3 +60,10 @@ def test_advance_never_goes_back() -> None:
     assert clock.monotonic() == 2
     with pytest.raises(ConfigError):
         clock.advance(-1)
+
+
+def test_a_fake_clock_starting_too_close_to_the_last_date_is_refused() -> None:
+    """A start in year 9999 overflowed mid-run: a stamp, or a write's key expiring a day on."""
+    with pytest.raises(ConfigError, match="must be at most 9000-01-01"):
+        FakeClock(datetime(9999, 12, 31, tzinfo=UTC))
+    assert FakeClock(LATEST_START).now() == LATEST_START

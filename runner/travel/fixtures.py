@@ -36,6 +36,7 @@ from .._documents import (
     read_text,
 )
 from ..budget import Limits
+from ..clock import LATEST_START
 from ..contracts import ContractSet
 from ..errors import FixtureError
 from ..evidence import EvidenceRequirement
@@ -60,7 +61,8 @@ class PrincipalSpec(BaseModel):
 class ClockSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    start: AwareDatetime = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
+    start: AwareDatetime = Field(default=datetime(2027, 3, 1, 9, 0, tzinfo=UTC), le=LATEST_START)
+    """At most `clock.LATEST_START`: a start near year 9999 overflowed mid-run."""
 
 
 class ToolOutcome(BaseModel):
