@@ -204,7 +204,7 @@ async def begin_continuation(
         runtime, run_id, spec, secret=secret, now=now, token=token, waiting=waiting
     )
     if waiting.header is not None:  # the tokens checked tenant and policy; the rest, here
-        check_same_run(spec, waiting.header, runtime.policy)
+        check_same_run(spec, waiting.header, runtime.policy, runtime.contracts)
     if await reader.header(new_id) is not None:  # asked again after a crash: the same one
         ended = await reader.summary(new_id)
         if ended is not None:

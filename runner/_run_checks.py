@@ -21,6 +21,7 @@ from ._state import Runtime
 from .approvals import ledger_of
 from .budget import Limits, changed_limits
 from .clock import FakeClock
+from .contracts import CompiledContract, contract_digests
 from .errors import ConfigError, ResumeRefused
 from .models.identity import identity_of
 from .policy import Policy
@@ -96,13 +97,16 @@ def as_it_began(spec: RunSpec, stored: RunHeader | None) -> RunSpec:
     return spec
 
 
-def as_resumed(spec: RunSpec, stored: RunHeader, policy: Policy) -> RunSpec:
+def as_resumed(
+    spec: RunSpec, stored: RunHeader, policy: Policy, contracts: Mapping[str, CompiledContract]
+) -> RunSpec:
     """The spec a stored run resumes with: as it began (`as_it_began`: priced as it began), a
     continuation of the run it continued, committing as it began
     unless `spec` says otherwise. Refused (`ResumeRefused`) under other limits, or another
-    tenant, principal, scopes, task, tools, context, evidence, retrieval or `policy`."""
+    tenant, principal, scopes, task, tools, context, evidence, retrieval, `policy` or
+    `contracts`."""
     check_same_limits(spec, stored)
-    check_same_run(spec, stored, policy)
+    check_same_run(spec, stored, policy, contracts)
     spec = as_it_began(spec, stored)
     if spec.durability is None and stored.durability is not None:
         spec = dataclasses.replace(spec, durability=stored.durability)
@@ -131,12 +135,16 @@ def check_same_limits(spec: RunSpec, stored: RunHeader) -> None:
     )
 
 
-def check_same_run(spec: RunSpec, stored: RunHeader, policy: Policy) -> None:
+def check_same_run(
+    spec: RunSpec, stored: RunHeader, policy: Policy, contracts: Mapping[str, CompiledContract]
+) -> None:
     """Refuse a resume that would not go on as the run began, before anything is re-driven:
     another tenant mints other operation keys, so a write sent before the crash is not found
     by its key and is sent again; another principal, scopes or policy acts under other
     authority or decides otherwise than the record; another task, tools, context, required
-    evidence or retrieval is not the run the record is of. Not compared: `name` and
+    evidence or retrieval is not the run the record is of; a contract that decides otherwise
+    (`contracts.decisive_digest`: a call the run sent is refused, a result it took is
+    malformed) leaves a record no contract set replays. Not compared: `name` and
     `annotations` (the caller's labels), `credentials` (never recorded; the runtime's),
     `system_prompt` (the recorded one unless given; the re-drive checks the transcript),
     `seed` and `price` (the header's are used), `durability` (may change per resume)."""
@@ -164,6 +172,18 @@ def check_same_run(spec: RunSpec, stored: RunHeader, policy: Policy) -> None:
         began_under = policy
     if began_under != policy:
         changed.append("policy (the engine's is not the one the run began under)")
+    if stored.contracts is not None:  # (None: stored before the runner recorded them)
+        now = contract_digests(contracts, stored.tools)
+        differ = sorted(
+            name
+            for name in stored.contracts.keys() | now.keys()
+            if stored.contracts.get(name) != now.get(name)
+        )
+        if differ:
+            changed.append(
+                f"contract for {', '.join(differ)} (the one given decides otherwise than the "
+                "one the run began under)"
+            )
     if changed:
         raise ResumeRefused(
             stored.run_id,

@@ -102,8 +102,10 @@ def header(
     system_prompt: str,
     model: ModelIdentity | None = None,
     durability: Durability | None = None,
+    contracts: dict[str, str] | None = None,
 ) -> RunHeader:
-    """What the store keeps of how the run began: enough to resume or replay it."""
+    """What the store keeps of how the run began: enough to resume or replay it (`contracts`:
+    the digests of the contracts it may call under)."""
     setup = run.setup
     spec = setup.spec
     return RunHeader(
@@ -130,6 +132,7 @@ def header(
         durability=durability,
         input_projection=setup.input_projection,
         render_limit=setup.render_limit,
+        contracts=contracts,
     )
 
 

@@ -16,6 +16,7 @@ and on every asserted format.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import string
 from collections.abc import Iterable, Iterator, Mapping
@@ -133,6 +134,9 @@ class CompiledContract:
     rules: type[BaseModel] | None
     fast_input: jsonschema_rs.Validator
     fast_result: jsonschema_rs.Validator
+    digest: str = ""
+    """What decides a call under this contract, hashed (`decisive_digest`): a run's header keeps
+    it per tool, and a resume under a contract that decides otherwise is refused."""
 
     @property
     def name(self) -> str:
@@ -334,8 +338,45 @@ def compile_contract(
         # jsonschema-rs adds lines about an instance (there is none): its first line says it
         raise ContractError(source, f"does not compile: {str(exc).splitlines()[0]}") from exc
     return CompiledContract(
-        contract, input_validator, result_validator, rules, fast_input, fast_result
+        contract,
+        input_validator,
+        result_validator,
+        rules,
+        fast_input,
+        fast_result,
+        decisive_digest(contract),
     )
+
+
+_NOT_DECISIVE: Final = frozenset({"description", "approval_summary"})
+"""What a person or the model reads of a contract: a run's decisions do not depend on it."""
+
+
+def decisive_digest(contract: Contract) -> str:
+    """A short hash of what decides a call under `contract`: its schemas, side effect, scope,
+    timeout, lookup, duplicate suppression, results field, audience and approval rule (its
+    wording left out), as canonical JSON."""
+    decisive = contract.model_dump(mode="json", exclude=set(_NOT_DECISIVE))
+    text = json.dumps(decisive, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def contract_digests(
+    contracts: Mapping[str, CompiledContract], tools: Iterable[str]
+) -> dict[str, str]:
+    """The digest of each of `tools` and of the lookup each write reconciles with: every
+    contract a run of those tools may call under (those `contracts` has)."""
+    digests: dict[str, str] = {}
+    for name in tools:
+        compiled = contracts.get(name)
+        if compiled is None:
+            continue
+        digests[name] = compiled.digest
+        lookup = compiled.contract.reconcile_with
+        found = contracts.get(lookup) if lookup is not None else None
+        if found is not None:
+            digests[found.name] = found.digest
+    return digests
 
 
 def refuse_acting_lookup(

@@ -49,7 +49,7 @@ from ._run_resources import Indexes, priced, retriever_for
 from ._state import RunState, Runtime
 from .clock import CatchUp, Clock
 from .confirm import ApprovalSecret
-from .contracts import ContractSet
+from .contracts import ContractSet, contract_digests
 from .effects import Effects, LiveEffects
 from .errors import ConfigError, OutsideRecording, ReplayDivergence, StoreError
 from .handle import RunHandle
@@ -236,7 +236,7 @@ class Engine:
             raise StoreError(f"no run {run_id} in the store")
         if await store.summary(run_id) is not None:
             raise StoreError(f"run {run_id} already ended")
-        spec = as_resumed(spec, stored, self.runtime.policy)
+        spec = as_resumed(spec, stored, self.runtime.policy, self.runtime.contracts)
         if self._renewed is not None:
             return await self._resume_renewed(run_id, spec, model, stored, started)
         self._own(run_id, spec)  # nothing read from here on moves under another driver
@@ -554,6 +554,7 @@ class Engine:
             system_prompt=self._prompt(spec),
             model=model,
             durability=spec.durability or self.durability,
+            contracts=contract_digests(self.runtime.contracts, spec.tools),
         )
 
     async def _drive(

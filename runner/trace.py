@@ -199,6 +199,10 @@ class RunHeader:
     input_projection: int = 1
     """How the run projected each request's input (`budget.INPUT_PROJECTION`); 1 in headers
     stored before it was recorded, which projected so."""
+    contracts: dict[str, str] | None = None
+    """The digest of every contract the run could call under (`contracts.contract_digests`),
+    by tool: a resume under contracts that decide otherwise is refused (None: stored before
+    the runner recorded them)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,7 +20,7 @@ import pytest
 from runner import _failpoints
 from runner.budget import Limits
 from runner.clock import FakeClock
-from runner.contracts import ContractSet
+from runner.contracts import ContractSet, compile_contract
 from runner.engine import Engine
 from runner.errors import ConfigError, ResumeRefused
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
@@ -307,6 +307,50 @@ def test_a_resume_under_other_limits_is_refused_before_anything_is_re_driven(
             runner.run(engine.resume(run_id, spec(limits=other), going_on))
         assert "max_attempts 8 (given 3), max_seconds 30.0 (given 45.0)" in str(refused.value)
         assert len(store.transitions(run_id)) == stored and going_on.requests == 1
+        result = runner.run(engine.resume(run_id, spec(), going_on))
+    store.close()
+    assert result.terminal.value == "complete", result.reason
+
+
+def _with_changed(contracts: ContractSet, name: str, **changes: Any) -> ContractSet:
+    """`contracts` with `name`'s contract changed as given (compiled as a file's would be)."""
+    changed = contracts[name].contract.model_copy(update=changes)
+    compiled = compile_contract(changed, f"changed {name}")
+    return ContractSet([compiled if c.name == name else c for c in contracts.values()])
+
+
+def test_a_resume_under_a_contract_that_decides_otherwise_is_refused(
+    contracts: ContractSet, tmp_path: Path
+) -> None:
+    """A run resumed under another contract for one of its tools (a tighter schema, another
+    timeout) took a call it had sent, or a result it had taken, otherwise: the record then
+    replayed identical under neither set. It is refused before anything is re-driven, naming
+    the tool, whether the tool is the run's or a write's lookup; a contract reworded only (its
+    description) resumes as it was."""
+    path = tmp_path / "r.sqlite"
+    run_id = _crashed(contracts, path, 3).run_id
+    store = SqliteStore(path)
+    stored = len(store.transitions(run_id))
+    going_on = Watching(Committed(path))
+    going_on.replies = going_on.replies[1:]
+    going_on.requests = 1
+    clock = FakeClock(START)
+    hold = contracts["hold_room"].contract
+    tighter = {**hold.input_schema, "maxProperties": 1}
+    for name, other in (
+        ("hold_room", _with_changed(contracts, "hold_room", input_schema=tighter)),
+        ("lookup_hold", _with_changed(contracts, "lookup_hold", timeout_s=1.0)),
+    ):
+        engine = Engine(contracts=other, toolbox=going_on, store=store, clock=clock)
+        with (
+            asyncio.Runner(loop_factory=clock.loop_factory) as runner,
+            pytest.raises(ResumeRefused, match=f"another contract for {name} "),
+        ):
+            runner.run(engine.resume(run_id, spec(), going_on))
+        assert len(store.transitions(run_id)) == stored and going_on.requests == 1
+    reworded = _with_changed(contracts, "hold_room", description=hold.description + " Reworded.")
+    engine = Engine(contracts=reworded, toolbox=going_on, store=store, clock=clock)
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
         result = runner.run(engine.resume(run_id, spec(), going_on))
     store.close()
     assert result.terminal.value == "complete", result.reason
