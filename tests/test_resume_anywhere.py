@@ -9,6 +9,7 @@ Runs are real `runner` subprocesses killed with SIGKILL after a chosen durable c
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -212,6 +213,26 @@ def test_grade_stored_from_another_directory_passes_correct_hold_runs(
     grades = json.loads(capsys.readouterr().out)
     assert grades["fixtures"] and all(g["pass_k"] for g in grades["fixtures"])
     assert list(graded_in.iterdir()) == []
+
+
+def test_grading_a_run_whose_supplier_database_is_gone_names_it_and_grades_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was graded as failing (`holds_as_declared: None holds, declared 1`, exit 1), and
+    `resume --json` of it said `"holds": null`, which reads as a run with no world."""
+    monkeypatch.chdir(tmp_path)
+    hold = next(path for path in HOLD_FIXTURES if path.name == "hold_timeout_after_commit.yaml")
+    assert main(["run", str(hold), "--db", "runs.sqlite"]) == 0
+    ((run_id, _),) = sqlite3.connect("runs.sqlite").execute("SELECT run_id, 0 FROM runs")
+    for path in (tmp_path / "runs.sqlite.world").iterdir():
+        path.unlink()
+    capsys.readouterr()
+    assert main(["grade", "--stored", "--db", "runs.sqlite"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: run {run_id}: supplier database " in err and "does not exist" in err
+    assert main(["resume", run_id, "--db", "runs.sqlite", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "does not exist" in captured.err
 
 
 # -- the crash-and-resume sweep, from elsewhere and with a live model ------------------------------

@@ -210,7 +210,10 @@ def replay_command(args: argparse.Namespace) -> int:
 
 
 def stored_holds(recording: Recording, store_dir: Path) -> int | None:
-    return recorded_holds(stored_world(recording.header).get("supplier_db"), store_dir)
+    """The holds in a stored run's supplier database (None: it has none); `StoreError` when
+    the database it records is gone (graded, it failed `holds_as_declared` with None holds)."""
+    world = stored_world(recording.header).get("supplier_db")
+    return recorded_holds(world, store_dir, must_exist=True)
 
 
 def _tokens_across_runs(recordings: list[Recording], grades: dict[str, FixtureGrade]) -> None:

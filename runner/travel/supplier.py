@@ -73,11 +73,16 @@ def locate(recorded: str, store_dir: Path | None) -> Path | None:
     return None
 
 
-def recorded_holds(recorded: str | None, store_dir: Path | None) -> int | None:
+def recorded_holds(
+    recorded: str | None, store_dir: Path | None, *, must_exist: bool = False
+) -> int | None:
     """Active holds in the supplier database a run header records (`locate`d as above), read
-    without writing; None when it records none or the file is nowhere to be found."""
+    without writing; None when it records none or (unless `must_exist`: `StoreError`) the file
+    is nowhere to be found."""
     path = locate(recorded, store_dir) if recorded else None
     if path is None:
+        if recorded and must_exist:  # a count of none would read as a run without a world
+            raise StoreError(f"supplier database {recorded} does not exist")
         return None
     supplier = SupplierDatabase.open_existing(path, read_only=True)
     try:
