@@ -370,6 +370,31 @@ def test_a_fixture_clock_too_close_to_the_last_date_is_one_line_and_stores_nothi
     assert not db.exists()
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        ("max_attempts: 8", "max_attempts: 100000000000000000000000000", "/budget/max_attempts"),
+        ("waits_s: []", "waits_s: [.nan]", "/expect/waits_s/0"),
+    ],
+)  # fmt: skip
+def test_a_fixture_value_that_is_not_plain_json_is_refused_by_file_before_any_run(
+    old: str, new: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It passed `fixtures check`, and `runner run good.yaml bad.yaml` ran and stored good.yaml
+    before failing with a line naming neither the file nor the field (the run's header keeps
+    the fixture as JSON, and that check came only when the run began)."""
+    good = FIXTURES / "read_only_success.yaml"
+    assert old in good.read_text()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace(old, new))
+    db = tmp_path / "runs.sqlite"
+    err = _fails(["run", str(good), str(bad), "--db", str(db)], capsys)
+    assert err.startswith(f"error: fixture {bad}: not plain JSON at {where}: "), err
+    assert not db.exists()
+    assert main(["fixtures", "check", str(bad)]) == 2
+    assert f"fixture {bad}: not plain JSON at {where}" in capsys.readouterr().err
+
+
 def test_serve_on_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """It was uvicorn's `ERROR: [Errno 98] ...` and exit 3."""
     with socket.create_server(("127.0.0.1", 0)) as taken:

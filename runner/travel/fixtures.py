@@ -35,6 +35,7 @@ from .._documents import (
     load_yaml,
     read_text,
 )
+from .._jsonsafe import NotJson, json_value
 from ..budget import Limits
 from ..clock import LATEST_START
 from ..contracts import ContractSet
@@ -246,9 +247,14 @@ def parse_fixture(path: Path, known_tools: Iterable[str] | None = None) -> Fixtu
         raise FixtureError(path, "must be a mapping of fixture fields")
     context = {"known_tools": set(known_tools)} if known_tools is not None else None
     try:
-        return Fixture.model_validate(data, context=context)
+        fixture = Fixture.model_validate(data, context=context)
     except ValidationError as exc:
         raise FixtureError(path, _format_errors(exc)) from exc
+    try:  # a run keeps its fixture in its header: refused here, by file, before any run starts
+        json_value(fixture.model_dump(mode="json", exclude_unset=True), refuse_surrogates=True)
+    except NotJson as exc:
+        raise FixtureError(path, f"not plain JSON at {exc}") from exc
+    return fixture
 
 
 def load_fixture(path: Path, contracts: ContractSet) -> Fixture:
