@@ -189,7 +189,13 @@ class Policy(BaseModel):
         try:
             data = load_yaml(read_text(path))
             check_shape(data)
-            return cls.model_validate(data or {})
+            if data is None:  # an empty file (or only comments): the default policy
+                data = {}
+            if not isinstance(data, dict):  # `[]`, `false`, `0` or `""` read as the default
+                raise ConfigError(
+                    f"policy {path}: must be a mapping of policy fields, not {type(data).__name__}"
+                )
+            return cls.model_validate(data)
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"policy {path}: cannot read: {exc}") from exc
         except RecursionError as exc:

@@ -201,6 +201,20 @@ def test_a_bad_policy_file_is_one_line(
     assert str(path) in err and expected in err, err
 
 
+@pytest.mark.parametrize(("body", "kind"), [("[]", "list"), ("false", "bool"), ("0", "int"),
+                                            ('""', "str"), ("42", "int")])  # fmt: skip
+def test_a_policy_file_that_is_not_a_mapping_is_one_line(
+    body: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[]`, `false`, `0` and `""` were read as the default policy, silently; `42` was refused
+    as `policy p.yaml: : Input should be a valid dictionary` (an empty field name)."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(body + "\n")
+    argv = ["run", FIXTURE, "--policy", str(path), "--db", str(tmp_path / "runs.sqlite")]
+    err = _fails(argv, capsys)
+    assert err == f"error: policy {path}: must be a mapping of policy fields, not {kind}\n"
+
+
 @pytest.mark.parametrize(
     "problem",
     [p for p in sorted(BAD_DOCUMENTS) if not _is_yaml_only(p) or p == "deep_but_parseable"],
