@@ -94,6 +94,20 @@ def test_an_unreadable_fixture_is_named_the_others_still_checked(
     )
 
 
+def test_a_path_that_is_not_there_is_named_the_others_still_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It stopped at the missing path: one error line, no tally, the other files unchecked."""
+    good = write(tmp_path)
+    missing = tmp_path / "missing.yaml"
+    assert main(["fixtures", "check", str(good), str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: fixture {missing}: no such file or folder\n"
+    assert "2 fixtures checked: 2 warnings, 0 notes (scripted on purpose), 1 unreadable" in (
+        captured.out
+    )
+
+
 @pytest.mark.parametrize("state", ["plan", "call", "observe"])
 def test_expect_terminal_accepts_only_terminal_states(
     tmp_path: Path, state: str, capsys: pytest.CaptureFixture[str]

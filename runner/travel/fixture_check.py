@@ -119,9 +119,17 @@ EXIT_NEEDS_A_LOOK = 1
 
 def check_command(paths: list[Path], contracts: ContractSet) -> int:
     """`runner fixtures check PATH...`: every finding, one line each, then a tally. Exit 0 when
-    all is well, 1 on a warning, 2 when a fixture cannot be read (the others are still checked)."""
+    all is well, 1 on a warning, 2 when a fixture cannot be read or a path is not there (named;
+    the others are still checked)."""
     warnings = notes = unreadable = 0
-    files = collect_fixture_paths(paths)
+    files: list[Path] = []
+    for given in paths:
+        try:
+            files.extend(collect_fixture_paths([given]))
+        except FixtureError as exc:  # a missing path, a folder of none: named like a bad file
+            print(f"error: {printable(exc)}", file=sys.stderr)
+            unreadable += 1
+    checked = len(files) + unreadable
     for path in files:
         try:
             fixture = load_fixture(path, contracts)
@@ -134,7 +142,7 @@ def check_command(paths: list[Path], contracts: ContractSet) -> int:
             notes += finding.anticipated
             warnings += not finding.anticipated
     print(
-        f"{len(files)} fixtures checked: {warnings} warnings, {notes} notes "
+        f"{checked} fixtures checked: {warnings} warnings, {notes} notes "
         f"(scripted on purpose), {unreadable} unreadable"
     )
     if unreadable:
