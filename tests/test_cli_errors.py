@@ -409,6 +409,18 @@ def test_a_fixture_value_that_is_not_plain_json_is_refused_by_file_before_any_ru
     assert f"fixture {bad}: not plain JSON at {where}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("log", ["runs.sqlite", "./runs.sqlite-wal"])
+def test_a_log_naming_the_store_itself_is_one_line(
+    log: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--log runs.sqlite --db runs.sqlite` ran, exit 0, and kept no log: SQLite's checkpoint
+    overwrote every appended line, and `replay runs.sqlite` then read no log either."""
+    monkeypatch.chdir(tmp_path)
+    err = _fails(["run", FIXTURE, "--db", "runs.sqlite", "--log", log], capsys)
+    assert err == f"error: --log {Path(log)} is the store itself (--db): name another file\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_serve_on_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """It was uvicorn's `ERROR: [Errno 98] ...` and exit 3."""
     with socket.create_server(("127.0.0.1", 0)) as taken:

@@ -249,6 +249,15 @@ def _model(args: argparse.Namespace) -> ModelAdapter | None:
     return live_model(args.model, base_url=args.base_url, fallback_model=args.fallback_model)
 
 
+def _same_file(log: Path, db: Path | None) -> bool:
+    """Whether the log would be appended to the SQLite file (or its WAL) itself: SQLite's
+    checkpoint overwrote what was appended, and the store was then no log either."""
+    if db is None:
+        return False
+    store = db.resolve()
+    return log.resolve() in {store, store.with_name(store.name + "-wal")}
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise LoadError(f"--repeat must be at least 1, got {args.repeat}")
@@ -261,6 +270,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"warning: MCP {printable(problem)}", file=sys.stderr)
     fixtures = [load_fixture(path, contracts) for path in collect_fixture_paths(args.paths)]
     model = _model(args)
+    if args.log is not None and _same_file(args.log, args.db.path):
+        raise LoadError(f"--log {args.log} is the store itself (--db): name another file")
     store: Store = open_store(args.db, must_exist=False)
     leases = store  # a PostgreSQL store's leases are its own, whatever log is beside it
     if args.log is not None:
