@@ -106,7 +106,9 @@ class RunView:
         if summary is not None:
             last = transitions[-1] if transitions else None
             unbacked = summary_unbacked(
-                header.run_id, summary, (last.seq, last.to_state, last.reason) if last else None
+                header.run_id,
+                summary,
+                (last.seq, last.to_state, last.reason, last.attempt) if last else None,
             )
             if unbacked is not None:  # a row removed at the end, or the summary edited
                 raise StoreCorrupt(unbacked)

@@ -235,15 +235,22 @@ class RunSummary:
     recorded)."""
 
 
-def summary_unbacked(
-    run_id: str, summary: RunSummary, last: tuple[int, str, str | None] | None
-) -> str | None:
-    """What is wrong when a run's summary is not the one its last transition (`last`: seq,
-    state, reason; None: no transition) backs: a row removed at the end, or the summary
-    edited. None when they agree. The summary is a claim; the log is the record."""
+LastMove = tuple[int, str, str | None, int]
+"""A run's last transition as a listing reads it: seq, state, reason and attempts so far."""
+
+
+def summary_unbacked(run_id: str, summary: RunSummary, last: LastMove | None) -> str | None:
+    """What is wrong when a run's summary is not the one its last transition (`last`; None: no
+    transition) backs: a row removed at the end, or the summary edited. None when they agree.
+    The summary is a claim; the log is the record."""
     if last is not None and (last[1], last[2]) == (summary.terminal, summary.reason):
-        return None
-    seq, state, reason = last if last is not None else (0, "none", None)
+        if last[3] == summary.attempts:
+            return None
+        return (
+            f"run {run_id}: its summary says {summary.attempts} attempts, but its last "
+            f"transition (seq {last[0]}) says {last[3]}: the summary was edited"
+        )
+    seq, state, reason, _ = last if last is not None else (0, "none", None, 0)
     if state not in TERMINAL:
         return (
             f"run {run_id} ended {summary.terminal}, but its log's last transition is {state} "

@@ -93,3 +93,23 @@ def test_the_memory_store_lists_a_disagreeing_summary_as_unreadable(tmp_path: Pa
     listed = memory.runs()
     assert [type(item) for item in listed] == [UnreadableRun, RunListing]
     assert "its summary says complete (model_final)" in listed[0].problem  # type: ignore[union-attr]
+
+
+def test_a_summary_edited_to_claim_fewer_attempts_is_named_by_runs_and_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the terminal state and reason were checked against the last transition: a summary
+    edited to say 1 attempt where the run made 3 was listed and shown as 1."""
+    db = tmp_path / "s.sqlite"
+    assert main(["run", str(FIXTURES / "rate_limited.yaml"), "--db", str(db)]) == 0
+    conn = sqlite3.connect(db)
+    with conn:
+        ((run_id,),) = conn.execute("SELECT run_id FROM runs")
+        conn.execute("UPDATE runs SET summary = json_set(summary, '$.attempts', 1)")
+    conn.close()
+    capsys.readouterr()
+    assert main(["runs", "--db", str(db), "--json"]) == 2
+    (line,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert "its summary says 1 attempts, but its last transition" in line["unreadable"]
+    assert main(["show", run_id, "--db", str(db)]) == 2
+    assert "says 3: the summary was edited" in capsys.readouterr().err

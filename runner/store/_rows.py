@@ -19,6 +19,7 @@ from ..operations import Operation, OperationStatus
 from ..trace import (
     HEADER_ADAPTER,
     SUMMARY_ADAPTER,
+    LastMove,
     TransitionRecord,
     summary_unbacked,
 )
@@ -163,16 +164,22 @@ def listing(
         return UnreadableRun(run_id=str(run_id), problem=str(exc))
 
 
-def _last_move(run_id: Any, last: Any, where: Path | str) -> tuple[int, str, str | None] | None:
-    """Seq, state and reason of a stored transition (None: there is none), read with orjson
-    alone: a listing reads one for every ended run."""
+def _last_move(run_id: Any, last: Any, where: Path | str) -> LastMove | None:
+    """Seq, state, reason and attempts of a stored transition (None: there is none), read with
+    orjson alone: a listing reads one for every ended run."""
     if last is None:
         return None
     try:
         data = orjson.loads(last)
         seq, state, reason = data["seq"], data["to_state"], data.get("reason")
-        if isinstance(seq, int) and isinstance(state, str) and isinstance(reason, str | None):
-            return seq, state, reason
+        attempt = data.get("attempt", 0)
+        if (
+            isinstance(seq, int)
+            and isinstance(state, str)
+            and isinstance(reason, str | None)
+            and type(attempt) is int
+        ):
+            return seq, state, reason, attempt
     except (orjson.JSONDecodeError, TypeError, KeyError):
         pass
     raise StoreCorrupt(f"{where}: run {run_id} last transition cannot be read back")

@@ -127,7 +127,7 @@ class MemoryStore(MemoryApprovals):
         if summary is not None:
             records = self.records.get(run_id)
             last = records[-1] if records else None
-            move = (last.seq, last.to_state, last.reason) if last is not None else None
+            move = (last.seq, last.to_state, last.reason, last.attempt) if last else None
             unbacked = summary_unbacked(run_id, summary, move)
             if unbacked is not None:  # a summary put here by hand (tests do)
                 return UnreadableRun(run_id=run_id, problem=unbacked)
