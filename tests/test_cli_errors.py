@@ -421,6 +421,17 @@ def test_a_log_naming_the_store_itself_is_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_store_in_a_missing_folder_or_none_at_all_is_one_line_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both were sqlite3's `unable to open database file` (`--db ''` as the folder `.`)."""
+    missing = tmp_path / "nope" / "runs.sqlite"
+    err = _fails(["run", FIXTURE, "--db", str(missing)], capsys)
+    assert err == f"error: store {missing}: its folder {missing.parent} does not exist\n"
+    err = _fails(["run", FIXTURE, "--db", ""], capsys)
+    assert err == "error: --db names no file: give a SQLite file or a postgresql:// URL\n"
+
+
 def test_serve_on_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     """It was uvicorn's `ERROR: [Errno 98] ...` and exit 3."""
     with socket.create_server(("127.0.0.1", 0)) as taken:

@@ -79,6 +79,10 @@ def open_store(db: Database, *, must_exist: bool, read_only: bool = False) -> St
     assert path is not None  # a Database is one or the other
     if (must_exist or read_only) and not path.exists():
         raise LoadError(f"store {path} does not exist")
+    if str(path) in ("", "."):  # `--db ''` read as the working directory
+        raise LoadError("--db names no file: give a SQLite file or a postgresql:// URL")
+    if not path.parent.is_dir():  # sqlite3 says only `unable to open database file`
+        raise LoadError(f"store {path}: its folder {path.parent} does not exist")
     return SqliteStore(path, read_only=read_only)
 
 
