@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,3 +171,29 @@ def test_an_untouched_store_still_grades(tmp_path: Path, contracts: ContractSet)
         store.close()
     assert trial.passed, trial.failed
     assert "replays_as_recorded" in {check.name for check in trial.checks}
+
+
+def test_grade_stored_names_a_run_that_has_not_ended_and_grades_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run still being driven (or killed and not yet resumed) was graded as a failed trial,
+    `terminal_as_declared: None, declared complete`, with exit 1: its end is not known yet."""
+    db = tmp_path / "runs.sqlite"
+    env = {**os.environ, "RUNNER_KILL_AFTER_COMMITS": "5"}
+    fixture = str(FIXTURES / "rate_limited.yaml")
+    killed = subprocess.run(
+        [sys.executable, "-m", "runner", "run", fixture, "--db", str(db)],
+        env=env, capture_output=True, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL
+    ((cut,),) = sqlite3.connect(db).execute("SELECT run_id FROM runs")
+    assert main(["run", str(FIXTURES / "read_only_success.yaml"), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["grade", "--stored", "--db", str(db), "--json"]) == 2
+    captured = capsys.readouterr()
+    graded = json.loads(captured.out)
+    assert [(f["fixture"], f["pass_k"]) for f in graded["fixtures"]] == [
+        ("read_only_success", True)
+    ]
+    assert [entry["run_id"] for entry in graded["not_graded"]] == [cut]
+    assert f"error: run {cut}: it has not ended" in captured.err

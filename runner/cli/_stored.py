@@ -255,6 +255,11 @@ def _first_problem(exc: ValidationError) -> str:
     return f"{where}: {problem['msg']}"
 
 
+UNFINISHED = "it has not ended (still being driven, or stopped before its end: resume it first)"
+"""Why a stored run without a summary is not graded: its terminal state is not known yet (it
+was graded as failing `terminal_as_declared: None`)."""
+
+
 def _grade_stored(
     args: argparse.Namespace, store: Store, contracts: ContractSet, grades: dict[str, FixtureGrade]
 ) -> dict[str, str]:
@@ -276,6 +281,9 @@ def _grade_stored(
     for run_id in run_ids:
         try:
             recording = Recording.from_store(store, run_id)
+            if recording.summary is None:  # its terminal state is the one thing not yet known
+                _not_graded(not_graded, run_id, UNFINISHED)
+                continue
             expect = _stored_expect(recording)
             stored_limits(recording.header)
             holds = stored_holds(recording, args.db.folder)
@@ -300,7 +308,7 @@ def _grade_stored(
     return not_graded
 
 
-def _not_graded(not_graded: dict[str, str], run_id: str, exc: Exception) -> None:
+def _not_graded(not_graded: dict[str, str], run_id: str, exc: Exception | str) -> None:
     """Name a run that could not be graded, and why, on stderr and in `not_graded` (the other
     runs are still graded)."""
     named = str(exc) if run_id in str(exc) else f"run {run_id}: {exc}"
