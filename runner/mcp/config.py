@@ -95,7 +95,9 @@ class ServerConfig(BaseModel):
     command: str | None = Field(default=None, min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict, repr=False)
-    """Extra environment for the server process (never recorded: it may hold secrets)."""
+    """The server process's environment beyond the MCP SDK's few inherited variables (`HOME`,
+    `PATH`, `USER`, ...): a stdio server does not inherit the runner's environment, API keys
+    included. Never recorded: it may hold secrets."""
     cwd: str | None = None
     """The server process's working directory (default: the config file's folder)."""
     url: str | None = None
