@@ -22,6 +22,8 @@ from typing import Any, Final
 import anyio.from_thread
 import psycopg
 import structlog
+from procrastinate.exceptions import ConnectorException
+from psycopg_pool import PoolTimeout
 
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
@@ -33,6 +35,7 @@ from ..distributed.queue import (
     make_app,
     submit,
 )
+from ..errors import StoreError
 from ..store.adapters import BlockingStore
 from ..store.postgres import PostgresStore
 from .config import ApiKey, ServiceConfig
@@ -106,6 +109,7 @@ class QueuedRunService(RunService):
         self.db = world / "store"  # holds paths resolve against the shared world folder
         self._queue = make_app(url)
         self._opened = False
+        self._open_failed = False
         self._opening = asyncio.Lock()
         self._failures: dict[str, tuple[float, str | None]] = {}
         """Each run's last failure check: when, and what it found."""
@@ -155,12 +159,31 @@ class QueuedRunService(RunService):
         return run_id
 
     async def _defer(self, jobs: list[dict[str, Any]]) -> list[str]:
-        async with self._opening:
-            if not self._opened:
-                await self._queue.open_async()
-                await ensure_queue_schema(self._queue, self.url)
-                self._opened = True
-        return await submit(self._queue, jobs)
+        """Queue `jobs`, opening the queue on first use. A queue that could not be opened (the
+        database down) is made afresh next time, and once it opens the continuations decided
+        meanwhile are queued (`recover`'s work): procrastinate kept the pool that failed to
+        open, closed, and every later submit of the process failed on it, an approval's
+        continuation included."""
+        try:
+            async with self._opening:
+                if not self._opened:
+                    await self._open_queue()
+                if self._open_failed:  # a decision made while it was down: not yet queued
+                    await self._queue_decided()
+                    self._open_failed = False
+            return await submit(self._queue, jobs)
+        except (ConnectorException, psycopg.Error, PoolTimeout) as exc:
+            raise StoreError(f"the run queue cannot be reached: {type(exc).__name__}") from exc
+
+    async def _open_queue(self) -> None:
+        try:
+            await self._queue.open_async()
+            await ensure_queue_schema(self._queue, self.url)
+        except BaseException:
+            self._queue = make_app(self.url)  # the failed one keeps its closed pool
+            self._open_failed = True
+            raise
+        self._opened = True
 
     def _rows(self, sql: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """`sql`'s rows, read on the process's one kept connection (opening one per read cost

@@ -158,3 +158,27 @@ def test_import_runner_does_not_import_psycopg() -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_a_read_on_connections_the_server_closed_is_asked_again_on_fresh_ones(
+    pg_url: str,
+) -> None:
+    """After a server restart each pooled connection failed one read (`runner serve` answered
+    500 store_error to four requests in a row): a read is asked again on another connection, as
+    many times as the pool holds."""
+    store = await PostgresStore.open(pg_url, min_size=4, max_size=4)
+    try:
+        await store.begin_run(header())
+        await asyncio.gather(*(store.header("r1") for _ in range(8)))  # every connection used
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        assert killed[0][0] >= 4
+        for _ in range(3):
+            found = await store.header("r1")
+            assert found is not None and found.run_id == "r1"
+    finally:
+        await store.close()
