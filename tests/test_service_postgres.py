@@ -109,3 +109,18 @@ def test_the_service_reads_on_one_kept_connection_and_opens_it_again_once_broken
         assert service.queued_tenant("r-1") == "acme"  # read again on a new connection
         assert service._connection is not kept and kept.closed
         admin.execute("DROP TABLE procrastinate_jobs")
+
+
+@pytest.mark.usefixtures("loopback")
+def test_a_full_queue_is_429_on_postgresql_too(pg_url: str, tmp_path: Path) -> None:
+    """`max_queued` was counted on SQLite only: with no worker, six submits to a service with
+    `max_queued: 3` were all accepted. The queue is counted, whoever queued the runs."""
+    env = {**os.environ, "RUNNER_WORLD": str(tmp_path / "world")}
+    with (
+        serving(tmp_path / "s", url=pg_url, env=env, max_queued=3) as service,
+        service.client() as client,
+    ):
+        codes = [client.post("/v1/runs", json={"fixture": "read_only_success"}) for _ in range(5)]
+    assert [r.status_code for r in codes] == [202, 202, 202, 429, 429]
+    refused = codes[3].json()["error"]
+    assert refused["code"] == "queue_full" and refused["message"].startswith("3 runs are waiting")

@@ -29,6 +29,7 @@ from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..distributed.queue import (
     CONTINUE,
+    QUEUE,
     continuation_job,
     ensure_queue_schema,
     job_arguments,
@@ -53,6 +54,10 @@ _QUEUED_RUNS = (  # runs a worker has not begun: their jobs wait, or failed for 
     "SELECT args->>'run_id', args->'document'->>'name', status::text FROM procrastinate_jobs "
     "WHERE args->'document'->>'tenant' = %s AND status IN ('todo', 'doing', 'failed') "
     "ORDER BY id"
+)
+_WAITING = (  # new runs (not continuations) no worker has taken yet
+    "SELECT count(*) FROM procrastinate_jobs WHERE queue_name = %s AND status = 'todo' "
+    "AND args->'document' ? 'tenant'"
 )
 _JOB_FAILED = (  # the run's own job (not a continuation's), failed after its retries
     "SELECT 1 FROM procrastinate_jobs WHERE args->>'run_id' = %s "
@@ -155,6 +160,15 @@ class QueuedRunService(RunService):
         return await self._enqueue(live_document(self.live.fixture(key, request), request.model))
 
     async def _enqueue(self, document: dict[str, Any]) -> str:
+        """Queue a new run; 429 while `max_queued` runs wait for a worker (on SQLite the
+        process counts what it accepted; here the queue is counted, whoever queued them)."""
+        try:
+            rows = await asyncio.to_thread(self._rows, _WAITING, (QUEUE,))
+        except psycopg.Error as exc:
+            raise StoreError(f"the run queue cannot be reached: {type(exc).__name__}") from exc
+        waiting = int(rows[0][0]) if rows else 0
+        if waiting >= self.config.max_queued:
+            raise ApiError(429, "queue_full", f"{waiting} runs are waiting; try again later")
         (run_id,) = await self._defer([job_arguments(document, 0)])
         return run_id
 
