@@ -44,9 +44,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
+import psycopg
 from procrastinate import App, JobContext, RetryStrategy
+from procrastinate.exceptions import ConnectorException
 from procrastinate.jobs import Job
 from procrastinate.retry import RetryDecision
 
@@ -259,17 +261,43 @@ async def run_worker(
             )(driver.drive)
             sweep = asyncio.create_task(requeue_stalled(app, settings), name="stalled sweep")
             try:
-                await app.run_worker_async(
-                    queues=[QUEUE],
-                    concurrency=settings.concurrency,
-                    name=settings.name,
-                    shutdown_graceful_timeout=settings.grace_s,
-                    update_heartbeat_interval=settings.heartbeat_s,
-                    stalled_worker_timeout=settings.stalled_after_s,
-                    fetch_job_polling_interval=1.0,
-                    install_signal_handlers=True,
-                )
+                await _work_until_stopped(app, settings, report)
             finally:
                 sweep.cancel()
         finally:
             await asyncio.to_thread(store.close)
+
+
+RESTART_PAUSES_S: Final = (1.0, 2.0, 5.0, 10.0, 30.0)
+"""How long a worker that lost the database waits before it starts again, the last repeated."""
+
+
+async def _work_until_stopped(
+    app: App, settings: WorkerSettings, report: Callable[[str], None]
+) -> None:
+    """procrastinate's worker loop, until a signal stops it (it then returns). A loop that
+    raised because the database went away (a fetch during an outage; its registration pruned by
+    another worker that saw its heartbeat stop) is started again, registered afresh, once the
+    database answers: it exited 1 with a traceback, and every worker of an outage of more than
+    about 30 s died so. Its runs were safe meanwhile: their leases lapse, and other workers
+    take them over."""
+    restarts = 0
+    while True:
+        try:
+            await app.run_worker_async(
+                queues=[QUEUE],
+                concurrency=settings.concurrency,
+                name=settings.name,
+                shutdown_graceful_timeout=settings.grace_s,
+                update_heartbeat_interval=settings.heartbeat_s,
+                stalled_worker_timeout=settings.stalled_after_s,
+                fetch_job_polling_interval=1.0,
+                install_signal_handlers=True,
+            )
+            return
+        except (ConnectorException, psycopg.Error) as exc:
+            pause = RESTART_PAUSES_S[min(restarts, len(RESTART_PAUSES_S) - 1)]
+            restarts += 1
+            lost = type(exc).__name__
+            report(f"the worker lost the database ({lost}); starting again in {pause:g} s")
+            await asyncio.sleep(pause)
