@@ -193,7 +193,9 @@ def _pin_one(
     if name == f"{server}{SEPARATOR}{NO_LOOKUP}":  # the runner's stand-in would answer it
         return _refused(base, f"{name} is reserved for the runner's stand-in lookup")
     if name in names:
-        return _refused(base, f"{name} is already the name of another tool of {server}")
+        return _refused(
+            base, f"it would be named {name}, which is already the name of another tool of {server}"
+        )
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", name):
         return _refused(base, f"{name!r} is not a valid tool name (at most 64 of a-z 0-9 _)")
     if raw_overlay is None:

@@ -200,6 +200,8 @@ class McpTools:
         """Overlays that offer nothing, and why: the operator's likely typos, in words."""
         problems = [
             f"{tool.name} not offered: {tool.refused}"
+            if tool.tool == tool.name.partition(SEPARATOR)[2]
+            else f"{tool.server} tool {tool.tool!r} not offered: {tool.refused}"
             for tool in self.pin.tools
             if tool.overlay is not None and not tool.offered
         ]
