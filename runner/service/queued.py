@@ -12,6 +12,7 @@ the workers (they need the same `RUNNER_APPROVAL_SECRET` as this service's `appr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -165,7 +166,7 @@ class QueuedRunService(RunService):
         try:
             rows = await asyncio.to_thread(self._rows, _WAITING, (QUEUE,))
         except psycopg.Error as exc:
-            raise StoreError(f"the run queue cannot be reached: {type(exc).__name__}") from exc
+            raise StoreError(f"the run queue cannot be used: {type(exc).__name__}") from exc
         waiting = int(rows[0][0]) if rows else 0
         if waiting >= self.config.max_queued:
             raise ApiError(429, "queue_full", f"{waiting} runs are waiting; try again later")
@@ -182,19 +183,23 @@ class QueuedRunService(RunService):
             async with self._opening:
                 if not self._opened:
                     await self._open_queue()
-                if self._open_failed:  # a decision made while it was down: not yet queued
-                    await self._queue_decided()
-                    self._open_failed = False
-            return await submit(self._queue, jobs)
+            queued = await submit(self._queue, jobs)
+            if self._open_failed:  # decisions made while it was down (after `jobs`: a job
+                await self._queue_decided()  # queued is not queued again)
+                self._open_failed = False
+            return queued
         except (ConnectorException, psycopg.Error, PoolTimeout) as exc:
-            raise StoreError(f"the run queue cannot be reached: {type(exc).__name__}") from exc
+            cause = type(exc.__cause__ or exc).__name__  # procrastinate wraps the psycopg error
+            raise StoreError(f"the run queue cannot be used: {cause}") from exc
 
     async def _open_queue(self) -> None:
         try:
             await self._queue.open_async()
             await ensure_queue_schema(self._queue, self.url)
         except BaseException:
-            self._queue = make_app(self.url)  # the failed one keeps its closed pool
+            failed, self._queue = self._queue, make_app(self.url)  # it keeps its closed pool
+            with contextlib.suppress(Exception):
+                await failed.close_async()
             self._open_failed = True
             raise
         self._opened = True

@@ -70,10 +70,6 @@ async def reach(url: str, *, timeout_s: float = 10.0) -> None:
     await conn.close()
 
 
-class _ConnectionFailed(StoreError):
-    """A pooled connection failed under a statement: a read may be asked again on another."""
-
-
 class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
     """`AsyncStore` on a PostgreSQL database; open it with `await PostgresStore.open(url)`."""
 
@@ -143,8 +139,6 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
         except (PoolTimeout, psycopg.Error) as exc:
             if getattr(exc, "sqlstate", None) == LEASE_LOST:
                 raise LeaseLost(self._scrub(exc)) from None
-            if isinstance(exc, psycopg.OperationalError):  # the connection (a server restart)
-                raise _ConnectionFailed(f"{self.where}: {self._scrub(exc)}") from None
             raise StoreError(f"{self.where}: {self._scrub(exc)}") from None
 
     async def close(self) -> None:
@@ -256,17 +250,19 @@ class PostgresStore(PostgresLeases, PostgresApprovals, PostgresCancels):
     # -- reading --------------------------------------------------------------------------------
 
     async def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        """`sql`'s rows. A read whose pooled connection the server had closed (a restart) is
-        asked again on another, as many times as the pool holds connections: each stale one
-        failed a request (the pool drops a broken connection as it is returned)."""
+        """`sql`'s rows. A read whose pooled connection turns out lost (the server restarted
+        since) is asked again on another, once more for each connection the pool may hold:
+        each stale one failed a request (the pool drops a broken connection as it gets it
+        back). Nothing else is asked again: a pool timeout or a cancelled statement is not a
+        lost connection, and another try would only wait as long again."""
         for tries_left in range(self._pool.max_size, -1, -1):
-            try:
-                async with self._connection() as conn:
+            async with self._connection() as conn:
+                try:
                     cursor = await conn.execute(sql, params)
                     return await cursor.fetchall()
-            except _ConnectionFailed:
-                if not tries_left:
-                    raise
+                except psycopg.OperationalError:
+                    if not (conn.broken and tries_left):
+                        raise
         raise AssertionError("unreachable")
 
     async def header(self, run_id: str) -> RunHeader | None:

@@ -8,6 +8,7 @@ import logging
 import multiprocessing
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from multiprocessing.synchronize import Barrier
 
@@ -180,5 +181,20 @@ async def test_a_read_on_connections_the_server_closed_is_asked_again_on_fresh_o
         for _ in range(3):
             found = await store.header("r1")
             assert found is not None and found.run_id == "r1"
+    finally:
+        await store.close()
+
+
+@pytest.mark.anyio
+async def test_a_read_that_times_out_waiting_for_the_pool_is_not_asked_again(pg_url: str) -> None:
+    """Only a lost connection is asked again: a read on an exhausted pool failed only after
+    waiting the pool's timeout once per connection it may hold (50 s for `runner serve`)."""
+    store = await PostgresStore.open(pg_url, min_size=1, max_size=2, timeout_s=1.0)
+    try:
+        async with store._pool.connection(), store._pool.connection():  # both held
+            started = time.monotonic()
+            with pytest.raises(StoreError):
+                await store.header("r1")
+            assert time.monotonic() - started < 1.9
     finally:
         await store.close()
