@@ -44,6 +44,10 @@ _UNTRUSTED: Final = {
     "max_tokens": "model_truncated",
     "incomplete": "model_incomplete",
     "malformed": "model_malformed",
+    # OpenAI's own words, from an adapter that passes the provider's reason on: a reply cut off
+    # or filtered is not acted on, its text included (the bundled adapter maps them so)
+    "length": "model_truncated",
+    "content_filter": "model_refused",
 }
 
 _ACTED_ON: Final = frozenset({"tool_use", "end_turn"})

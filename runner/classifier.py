@@ -66,7 +66,7 @@ def classify(
         if field is not None and not payload.get(field):
             return ToolFoundNothing(call_id=call_id, tool=tool, result=payload)
         return _SUCCEEDED(call_id=call_id, tool=tool, result=payload)
-    broken = _convention_broken(status, payload)
+    broken = _convention_broken(status, payload, is_write=is_write)
     if broken is not None:  # the schema let it through, but it says neither ok nor what failed
         if is_write:
             return OutcomeUnknown(call_id=call_id, tool=tool, reason=f"malformed result: {broken}")
@@ -74,15 +74,21 @@ def classify(
     return _classify_error(tool, call_id, payload, outcome.retry_after, is_write=is_write)
 
 
-def _convention_broken(status: object, payload: dict[str, Any]) -> str | None:
+def _convention_broken(status: object, payload: dict[str, Any], *, is_write: bool) -> str | None:
     """Why a payload that passed its schema still cannot be read by the tool-result convention,
     or None. A schema may leave `status` or `error_code` optional (a pydantic field with a
     default is not `required`); an answer without them says nothing of what happened, so it is
-    malformed (a write's is then looked up by key), never a permanent failure of reason 'None'."""
-    if not isinstance(status, str):
+    malformed (a write's is then looked up by key), never a permanent failure of reason 'None'.
+    Nor does a write's other status without a code (`pending`): it may have committed."""
+    if status is None:
         return "status: a result states its status ('ok' or 'error'), and this one has none"
-    if status == "error" and not isinstance(payload.get("error_code"), str):
-        return "error_code: an error result states its code, and this one has none"
+    if not isinstance(status, str):
+        return f"status: a result states its status as text, not {type(status).__name__}"
+    code = payload.get("error_code")
+    if status == "error" and not isinstance(code, str):
+        return "error_code: an error result states its code as text, and this one does not"
+    if is_write and status != "error" and not isinstance(code, str):
+        return f"status: {status!r} says neither that the write was made nor why it was not"
     return None
 
 

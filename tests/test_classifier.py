@@ -142,7 +142,13 @@ def test_a_result_without_status_or_error_code_is_malformed_not_permanent(
     assert f"malformed result: {missing}: " in write.reason  # type: ignore[union-attr]
 
 
-def test_another_status_without_a_code_is_permanent_and_named_by_its_status() -> None:
-    observation = classify(_lenient("read"), "c1", ToolResponse(payload={"status": "pending"}))
+def test_another_status_without_a_code_is_permanent_for_a_read_and_unknown_for_a_write() -> None:
+    """A read's other status is a permanent failure named by it; a write's (`pending`) says
+    nothing of whether it committed, so its outcome is looked up by key."""
+    pending = ToolResponse(payload={"status": "pending"})
+    observation = classify(_lenient("read"), "c1", pending)
     assert observation.kind == "permanent"
     assert observation.reason == "status: pending"  # type: ignore[union-attr]
+    write = classify(_lenient("write"), "c1", pending)
+    assert write.kind == "unknown_outcome"
+    assert "'pending' says neither that the write was made" in write.reason  # type: ignore[union-attr]

@@ -400,9 +400,17 @@ def test_a_run_leaves_no_reference_cycle_for_the_collector(contracts: ContractSe
         assert runner.run(garbage_of_one_run()) == 0
 
 
-@pytest.mark.parametrize("stop_reason", ["length", "content_filter", "", "pause_turn"])
+@pytest.mark.parametrize(
+    ("stop_reason", "reason"),
+    [
+        ("length", "model_truncated"),
+        ("content_filter", "model_refused"),
+        ("", "model_incomplete"),
+        ("pause_turn", "model_incomplete"),
+    ],
+)
 def test_calls_under_a_stop_reason_the_runner_does_not_know_are_never_dispatched(
-    contracts: ContractSet, stop_reason: str
+    contracts: ContractSet, stop_reason: str, reason: str
 ) -> None:
     """An adapter of one's own that passes the provider's stop reason on had the calls of a
     reply cut off by `length` sent (a truncated id, a write included): only `tool_use` and
@@ -419,7 +427,7 @@ def test_calls_under_a_stop_reason_the_runner_does_not_know_are_never_dispatched
             )
 
     result, _, _, _ = drive(make_fixture(), contracts, PassesItOn())
-    assert (result.terminal, result.reason) == (State.ABSTAIN, "model_incomplete")
+    assert (result.terminal, result.reason) == (State.ABSTAIN, reason)
     assert result.attempts == 0
     assert [r.trigger for r in result.transitions if r.trigger == "classify"] == []
 
