@@ -142,9 +142,10 @@ def check_same_run(
     another tenant mints other operation keys, so a write sent before the crash is not found
     by its key and is sent again; another principal, scopes or policy acts under other
     authority or decides otherwise than the record; another task, tools, context, required
-    evidence or retrieval is not the run the record is of; a contract that decides otherwise
-    (`contracts.decisive_digest`: a call the run sent is refused, a result it took is
-    malformed) leaves a record no contract set replays. Not compared: `name` and
+    evidence or retrieval is not the run the record is of; another contract for one of its
+    tools (`contracts.contract_digest`: a call the run sent is refused, a result it took is
+    malformed, a request's output limit moves) leaves a record no contract set replays. Not
+    compared: `name` and
     `annotations` (the caller's labels), `credentials` (never recorded; the runtime's),
     `system_prompt` (the recorded one unless given; the re-drive checks the transcript),
     `seed` and `price` (the header's are used), `durability` (may change per resume)."""
@@ -181,8 +182,8 @@ def check_same_run(
         )
         if differ:
             changed.append(
-                f"contract for {', '.join(differ)} (the one given decides otherwise than the "
-                "one the run began under)"
+                f"contract for {', '.join(differ)} (the one given is not the one the run "
+                "began under)"
             )
     if changed:
         raise ResumeRefused(

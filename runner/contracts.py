@@ -135,8 +135,8 @@ class CompiledContract:
     fast_input: jsonschema_rs.Validator
     fast_result: jsonschema_rs.Validator
     digest: str = ""
-    """What decides a call under this contract, hashed (`decisive_digest`): a run's header keeps
-    it per tool, and a resume under a contract that decides otherwise is refused."""
+    """The contract, hashed (`contract_digest`): a run's header keeps it per tool, and a resume
+    under another contract for one of its tools is refused."""
 
     @property
     def name(self) -> str:
@@ -344,20 +344,17 @@ def compile_contract(
         rules,
         fast_input,
         fast_result,
-        decisive_digest(contract),
+        contract_digest(contract),
     )
 
 
-_NOT_DECISIVE: Final = frozenset({"description", "approval_summary"})
-"""What a person or the model reads of a contract: a run's decisions do not depend on it."""
-
-
-def decisive_digest(contract: Contract) -> str:
-    """A short hash of what decides a call under `contract`: its schemas, side effect, scope,
-    timeout, lookup, duplicate suppression, results field, audience and approval rule (its
-    wording left out), as canonical JSON."""
-    decisive = contract.model_dump(mode="json", exclude=set(_NOT_DECISIVE))
-    text = json.dumps(decisive, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def contract_digest(contract: Contract) -> str:
+    """A short hash of the whole of `contract` as canonical JSON. Its wording decides too: the
+    descriptions are the manifest the model is sent, whose size sets each request's output
+    limit and cost, so a reworded contract re-drives a run otherwise than it was recorded."""
+    text = json.dumps(
+        contract.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 

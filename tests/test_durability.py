@@ -325,8 +325,8 @@ def test_a_resume_under_a_contract_that_decides_otherwise_is_refused(
     """A run resumed under another contract for one of its tools (a tighter schema, another
     timeout) took a call it had sent, or a result it had taken, otherwise: the record then
     replayed identical under neither set. It is refused before anything is re-driven, naming
-    the tool, whether the tool is the run's or a write's lookup; a contract reworded only (its
-    description) resumes as it was."""
+    the tool, whether the tool is the run's or a write's lookup, and so is one reworded only
+    (its description is the manifest); under its own contracts it resumes as it was."""
     path = tmp_path / "r.sqlite"
     run_id = _crashed(contracts, path, 3).run_id
     store = SqliteStore(path)
@@ -348,8 +348,15 @@ def test_a_resume_under_a_contract_that_decides_otherwise_is_refused(
         ):
             runner.run(engine.resume(run_id, spec(), going_on))
         assert len(store.transitions(run_id)) == stored and going_on.requests == 1
+    # reworded only: the description is the manifest, which sets each request's output limit
     reworded = _with_changed(contracts, "hold_room", description=hold.description + " Reworded.")
     engine = Engine(contracts=reworded, toolbox=going_on, store=store, clock=clock)
+    with (
+        asyncio.Runner(loop_factory=clock.loop_factory) as runner,
+        pytest.raises(ResumeRefused, match="another contract for hold_room "),
+    ):
+        runner.run(engine.resume(run_id, spec(), going_on))
+    engine = Engine(contracts=contracts, toolbox=going_on, store=store, clock=clock)
     with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
         result = runner.run(engine.resume(run_id, spec(), going_on))
     store.close()
