@@ -25,6 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import to_jsonable_python
 
 from .._documents import (
     TOO_DEEP,
@@ -251,7 +252,12 @@ def parse_fixture(path: Path, known_tools: Iterable[str] | None = None) -> Fixtu
     except ValidationError as exc:
         raise FixtureError(path, _format_errors(exc)) from exc
     try:  # a run keeps its fixture in its header: refused here, by file, before any run starts
-        json_value(fixture.model_dump(mode="json", exclude_unset=True), refuse_surrogates=True)
+        # (a JSON dump writes NaN as null: a free-form `respond` or `args` with one would run
+        # with NaN and resume, from the header, with null)
+        document = to_jsonable_python(
+            fixture.model_dump(exclude_unset=True), inf_nan_mode="constants"
+        )
+        json_value(document, refuse_surrogates=True)
     except NotJson as exc:
         raise FixtureError(path, f"not plain JSON at {exc}") from exc
     return fixture
