@@ -390,7 +390,11 @@ def test_a_fixture_clock_too_close_to_the_last_date_is_one_line_and_stores_nothi
         ("max_attempts: 8", "max_attempts: 100000000000000000000000000", "/budget/max_attempts"),
         ("waits_s: []", "waits_s: [.nan]", "/expect/waits_s/0"),
         # free-form: a JSON dump writes it null, so the run saw NaN and its resume null
-        ("price_usd: 1180", "price_usd: .nan", "/environment/search_flights/0/respond/options/0"),
+        (
+            "price_usd: 1180",
+            "price_usd: .nan",
+            "/environment/search_flights/0/respond/options/0/price_usd",
+        ),
     ],
 )  # fmt: skip
 def test_a_fixture_value_that_is_not_plain_json_is_refused_by_file_before_any_run(
