@@ -97,8 +97,13 @@ def test_an_unreadable_fixture_is_named_the_others_still_checked(
 def test_a_path_that_is_not_there_is_named_the_others_still_checked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """It stopped at the missing path: one error line, no tally, the other files unchecked."""
+    """It stopped at the missing path: one error line, no tally, the other files unchecked. A
+    folder with no fixtures beside a good file is no error (as for `runner run`)."""
     good = write(tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["fixtures", "check", str(empty), str(good)]) == 1  # good's warnings
+    capsys.readouterr()
     missing = tmp_path / "missing.yaml"
     assert main(["fixtures", "check", str(good), str(missing)]) == 2
     captured = capsys.readouterr()

@@ -20,7 +20,7 @@ from .._jsonsafe import NotJson, json_value
 from ..contracts import ContractSet
 from ..errors import FixtureError
 from ..report import printable
-from .fixtures import Fixture, collect_fixture_paths, load_fixture
+from .fixtures import Fixture, collect_fixture_paths, expand_fixture_paths, load_fixture
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,15 +121,13 @@ def check_command(paths: list[Path], contracts: ContractSet) -> int:
     """`runner fixtures check PATH...`: every finding, one line each, then a tally. Exit 0 when
     all is well, 1 on a warning, 2 when a fixture cannot be read or a path is not there (named;
     the others are still checked)."""
-    warnings = notes = unreadable = 0
-    files: list[Path] = []
-    for given in paths:
-        try:
-            files.extend(collect_fixture_paths([given]))
-        except FixtureError as exc:  # a missing path, a folder of none: named like a bad file
-            print(f"error: {printable(exc)}", file=sys.stderr)
-            unreadable += 1
-    checked = len(files) + unreadable
+    warnings = notes = 0
+    files, missing = expand_fixture_paths(paths)
+    if not files and not missing:
+        collect_fixture_paths(paths)  # its error: no fixture files found
+    for path in missing:  # named like a file that does not load; the others are still checked
+        print(f"error: {printable(FixtureError(path, 'no such file or folder'))}", file=sys.stderr)
+    unreadable = len(missing)
     for path in files:
         try:
             fixture = load_fixture(path, contracts)
@@ -142,7 +140,7 @@ def check_command(paths: list[Path], contracts: ContractSet) -> int:
             notes += finding.anticipated
             warnings += not finding.anticipated
     print(
-        f"{checked} fixtures checked: {warnings} warnings, {notes} notes "
+        f"{len(files) + len(missing)} fixtures checked: {warnings} warnings, {notes} notes "
         f"(scripted on purpose), {unreadable} unreadable"
     )
     if unreadable:

@@ -270,14 +270,24 @@ def load_fixture(path: Path, contracts: ContractSet) -> Fixture:
 
 def collect_fixture_paths(paths: Iterable[Path]) -> list[Path]:
     """Expand folders into their fixture files (sorted); a missing path is a `FixtureError`."""
+    paths = list(paths)
+    found, missing = expand_fixture_paths(paths)
+    if missing:
+        raise FixtureError(missing[0], "no such file or folder")
+    if not found:
+        raise FixtureError(", ".join(str(p) for p in paths), "no fixture files found")
+    return found
+
+
+def expand_fixture_paths(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
+    """The fixture files `paths` name (folders expanded, sorted), and the paths not there."""
     found: list[Path] = []
+    missing: list[Path] = []
     for path in paths:
         if path.is_dir():
             found.extend(sorted(p for p in path.iterdir() if p.suffix in FIXTURE_SUFFIXES))
         elif path.is_file():
             found.append(path)
         else:
-            raise FixtureError(path, "no such file or folder")
-    if not found:
-        raise FixtureError(", ".join(str(p) for p in paths), "no fixture files found")
-    return found
+            missing.append(path)
+    return found, missing
