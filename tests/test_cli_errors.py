@@ -415,7 +415,7 @@ def test_a_fixture_value_that_is_not_plain_json_is_refused_by_file_before_any_ru
     assert f"fixture {bad}: not plain JSON at {where}" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("log", ["runs.sqlite", "./runs.sqlite-wal"])
+@pytest.mark.parametrize("log", ["runs.sqlite", "./runs.sqlite-wal", "runs.sqlite-shm"])
 def test_a_log_naming_the_store_itself_is_one_line(
     log: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -427,6 +427,18 @@ def test_a_log_naming_the_store_itself_is_one_line(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_log_that_is_a_link_to_the_store_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hard link has another name: the lines went into the database file."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", FIXTURE, "--db", "runs.sqlite"]) == 0
+    Path("linked.jsonl").hardlink_to("runs.sqlite")
+    capsys.readouterr()
+    err = _fails(["run", FIXTURE, "--db", "runs.sqlite", "--log", "linked.jsonl"], capsys)
+    assert "is the store itself" in err
+
+
 def test_a_store_in_a_missing_folder_or_none_at_all_is_one_line_saying_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -436,6 +448,12 @@ def test_a_store_in_a_missing_folder_or_none_at_all_is_one_line_saying_so(
     assert err == f"error: store {missing}: its folder {missing.parent} does not exist\n"
     err = _fails(["run", FIXTURE, "--db", ""], capsys)
     assert err == "error: --db names no file: give a SQLite file or a postgresql:// URL\n"
+    err = _fails(["run", FIXTURE, "--db", str(tmp_path)], capsys)
+    assert err == f"error: store {tmp_path} is a folder: name a SQLite file in it\n"
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    err = _fails(["run", FIXTURE, "--db", str(a_file / "runs.sqlite")], capsys)
+    assert err == f"error: store {a_file / 'runs.sqlite'}: {a_file} is a file, not a folder\n"
 
 
 def test_serve_on_a_port_in_use_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -250,12 +250,16 @@ def _model(args: argparse.Namespace) -> ModelAdapter | None:
 
 
 def _same_file(log: Path, db: Path | None) -> bool:
-    """Whether the log would be appended to the SQLite file (or its WAL) itself: SQLite's
-    checkpoint overwrote what was appended, and the store was then no log either."""
+    """Whether the log would be appended to the SQLite file itself or one of its own (the WAL,
+    the shared-memory index, a journal), by any name (a link): SQLite's checkpoint overwrote
+    what was appended (or deleted the file), and the store was then no log either."""
     if db is None:
         return False
     store = db.resolve()
-    return log.resolve() in {store, store.with_name(store.name + "-wal")}
+    own = [store, *(store.with_name(store.name + end) for end in ("-wal", "-shm", "-journal"))]
+    if log.resolve() in own:
+        return True
+    return log.exists() and any(path.exists() and os.path.samefile(log, path) for path in own)
 
 
 def _run(args: argparse.Namespace) -> int:

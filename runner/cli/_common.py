@@ -81,7 +81,12 @@ def open_store(db: Database, *, must_exist: bool, read_only: bool = False) -> St
         raise LoadError(f"store {path} does not exist")
     if str(path) in ("", "."):  # `--db ''` read as the working directory
         raise LoadError("--db names no file: give a SQLite file or a postgresql:// URL")
-    if not path.parent.is_dir():  # sqlite3 says only `unable to open database file`
+    # sqlite3 says only `unable to open database file` of these
+    if path.is_dir():
+        raise LoadError(f"store {path} is a folder: name a SQLite file in it")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise LoadError(f"store {path}: {path.parent} is a file, not a folder")
+    if not path.parent.is_dir():
         raise LoadError(f"store {path}: its folder {path.parent} does not exist")
     return SqliteStore(path, read_only=read_only)
 
