@@ -52,10 +52,13 @@ def check_start(
     unknown = [name for name in spec.tools if name not in runtime.contracts]
     if unknown:
         raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
-    unknown = [need.tool for need in spec.required_evidence if need.tool not in runtime.contracts]
-    if unknown:  # it could never be met: the run would abstain, missing_evidence
+    unmet = [need.tool for need in spec.required_evidence if need.tool not in spec.tools]
+    if (
+        unmet
+    ):  # it could never be met (a typo, a tool not given): it would abstain, missing_evidence
         raise ConfigError(
-            f"RunSpec.required_evidence names tools with no contract: {', '.join(unknown)}"
+            f"RunSpec.required_evidence names tools the run is not given: {', '.join(unmet)} "
+            "(RunSpec.tools)"
         )
     if spec.tool_retrieval is not None:  # refused now, not once the catalogue outgrows the offer
         check_retrieval(spec.tool_retrieval, runtime.contracts, retrievers)

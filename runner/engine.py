@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 
 from ._continuation import begin_continuation, inputs_then
 from ._core import Core, brief
@@ -126,6 +127,11 @@ class Engine:
         retrievers a spec's `tool_retrieval` may name, by name (default: `bm25`)."""
         check_durability(durability, "Engine(durability=...)")
         check_render_limit(render_limit, "Engine(render_limit=...)")
+        if not timedelta(0) < retry_horizon <= MAX_RETRY_HORIZON:  # a key's expiry must fit
+            raise ConfigError(
+                f"Engine(retry_horizon=...) is more than 0 and at most "
+                f"{MAX_RETRY_HORIZON.days} days, not {retry_horizon}"
+            )
         check_text(system_prompt, "Engine(system_prompt=...)")
         if rng is not None:
             warnings.warn(
@@ -593,6 +599,11 @@ class Engine:
             raise
         await let_go_renewed(renewed, ended=stays_ended(result.terminal.value, result.reason))
         return result
+
+
+MAX_RETRY_HORIZON: Final = timedelta(days=3650)
+"""The longest a write's operation key may stay claimed (`Engine(retry_horizon=...)`): its
+expiry is a stamp plus this, and must fit the dates Python holds (see `clock.LATEST_START`)."""
 
 
 def outside_a_loop(call: str, instead: str) -> None:

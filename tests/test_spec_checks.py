@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +202,9 @@ def _refund_engine(tmp_path: Path, **options: Any) -> Engine:
         ({"render_limit": 0}, "Engine(render_limit=...) is a whole number of at least 1, not 0"),
         ({"render_limit": -1}, "Engine(render_limit=...) is a whole number of at least 1, not -1"),
         ({"system_prompt": "x\udfff"}, "Engine(system_prompt=...) 'x\\udfff' holds"),
+        # a key's expiry past the last date Python holds overflowed mid-run
+        ({"retry_horizon": timedelta(days=3_000_000)}, "Engine(retry_horizon=...) is more than 0"),
+        ({"retry_horizon": timedelta(0)}, "Engine(retry_horizon=...) is more than 0"),
     ],
 )
 def test_an_engine_setting_no_run_could_be_replayed_under_is_refused(
@@ -230,7 +233,8 @@ def test_a_run_id_or_evidence_no_run_could_keep_is_refused_before_anything_is_st
         asyncio.Runner(loop_factory=engine.clock.loop_factory) as runner,
     ):
         runner.run(with_id())
-    typo = EvidenceRequirement(name="a refund", tool="refund_ordr")
-    with pytest.raises(ConfigError, match="required_evidence names tools with no contract: ref"):
-        engine.run_sync(_spec(required_evidence=(typo,)), model)
+    for tool in ("refund_ordr", "lookup_order"):  # a typo; a tool with a contract, not given
+        needs = EvidenceRequirement(name="a refund", tool=tool)
+        with pytest.raises(ConfigError, match=f"names tools the run is not given: {tool} "):
+            engine.run_sync(_spec(required_evidence=(needs,)), model)
     assert list_runs(engine.runtime.store) == []  # type: ignore[arg-type]
