@@ -98,6 +98,11 @@ def check_spec(spec: RunSpec) -> None:
     check_text(spec.name, "RunSpec.name")
     if spec.system_prompt is not None:
         check_text(spec.system_prompt, "RunSpec.system_prompt")
+    if not isinstance(spec.credentials, Mapping):
+        raise ConfigError(
+            f"RunSpec.credentials must be a mapping of names to text, not "
+            f"{type(spec.credentials).__name__}"
+        )
     for key, value in spec.credentials.items():  # redacted from every record: text, never shown
         check_text(key, "RunSpec.credentials' name")
         check_text(value, f"RunSpec.credentials[{key!r}]", secret=True)

@@ -247,8 +247,8 @@ def summary_unbacked(run_id: str, summary: RunSummary, last: LastMove | None) ->
         if last[3] == summary.attempts:
             return None
         return (
-            f"run {run_id}: its summary says {summary.attempts} attempts, but its last "
-            f"transition (seq {last[0]}) says {last[3]}: the summary was edited"
+            f"run {run_id}: its summary says attempts {summary.attempts}, but its last "
+            f"transition (seq {last[0]}) says attempts {last[3]}: the summary was edited"
         )
     seq, state, reason, _ = last if last is not None else (0, "none", None, 0)
     if state not in TERMINAL:

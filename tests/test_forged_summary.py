@@ -110,6 +110,6 @@ def test_a_summary_edited_to_claim_fewer_attempts_is_named_by_runs_and_show(
     capsys.readouterr()
     assert main(["runs", "--db", str(db), "--json"]) == 2
     (line,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert "its summary says 1 attempts, but its last transition" in line["unreadable"]
+    assert "its summary says attempts 1, but its last transition" in line["unreadable"]
     assert main(["show", run_id, "--db", str(db)]) == 2
-    assert "says 3: the summary was edited" in capsys.readouterr().err
+    assert "says attempts 3: the summary was edited" in capsys.readouterr().err

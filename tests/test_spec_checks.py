@@ -163,13 +163,14 @@ def test_what_raised_a_raw_python_error_is_a_config_error(
         ({"system_prompt": "Be brief \ud800"}, "RunSpec.system_prompt 'Be brief \\ud800' holds"),
         ({"name": "run \udfff"}, "RunSpec.name 'run \\udfff' holds a lone surrogate"),
         ({"credentials": {"api_key": 12345}}, "RunSpec.credentials['api_key'] must be a string"),
+        ({"credentials": None}, "RunSpec.credentials must be a mapping of names to text, not None"),
         ({"credentials": {"api_key": "s3cr\ud800t"}}, "RunSpec.credentials['api_key'] holds"),
         ({"seed": 1.5}, "RunSpec.seed is a whole number or None, not 1.5"),
         ({"seed": True}, "RunSpec.seed is a whole number or None, not True"),
         ({"render_limit": 2.5}, "RunSpec.render_limit is a whole number of at least 1, not 2.5"),
     ],
-    ids=["system prompt", "name", "credential not text", "credential surrogate", "seed", "bool",
-         "render limit"],
+    ids=["system prompt", "name", "credential not text", "credentials none",
+         "credential surrogate", "seed", "bool", "render limit"],
 )  # fmt: skip
 def test_what_escaped_a_run_as_a_raw_error_is_refused_when_the_spec_is_made(
     changes: dict[str, Any], said: str
