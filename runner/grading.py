@@ -432,6 +432,15 @@ def outcome_checks(recording: Recording, expect: Expect, holds: int | None) -> l
     return checks
 
 
+_NOT_ENDED: Final = Check(
+    "run_ended",
+    False,
+    "the run has not ended (still being driven, or stopped before its end: resume it first)",
+)
+"""A record with no end proves no outcome: `grade_run` of it passed, the other checks holding
+as far as it went."""
+
+
 def grade(
     recording: Recording,
     contracts: ContractSet,
@@ -447,7 +456,8 @@ def grade(
     process drove it (its record is what the engine just wrote). `system_prompt`: as `replay`'s.
     """
     check_contracts_cover(recording.header, contracts)
-    checks = outcome_checks(recording, expect, holds) if expect is not None else []
+    checks = [] if recording.summary is not None else [_NOT_ENDED]
+    checks += outcome_checks(recording, expect, holds) if expect is not None else []
     checks += [check(recording, contracts) for check in TRAJECTORY_CHECKS]
     if replayed:
         checks.append(replays_as_recorded(recording, contracts, system_prompt))

@@ -173,20 +173,26 @@ def test_an_untouched_store_still_grades(tmp_path: Path, contracts: ContractSet)
     assert "replays_as_recorded" in {check.name for check in trial.checks}
 
 
+def _killed_run(folder: Path, db: Path) -> str:
+    """The id of a `rate_limited` run killed (SIGKILL) after its 5th commit, stored in `db`."""
+    env = {**os.environ, "RUNNER_KILL_AFTER_COMMITS": "5"}
+    fixture = str(FIXTURES / "rate_limited.yaml")
+    killed = subprocess.run(
+        [sys.executable, "-m", "runner", "run", fixture, "--db", str(db)],
+        env=env, capture_output=True, check=False, cwd=folder,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL
+    ((cut,),) = sqlite3.connect(db).execute("SELECT run_id FROM runs")
+    return str(cut)
+
+
 def test_grade_stored_names_a_run_that_has_not_ended_and_grades_the_others(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A run still being driven (or killed and not yet resumed) was graded as a failed trial,
     `terminal_as_declared: None, declared complete`, with exit 1: its end is not known yet."""
     db = tmp_path / "runs.sqlite"
-    env = {**os.environ, "RUNNER_KILL_AFTER_COMMITS": "5"}
-    fixture = str(FIXTURES / "rate_limited.yaml")
-    killed = subprocess.run(
-        [sys.executable, "-m", "runner", "run", fixture, "--db", str(db)],
-        env=env, capture_output=True, check=False, cwd=tmp_path,
-    )  # fmt: skip
-    assert killed.returncode == -signal.SIGKILL
-    ((cut,),) = sqlite3.connect(db).execute("SELECT run_id FROM runs")
+    cut = _killed_run(tmp_path, db)
     assert main(["run", str(FIXTURES / "read_only_success.yaml"), "--db", str(db)]) == 0
     capsys.readouterr()
     assert main(["grade", "--stored", "--db", str(db), "--json"]) == 2
@@ -197,3 +203,18 @@ def test_grade_stored_names_a_run_that_has_not_ended_and_grades_the_others(
     ]
     assert [entry["run_id"] for entry in graded["not_graded"]] == [cut]
     assert f"error: run {cut}: it has not ended" in captured.err
+
+
+def test_grade_run_of_a_run_that_has_not_ended_fails_run_ended(
+    tmp_path: Path, contracts: ContractSet
+) -> None:
+    """`grade_run` of a killed run passed: every check held as far as its record went."""
+    db = tmp_path / "runs.sqlite"
+    cut = _killed_run(tmp_path, db)
+    store = SqliteStore(db, read_only=True)
+    try:
+        trial = grade_run_sync(store, cut, contracts)
+    finally:
+        store.close()
+    assert not trial.passed
+    assert [c.name for c in trial.failed] == ["run_ended"]
