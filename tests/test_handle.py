@@ -45,10 +45,13 @@ def _reply(*calls: ToolCall, text: str = "") -> ModelReply:
 
 
 class HoldThenAnswer:
-    """Proposes one hold, then answers; counts its requests."""
+    """Proposes one hold, then answers; counts its requests. `hang`: its next request never
+    comes back instead (the process is cut there; `asked_again` is set)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hang: bool = False) -> None:
         self.requests = 0
+        self.hang = hang
+        self.asked_again = asyncio.Event()
 
     async def generate(
         self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
@@ -56,6 +59,9 @@ class HoldThenAnswer:
         self.requests += 1
         if self.requests == 1:
             return _reply(ToolCall(id="c1", name="hold_room", arguments=HOLD_ARGS))
+        if self.hang:
+            self.asked_again.set()
+            await asyncio.Event().wait()
         return _reply(text="Held HOLD-1.")
 
 
@@ -278,24 +284,6 @@ def test_a_cancel_during_a_retry_wait_carries_the_decided_retry_out_first(
     assert triggers == ["propose", "classify", "retry", "classify", "resume", "give_up"]
 
 
-class HoldThenHang:
-    """Proposes one hold; its next request never comes back (the process is cut there)."""
-
-    def __init__(self) -> None:
-        self.asked_again = asyncio.Event()
-        self.requests = 0
-
-    async def generate(
-        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
-    ) -> ModelReply:
-        self.requests += 1
-        if self.requests == 1:
-            return _reply(ToolCall(id="c1", name="hold_room", arguments=HOLD_ARGS))
-        self.asked_again.set()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-
 def test_a_cancel_given_to_resumes_started_ends_the_run_where_its_record_ends(
     contracts: ContractSet,
 ) -> None:
@@ -307,7 +295,7 @@ def test_a_cancel_given_to_resumes_started_ends_the_run_where_its_record_ends(
     store = MemoryStore()
     clock = FakeClock()
     engine = Engine(contracts=contracts, toolbox=hotel.tools(), store=store, clock=clock)
-    first = HoldThenHang()
+    first = HoldThenAnswer(hang=True)
     run_ids: list[str] = []
 
     async def cut() -> None:
