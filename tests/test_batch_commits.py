@@ -233,7 +233,8 @@ def test_what_a_crashed_batch_left_reads_back_everywhere(
     contracts: ContractSet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A log that ends in an input without its transition: the store's readers, a replay and a
-    grade of the unfinished run, and the file seen from another connection."""
+    grade of the unfinished run (every check holding but `run_ended`; `grade --stored` names
+    it), and the file seen from another connection."""
     path = tmp_path / "crashed.sqlite"
     world, late = World(), list[str]()
     store = SqliteStore(path)
@@ -260,11 +261,14 @@ def test_what_a_crashed_batch_left_reads_back_everywhere(
     assert [o.tool for o in recording.outputs] == ["hold_room"]
     assert len(recording.transitions) == 1 and recording.summary is None
     assert replay(recording, contracts).identical  # as far as it went: the slow call's end
-    assert grade(recording, contracts, None, None).passed
-    for command in (["show", run_id], ["replay", run_id], ["runs"], ["grade", "--stored"]):
+    trial = grade(recording, contracts, None, None)  # every check holds, but it has not ended
+    assert [check.name for check in trial.failed] == ["run_ended"]
+    for command in (["show", run_id], ["replay", run_id], ["runs"]):
         assert main([*command, "--db", str(path)]) == 0, command
-    shown = capsys.readouterr().out
-    assert "not finished" in shown and "identical as far as it goes" in shown
+    assert main(["grade", "--stored", "--db", str(path)]) == 2  # named, not graded
+    captured = capsys.readouterr()
+    assert "not finished" in captured.out and "identical as far as it goes" in captured.out
+    assert f"error: run {run_id}: it has not ended" in captured.err
 
 
 def _rows(path: Path) -> list[int]:
