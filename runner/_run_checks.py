@@ -52,10 +52,9 @@ def check_start(
     unknown = [name for name in spec.tools if name not in runtime.contracts]
     if unknown:
         raise ConfigError(f"RunSpec.tools names tools with no contract: {', '.join(unknown)}")
+    # Evidence from a tool the run is not given (a typo) could never be met: missing_evidence.
     unmet = [need.tool for need in spec.required_evidence if need.tool not in spec.tools]
-    if (
-        unmet
-    ):  # it could never be met (a typo, a tool not given): it would abstain, missing_evidence
+    if unmet:
         raise ConfigError(
             f"RunSpec.required_evidence names tools the run is not given: {', '.join(unmet)} "
             "(RunSpec.tools)"
@@ -148,8 +147,8 @@ def check_same_run(
     evidence or retrieval is not the run the record is of; another contract for one of its
     tools (`contracts.contract_digest`: a call the run sent is refused, a result it took is
     malformed, a request's output limit moves) leaves a record no contract set replays. Not
-    compared: `name` and
-    `annotations` (the caller's labels), `credentials` (never recorded; the runtime's),
+    compared: `name` and `annotations` (the caller's labels), `credentials` (never recorded;
+    the runtime's),
     `system_prompt` (the recorded one unless given; the re-drive checks the transcript),
     `seed` and `price` (the header's are used), `durability` (may change per resume)."""
     given: dict[str, tuple[object, object]] = {

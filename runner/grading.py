@@ -432,13 +432,12 @@ def outcome_checks(recording: Recording, expect: Expect, holds: int | None) -> l
     return checks
 
 
-_NOT_ENDED: Final = Check(
-    "run_ended",
-    False,
-    "the run has not ended (still being driven, or stopped before its end: resume it first)",
+UNFINISHED: Final = (
+    "it has not ended (still being driven, or stopped before its end: resume it first)"
 )
-"""A record with no end proves no outcome: `grade_run` of it passed, the other checks holding
-as far as it went."""
+"""Why a record with no end proves no outcome (`grade_run` of it passed, the other checks
+holding as far as it went; `grade --stored` names it instead of grading it)."""
+_NOT_ENDED: Final = Check("run_ended", False, UNFINISHED)
 
 
 def grade(

@@ -201,7 +201,7 @@ class RunHeader:
     stored before it was recorded, which projected so."""
     contracts: dict[str, str] | None = None
     """The digest of every contract the run could call under (`contracts.contract_digests`),
-    by tool: a resume under contracts that decide otherwise is refused (None: stored before
+    by tool: a resume under another contract for one of them is refused (None: stored before
     the runner recorded them)."""
 
 

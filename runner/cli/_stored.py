@@ -19,7 +19,7 @@ from ..budget import Limits
 from ..children import children_of, family_ids
 from ..contracts import ContractSet
 from ..errors import ConfigError, LoadError, StoreCorrupt, StoreError
-from ..grading import Check, FixtureGrade, grade
+from ..grading import UNFINISHED, Check, FixtureGrade, grade
 from ..mcp import with_recorded
 from ..recording import RAW_OUTCOME_ADAPTER, Responded
 from ..replay import Recording, describe, replay, stored_limits
@@ -253,11 +253,6 @@ def _first_problem(exc: ValidationError) -> str:
     problem = exc.errors()[0]
     where = ".".join(str(part) for part in problem["loc"])
     return f"{where}: {problem['msg']}"
-
-
-UNFINISHED = "it has not ended (still being driven, or stopped before its end: resume it first)"
-"""Why a stored run without a summary is not graded: its terminal state is not known yet (it
-was graded as failing `terminal_as_declared: None`)."""
 
 
 def _grade_stored(

@@ -166,7 +166,7 @@ class QueuedRunService(RunService):
         try:
             rows = await asyncio.to_thread(self._rows, _WAITING, (QUEUE,))
         except psycopg.Error as exc:
-            raise StoreError(f"the run queue cannot be used: {type(exc).__name__}") from exc
+            raise _unusable_queue(exc) from exc
         waiting = int(rows[0][0]) if rows else 0
         if waiting >= self.config.max_queued:
             raise ApiError(429, "queue_full", f"{waiting} runs are waiting; try again later")
@@ -189,8 +189,7 @@ class QueuedRunService(RunService):
                 self._open_failed = False
             return queued
         except (ConnectorException, psycopg.Error, PoolTimeout) as exc:
-            cause = type(exc.__cause__ or exc).__name__  # procrastinate wraps the psycopg error
-            raise StoreError(f"the run queue cannot be used: {cause}") from exc
+            raise _unusable_queue(exc) from exc
 
     async def _open_queue(self) -> None:
         try:
@@ -286,3 +285,9 @@ class QueuedRunService(RunService):
     def continue_decided(self, key: ApiKey, run_id: str, now: datetime) -> None:
         """Queue the continuation for the workers (called on a request's worker thread)."""
         anyio.from_thread.run(self._defer, [continuation_job(run_id, now)])
+
+
+def _unusable_queue(exc: Exception) -> StoreError:
+    """The refusal of a request the run queue could not serve, naming the cause (procrastinate
+    wraps the psycopg error it met)."""
+    return StoreError(f"the run queue cannot be used: {type(exc.__cause__ or exc).__name__}")
