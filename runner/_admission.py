@@ -30,7 +30,7 @@ from .operations import Operation, OperationStatus, canonical, mint_key, paramet
 from .tools import ToolImplementation, ToolInvocation
 from .transcript import render_json
 
-_INVOCATION: Final = quick_new(ToolInvocation)  # one a dispatch, 10 fields (see `quick_new`)
+_INVOCATION: Final = quick_new(ToolInvocation)  # one a dispatch, 11 fields (see `quick_new`)
 
 
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
@@ -129,7 +129,11 @@ def not_granted(lookup: str, scope: str, principal: str) -> str:
 
 
 def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
-    """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key."""
+    """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key.
+
+    The lookup of a child-run call admits no attempt of its own: it reads (or resumes) the
+    child, whose attempts, all within what it was carved, are charged in its place. Counted,
+    it would take the family past the parent's cap after a crash, one attempt a level."""
     assert slot.contract is not None and slot.operation_key is not None
     now = run.clock.monotonic()
     blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.usage, now)
@@ -138,7 +142,8 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
             bound=blocked, call_id=slot.call.id, tool=slot.call.name, detail="lookup not dispatched"
         )
         return
-    run.usage.attempts += 1
+    if not is_child_contract(slot.contract):
+        run.usage.attempts += 1
     lookup = slot.contract.contract.reconcile_with or ""
     lookup_contract = runtime.contracts.get(lookup)
     implementation = runtime.toolbox.implementation(lookup)
@@ -249,6 +254,7 @@ def _dispatch(
         timeout_s=min(contract.contract.timeout_s, bounds.time_left(spec.limits, run.usage, now)),
         run_id=run.setup.run_id,
         budget_left=left,
+        cancel_requested=run.setup.cancel.signal,
     )
     run.meters.dispatches += 1
     slot.started = now

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Final
 
+from .tools import CancelSignal
+
 CANCELLED: Final = "cancelled"
 """The reason recorded on the terminal transition of a run cancelled through its handle."""
 
@@ -30,6 +32,9 @@ class Cancellation:
 
     def __init__(self) -> None:
         self.requested = False
+        self._event = asyncio.Event()  # bound to a loop only when first awaited
+        self.signal = CancelSignal(self._event)
+        """What the run's tools are given of the request."""
         self.task: asyncio.Task[Any] | None = None
         """The task driving the run (set by `Engine.start`)."""
         self._abandonable = False
@@ -39,6 +44,7 @@ class Cancellation:
         if self.requested:
             return
         self.requested = True
+        self._event.set()
         if self._abandonable and self.task is not None:
             self.task.cancel()
 

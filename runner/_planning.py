@@ -231,6 +231,8 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     fills it (the request is still made: the cap is checked on tokens spent), one token, so the
     reply cannot add to what the input passes it by. A request with no token left (the final
     one after the token bound) is outside the token cap, as it is outside the model-step cap.
+    Under `Limits.final_within_caps` (a child run) neither passes: the limit is 0, so no such
+    request is made.
     Money: what `max_cost_usd` leaves after the projected input, at the output price; for a
     tool-proposing request, less the final answer's share, held back.
 
@@ -243,8 +245,12 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     tokens_in = _projected_input(run)
     limit: int | None = None
     left = limits.max_tokens - usage.tokens_in - usage.tokens_out
-    if left >= 1:
-        limit = left - tokens_in if left > tokens_in else 1
+    if left > tokens_in:
+        limit = left - tokens_in
+    elif limits.final_within_caps:  # no request passes the cap, not even by its input
+        limit = 0
+    elif left >= 1:
+        limit = 1
     if limits.max_cost_usd is None or price is None:
         return limit, _TOKENS
     money = Decimal(str(limits.max_cost_usd)) - usage.cost_usd - price.cost(tokens_in, 0)
@@ -435,7 +441,9 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     its evidence and no final text), so a slow final answer cannot stretch the run. Likewise
     with a money budget: it is made only when its projected cost fits in what is left, and pays
     for an output token. Its output is limited to what the money and the tokens leave (see
-    `_output_limit`); a final answer cut off there is kept as the partial answer.
+    `_output_limit`); a final answer cut off there is kept as the partial answer. Under
+    `Limits.final_within_caps` (a child run) it is made only when a model step is left and its
+    projected input and an output token fit in the tokens left.
     """
     run.transcript.append(
         UserMessage(
@@ -444,12 +452,14 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
         )
     )
     tools = _offer(core, run)  # before its cost is projected, which counts their manifest
-    left = bounds.time_left(run.setup.spec.limits, run.usage, run.clock.monotonic())
-    affordable = bounds.cost_room(run.setup.spec.limits, run.usage, _projected_cost(run))
+    limits = run.setup.spec.limits
+    left = bounds.time_left(limits, run.usage, run.clock.monotonic())
+    affordable = bounds.cost_room(limits, run.usage, _projected_cost(run))
     limit, _ = _output_limit(run, final=True)
+    stepped = limits.final_within_caps and run.usage.model_steps >= limits.max_model_steps
     reply: ModelReply | None = None
     latency: float | None = None
-    if left > 0 and affordable and (limit is None or limit >= 1):
+    if left > 0 and affordable and not stepped and (limit is None or limit >= 1):
         # the tools stay declared; tool_choice none forbids them
         reply, latency, failure, _ = await _ask(core, run, tools, "none", bounded=True, limit=limit)
     answer = reply.text if reply is not None and failure is None else None  # not one too late

@@ -187,5 +187,8 @@ def run_secrets(spec: RunSpec, model: ModelAdapter) -> list[str]:
 @functools.lru_cache(maxsize=64)
 def _limits_json(limits: Limits) -> dict[str, Any]:
     """Limits repeat from run to run (they are frozen, so hashable): dump each once."""
-    dumped: dict[str, Any] = limits.model_dump(mode="json")
+    # `final_within_caps` only where set: every other header stays as it was stored before it.
+    dumped: dict[str, Any] = limits.model_dump(mode="json", exclude={"final_within_caps"})
+    if limits.final_within_caps:
+        dumped["final_within_caps"] = True
     return dumped

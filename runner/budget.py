@@ -62,6 +62,12 @@ class Limits(BaseModel):
     """Money spent on model requests, in US dollars at the run's price (None: unbounded). A
     request is made only when its projected cost fits (see `cost_room`), and its output is
     limited to what the money left pays for after its projected input."""
+    final_within_caps: bool = Field(default=False, strict=True)
+    """Hold every request to the token and model-step caps, the final tool-free one included:
+    a request is made only when a step, its projected input and an output token fit in what is
+    left (its output limited to the rest); else the run abstains without a final answer. A
+    child run's limits set it: its caps are what its parent has left, so nothing may stand
+    outside them. Left out of a run's header while false (headers stored before it read false)."""
 
 
 def changed_limits(before: Limits, after: Limits) -> list[str]:

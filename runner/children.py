@@ -16,16 +16,20 @@ typed observation and goes on under its own policy:
 | escalate | `access_denied` (the child needs a person, so does the parent) |
 | unknown | `unknown_outcome` (the child's key in the reason): reconciled, then `unknown` |
 
-The child's attempts, tokens and cost are charged to the parent when its outcome is classified
-(from the recorded payload, so a replay charges the same). A crash while a child runs leaves the
-parent's call pending: resuming the parent reconciles it through the lookup, which resumes the
-child (or reads how it ended) by the key.
+The child's attempts, model steps, tokens and cost are charged to the parent when its outcome is
+classified (from the recorded payload, so a replay charges the same). Its limits hold its final
+tool-free request too (`Limits.final_within_caps`), so the family never passes the parent's caps
+but by the parent's own final request. A crash while a child runs leaves the parent's call
+pending: resuming the parent reconciles it through the lookup, which resumes the child (or reads
+how it ended) by the key, and admits no attempt of its own (the child's are charged instead). A
+cancel of the parent asks a child in flight to cancel (`ToolInvocation.cancel_requested`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
@@ -33,10 +37,11 @@ from typing import TYPE_CHECKING, Any, Final
 from .budget import Limits, Usage
 from .contracts import CompiledContract, Contract, compile_contract
 from .errors import ConfigError
+from .handle import RunHandle
 from .models.base import ModelAdapter
 from .spec import RunResult, RunSpec
 from .states import State
-from .tools import BudgetLeft, ToolInvocation, ToolResponse
+from .tools import BudgetLeft, CancelSignal, ToolInvocation, ToolResponse
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -168,6 +173,7 @@ def charge(usage: Usage, payload: object) -> bool:
     if not isinstance(child, dict):
         return False
     usage.attempts += _count(child.get("attempts"))
+    usage.model_steps += _count(child.get("model_steps"))  # absent in runs stored before it
     usage.tokens_in += _count(child.get("tokens_in"))
     usage.tokens_out += _count(child.get("tokens_out"))
     cost = child.get("cost_usd")
@@ -198,6 +204,7 @@ def carve(own: Limits, left: BudgetLeft, timeout_s: float) -> Limits | None:
         max_tokens=min(own.max_tokens, left.tokens),
         max_seconds=seconds,
         max_cost_usd=cost,
+        final_within_caps=True,  # what the parent has left holds the child's final request too
     )
 
 
@@ -210,6 +217,7 @@ def summary_of(result: RunResult, key: str | None) -> dict[str, Any]:
         "reason": result.reason,
         "answer": result.answer,
         "attempts": result.attempts,
+        "model_steps": result.model_steps,
         "tokens_in": result.tokens_in,
         "tokens_out": result.tokens_out,
         "cost_usd": result.cost_usd,
@@ -296,7 +304,10 @@ class ChildRun:
                 }
             )
         run_id = child_run_id(key)
-        result = await self.engine.run(self.spec(invocation, limits), self.model(), run_id=run_id)
+        tie = _Tie(invocation.cancel_requested)
+        handle = self.engine.start(self.spec(invocation, limits), self.model(), run_id=run_id)
+        tie.adopt(handle)
+        result = await tie.result(handle.result())
         return ToolResponse(payload=answer_payload(summary_of(result, key)))
 
     async def lookup(self, invocation: ToolInvocation) -> ToolResponse:
@@ -312,7 +323,9 @@ class ChildRun:
         if summary is None:  # the crash took the child down mid-run: it goes on from its record
             limits = Limits.model_validate(header.limits)
             spec = self.spec(invocation, limits, task=header.task)
-            result = await self.engine.resume(run_id, spec, self.model())
+            tie = _Tie(invocation.cancel_requested)
+            resumed = self.engine.resume(run_id, spec, self.model(), started=tie.adopt)
+            result = await tie.result(resumed)
             child = summary_of(result, key)
         else:
             transitions = store.transitions(run_id)
@@ -333,6 +346,43 @@ class ChildRun:
         return self.lookup
 
 
+class _Tie:
+    """A child's run tied to its parent's: a cancel of the parent asks the child to cancel (it
+    settles its own batch in flight, then ends `abstain`, reason `cancelled`), and the parent
+    stopping (its task cancelled: the process going down) stops the child where it is, to be
+    resumed with it."""
+
+    def __init__(self, parent_cancel: CancelSignal | None) -> None:
+        self.parent_cancel = parent_cancel
+        self.handles: list[RunHandle] = []
+
+    def adopt(self, handle: RunHandle) -> None:
+        """Tie the child's `handle` (a started or resumed run's) to the parent."""
+        self.handles.append(handle)
+        if self.parent_cancel is not None and self.parent_cancel.is_set():
+            handle.cancel()
+
+    async def result(self, child: Awaitable[RunResult]) -> RunResult:
+        """Await the child's end under the tie."""
+        watch = None
+        if self.parent_cancel is not None:
+            watch = asyncio.ensure_future(self._cancel_on_request(self.parent_cancel))
+        try:
+            return await child
+        except asyncio.CancelledError:
+            for handle in self.handles:
+                handle.stop()
+            raise
+        finally:
+            if watch is not None:
+                watch.cancel()
+
+    async def _cancel_on_request(self, parent_cancel: CancelSignal) -> None:
+        await parent_cancel.wait()
+        for handle in self.handles:
+            handle.cancel()
+
+
 def family_ids(store: Store, run_id: str) -> list[str]:
     """`run_id` and every run it started, depth first (children in call order)."""
     found = [run_id]
@@ -349,24 +399,47 @@ def parent_of(header: Any) -> str | None:
     return run_id if isinstance(run_id, str) else None
 
 
-def charged_by_children(outputs: Sequence[Any]) -> tuple[int, int, float]:
-    """The tokens in and out and the cost a run was charged for its children, from its
-    recorded outputs (once per call, as the engine charges: the first answer naming a child)."""
-    seen: set[str] = set()
-    tokens_in = tokens_out = 0
-    cost = 0.0
+@dataclass(frozen=True, slots=True)
+class Charged:
+    """What a run was charged for its children (or for one of them)."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    model_steps: int = 0
+
+
+def charged_by_children(outputs: Sequence[Any]) -> Charged:
+    """What a run was charged for its children, from its recorded outputs."""
+    charges = charges_by_call(outputs).values()
+    return Charged(
+        tokens_in=sum(charge.tokens_in for charge in charges),
+        tokens_out=sum(charge.tokens_out for charge in charges),
+        cost_usd=sum(charge.cost_usd for charge in charges),
+        model_steps=sum(charge.model_steps for charge in charges),
+    )
+
+
+def charges_by_call(outputs: Sequence[Any]) -> dict[str, Charged]:
+    """What each child-run call charged its run, by call id, from the recorded outputs (once
+    per call, as the engine charges: the first answer naming a child)."""
+    charges: dict[str, Charged] = {}
     for output in outputs:
         payload = getattr(output.outcome, "payload", None)
         child = payload.get(CHILD_FIELD) if isinstance(payload, dict) else None
         call = output.call_id.removesuffix("~lookup")
-        if not isinstance(child, dict) or call in seen:
+        if not isinstance(child, dict) or call in charges:
             continue
-        seen.add(call)
-        tokens_in += _count(child.get("tokens_in"))
-        tokens_out += _count(child.get("tokens_out"))
         spent = child.get("cost_usd")
-        cost += spent if isinstance(spent, int | float) and not isinstance(spent, bool) else 0.0
-    return tokens_in, tokens_out, cost
+        charges[call] = Charged(
+            tokens_in=_count(child.get("tokens_in")),
+            tokens_out=_count(child.get("tokens_out")),
+            cost_usd=spent
+            if isinstance(spent, int | float) and not isinstance(spent, bool)
+            else 0.0,
+            model_steps=_count(child.get("model_steps")),
+        )
+    return charges
 
 
 def children_of(outputs: Sequence[Any]) -> list[tuple[str, str]]:

@@ -14,7 +14,7 @@ from typing import Final, Protocol
 
 from ._approval_checks import approvals_of, token_misused, unapproved_write
 from ._call_ids import unique_id
-from .children import charged_by_children
+from .children import charged_by_children, charges_by_call
 from .contracts import ContractSet
 from .errors import ConfigError, StoreError
 from .machine import Trigger
@@ -295,12 +295,49 @@ def attempts_within_cap(recording: Recording, contracts: ContractSet) -> Check:
     return Check("attempts_within_cap", True)
 
 
+def tokens_within_cap(recording: Recording, contracts: ContractSet) -> Check:
+    """No model request was made once `max_tokens` was spent (its children's tokens included),
+    but the run's own final tool-free request, which stands outside the cap (inside it under
+    `final_within_caps`: a child run); and no child passed what its run had left for it when
+    charged. Input may still pass the cap (a request's projected input, or more than projected):
+    the runner limits a request's output, never what a provider bills it for reading."""
+    name = "tokens_within_cap"
+    limits = recording.header.limits
+    cap = int(limits.get("max_tokens", 0))
+    within = limits.get("final_within_caps") is True
+    last = recording.transitions[-1] if recording.transitions else None
+    final = bool(recording.turns) and recording.turns[-1].tool_choice == "none"
+    outside = last if final and not within and last and last.tokens_in is not None else None
+    charges = charges_by_call(recording.outputs)
+    spent = 0
+    for record in recording.transitions:
+        charge = charges.pop(record.call_id, None) if record.call_id is not None else None
+        if charge is not None:
+            spent += charge.tokens_in + charge.tokens_out
+            if spent > cap:
+                return Check(
+                    name,
+                    False,
+                    f"{spent} tokens after the child run of {record.call_id}, cap {cap}",
+                )
+        if record.tokens_in is None:
+            continue
+        if record is not outside and spent >= cap:
+            return Check(
+                name,
+                False,
+                f"a model request at seq {record.seq} with {spent} tokens spent, cap {cap}",
+            )
+        spent += record.tokens_in + (record.tokens_out or 0)
+    return Check(name, True)
+
+
 def cost_within_cap(recording: Recording, contracts: ContractSet) -> Check:
     """The model requests' recorded costs (its children's included) add up to no more than
     `max_cost_usd`, when set."""
     cap = recording.header.limits.get("max_cost_usd")
     spent = sum(record.cost_usd or 0.0 for record in recording.transitions)
-    spent += charged_by_children(recording.outputs)[2]
+    spent += charged_by_children(recording.outputs).cost_usd
     if cap is not None and round(spent, 9) > float(cap):
         return Check("cost_within_cap", False, f"${spent:.6f} spent, cap ${float(cap):g}")
     return Check("cost_within_cap", True)
@@ -356,14 +393,15 @@ def summary_matches_record(recording: Recording, contracts: ContractSet) -> Chec
         if terminal is None:
             return Check(name, True)
         return Check(name, False, f"the run ended {terminal} at seq {records[-1].seq}; no summary")
-    child_in, child_out, child_cost = charged_by_children(recording.outputs)
+    children = charged_by_children(recording.outputs)
     derived = {
         "terminal": terminal,
         "reason": reason,
         "attempts": records[-1].attempt if records else 0,
-        "model_steps": sum(record.tokens_in is not None for record in records),
-        "tokens_in": sum(record.tokens_in or 0 for record in records) + child_in,
-        "tokens_out": sum(record.tokens_out or 0 for record in records) + child_out,
+        "model_steps": sum(record.tokens_in is not None for record in records)
+        + children.model_steps,
+        "tokens_in": sum(record.tokens_in or 0 for record in records) + children.tokens_in,
+        "tokens_out": sum(record.tokens_out or 0 for record in records) + children.tokens_out,
     }
     differing = [
         f"{field} {getattr(summary, field)!r}, recorded {value!r}"
@@ -371,7 +409,7 @@ def summary_matches_record(recording: Recording, contracts: ContractSet) -> Chec
         if getattr(summary, field) != value
     ]
     if summary.cost_usd is not None:  # a summary written before cost was recorded has none
-        cost = sum(record.cost_usd or 0.0 for record in records) + child_cost
+        cost = sum(record.cost_usd or 0.0 for record in records) + children.cost_usd
         if round(cost, 9) != round(summary.cost_usd, 9):
             differing.append(f"cost_usd {summary.cost_usd!r}, recorded {cost!r}")
     return Check(name, not differing, "; ".join(differing))
@@ -398,6 +436,7 @@ TRAJECTORY_CHECKS: Final[tuple[Callable[[Recording, ContractSet], Check], ...]] 
     no_second_intent_after_unknown_outcome,
     no_wait_outlasts_the_deadline,
     attempts_within_cap,
+    tokens_within_cap,
     cost_within_cap,
     every_call_answered_in_order,
     no_call_outside_scopes,

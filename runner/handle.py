@@ -42,6 +42,12 @@ class RunHandle:
         """Ask the run to end `abstain` (reason `cancelled`); idempotent, returns at once."""
         self._cancellation.request()
 
+    def stop(self) -> None:
+        """Stop the run where it is, as the loop shutting down would: not a cancel of the run
+        (no terminal record); it keeps every record and can be resumed. For a caller that owns
+        the run's lifetime, as a parent owns its child's."""
+        self._task.cancel()
+
     def done(self) -> bool:
         """Whether the run has ended (or stopped)."""
         return self._task.done()

@@ -6,11 +6,31 @@ the runtime; none of them is ever a model argument.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ._frozen import quick_init
+
+
+class CancelSignal:
+    """Read-only view of a run's cancel request, handed to the tools it dispatches
+    (`ToolInvocation.cancel_requested`): a tool that can stop early at a safe point may watch
+    it (a child run is asked to cancel in turn); a cancel never interrupts a tool."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self, event: asyncio.Event) -> None:
+        self._event = event
+
+    def is_set(self) -> bool:
+        """Whether the run was asked to cancel."""
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        """Return once the run is asked to cancel."""
+        await self._event.wait()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +106,10 @@ class ToolInvocation:
     budget_left: BudgetLeft | None = None
     """For a child-run tool (`runner.children`): what the run has left to carve the child from
     (less what other child calls of the batch hold). None for other tools."""
+    cancel_requested: CancelSignal | None = None
+    """Set once the run that dispatched the call is asked to cancel (`RunHandle.cancel`). A
+    cancel never interrupts a tool; one that can stop early at a safe point may watch this (a
+    child-run tool asks its child to cancel). Never set for a run that has no handle."""
 
 
 @quick_init

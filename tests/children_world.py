@@ -19,7 +19,7 @@ from runner.children import ChildRun, child_contracts, child_run_id, lookup_name
 from runner.contracts import ContractSet
 from runner.spec import RunResult
 from runner.store.base import Store
-from runner.tools import ToolImplementation
+from runner.tools import ToolBox, ToolImplementation
 from runner.travel import load_travel_contracts
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.fixtures import Fixture
@@ -33,11 +33,13 @@ FAMILIES = Path(__file__).resolve().parent / "data" / "children"
 
 class Family(BaseModel):
     """A parent fixture and its child's: the child's `task` is a template for the call's
-    `question` argument, its `budget` the most it may ever have."""
+    `question` argument, its `budget` the most it may ever have. A `grandchild` is the child's
+    own `research_trip` (the child's tools then name it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     parent: Fixture
     child: Fixture
+    grandchild: Fixture | None = None
 
 
 def family_contracts() -> ContractSet:
@@ -67,7 +69,7 @@ def load_family(path: Path) -> Family:
 class FamilyToolbox:
     """The parent's tools: the child-run tool and its lookup, then the scripted ones."""
 
-    def __init__(self, child: ChildRun, environment: ScriptedEnvironment) -> None:
+    def __init__(self, child: ChildRun, environment: ToolBox) -> None:
         self.child, self.environment = child, environment
 
     def implementation(self, tool: str) -> ToolImplementation | None:
@@ -106,23 +108,37 @@ def build(
     supplier = (
         SupplierDatabase(folder / "supplier.sqlite") if "hold_room" in family.child.tools else None
     )
-    child_tools = ScriptedEnvironment(family.child.environment, family.child.tools, clock, supplier)
+    grandchild = None
+    if family.grandchild is not None:
+        grand_tools = ScriptedEnvironment(
+            family.grandchild.environment, family.grandchild.tools, clock
+        )
+        grand_engine = Engine(contracts=contracts, toolbox=grand_tools, store=store, clock=clock)
+        grandchild = _child_run(family.grandchild, grand_engine)
+    scripted = [t for t in family.child.tools if t != CHILD_TOOL]
+    child_tools: ToolBox = ScriptedEnvironment(family.child.environment, scripted, clock, supplier)
+    if grandchild is not None:
+        child_tools = FamilyToolbox(grandchild, child_tools)
     child_engine = Engine(contracts=contracts, toolbox=child_tools, store=store, clock=clock)
-    child = ChildRun(
-        name=CHILD_TOOL,
-        engine=child_engine,
-        task=lambda arguments: family.child.task.format(**arguments),
-        tools=family.child.tools,
-        model=lambda: ScriptedModel(family.child.model),
-        limits=family.child.budget,
-        system_prompt=SYSTEM_PROMPT,
-    )
+    child = _child_run(family.child, child_engine)
     scripted = [t for t in family.parent.tools if t != CHILD_TOOL]
     parent_tools = FamilyToolbox(
         child, ScriptedEnvironment(family.parent.environment, scripted, clock)
     )
     parent_engine = Engine(contracts=contracts, toolbox=parent_tools, store=store, clock=clock)
     return child_engine, parent_engine, spec_for(family.parent, 0)
+
+
+def _child_run(fixture: Fixture, engine: Engine) -> ChildRun:
+    return ChildRun(
+        name=CHILD_TOOL,
+        engine=engine,
+        task=lambda arguments: fixture.task.format(**arguments),
+        tools=fixture.tools,
+        model=lambda: ScriptedModel(fixture.model),
+        limits=fixture.budget,
+        system_prompt=SYSTEM_PROMPT,
+    )
 
 
 def run_family(family: Family, store: Store, *, world: Path | None = None) -> FamilyRun:

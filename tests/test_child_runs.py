@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -195,7 +196,8 @@ def test_a_crash_in_a_child_resumes_from_the_parent(tmp_path: Path) -> None:
     reconciled = [r for r in resumed.parent.transitions if r.trigger == "reconcile"]
     assert len(reconciled) == 1  # the lost call was looked up (the lookup resumed the child)
     assert child_ids(store, parent_id) == [child_id]
-    assert resumed.parent.attempts == 2 + resumed.child.attempts  # call, lookup, the child's
+    # The call and the child's: the lookup admits no attempt, the child's are charged instead.
+    assert resumed.parent.attempts == 1 + resumed.child.attempts
     replayed = replay_run_sync(store, parent_id, family_contracts())
     assert replayed.identical, replayed.divergence
 
@@ -217,3 +219,131 @@ def test_the_child_tool_is_a_write_with_a_runtime_lookup() -> None:
     tool, lookup = contracts[CHILD_TOOL].contract, contracts[f"{CHILD_TOOL}_lookup"].contract
     assert tool.side_effect == "write" and tool.reconcile_with == lookup.name
     assert lookup.audience == "runtime"
+
+
+def test_a_child_spends_no_more_tokens_than_it_was_carved_its_final_request_included() -> None:
+    """The child is carved what the parent has left; its next request, and its final one, would
+    not fit, so it ends without them: the family never passes the parent's token cap before the
+    parent's own final request, the one exception."""
+    family = load_family(FAMILIES / "child_spends_carved_tokens.yaml")
+    store = MemoryStore()
+    outcome = run_family(family, store)
+    assert outcome.failures == [], outcome.failures
+    child = outcome.child
+    assert child is not None
+    carved = store.header(child.run_id)
+    assert carved is not None and carved.limits["final_within_caps"] is True
+    assert child.tokens_in + child.tokens_out <= carved.limits["max_tokens"]
+    assert (child.reason, child.answer) == ("tokens", None)  # no final request: it did not fit
+    parent = outcome.parent
+    assert parent.tokens_in + parent.tokens_out <= family.parent.budget.max_tokens
+    spec_header = store.header(parent.run_id)
+    assert spec_header is not None and "final_within_caps" not in spec_header.limits
+
+
+def test_a_family_that_passed_the_parents_tokens_fails_grading(tmp_path: Path) -> None:
+    """`tokens_within_cap` reads the record: a child charged past what its parent had left, or
+    a request made once the cap was spent, fails it."""
+    from runner.grading import tokens_within_cap  # noqa: PLC0415
+    from runner.replay import Recording  # noqa: PLC0415
+
+    store = SqliteStore(tmp_path / "runs.db")
+    outcome = run_family(load_family(FAMILIES / "child_spends_carved_tokens.yaml"), store)
+    recording = Recording.from_store(store, outcome.parent.run_id)
+    contracts = family_contracts()
+    assert tokens_within_cap(recording, contracts).passed
+    cap = int(recording.header.limits["max_tokens"])
+    inflated = []
+    for output in recording.outputs:
+        payload = getattr(output.outcome, "payload", None)
+        if isinstance(payload, dict) and "child_run" in payload:
+            child = {**payload["child_run"], "tokens_in": cap}
+            charged = replace(output.outcome, payload={**payload, "child_run": child})
+            inflated.append(replace(output, outcome=charged))
+        else:
+            inflated.append(output)
+    check = tokens_within_cap(replace(recording, outputs=inflated), contracts)
+    assert not check.passed and "after the child run of call_1_0" in check.detail
+    last = recording.transitions[-1]  # the parent's answer, asked once the child was charged
+    assert last.tokens_in is not None and last.tokens_out is not None
+    before = outcome.parent.tokens_in + outcome.parent.tokens_out - last.tokens_in - last.tokens_out
+    tight = replace(recording.header, limits={**recording.header.limits, "max_tokens": before})
+    check = tokens_within_cap(replace(recording, header=tight), contracts)
+    assert not check.passed and "a model request at seq" in check.detail
+    store.close()
+
+
+def test_model_steps_of_a_child_are_charged_so_children_in_sequence_share_them() -> None:
+    family = load_family(FAMILIES / "child_completes.yaml")
+    turns = [turn.model_dump() for turn in family.parent.model]
+    second = {"tool_calls": [{**turns[0]["tool_calls"][0], "id": "c-2", "args": {
+        "question": "wheelchair-accessible flights SFO to HND, 2027-04-02..04"}}]}  # fmt: skip
+    model_type = type(family.parent.model[0])
+    parent = family.parent.model_copy(
+        update={
+            "budget": Limits(max_model_steps=8),
+            "model": [
+                family.parent.model[0],
+                model_type.model_validate(second),
+                family.parent.model[1],
+            ],
+            "expect": None,
+        }
+    )
+    searches = family.child.environment["search_flights"]
+    child = family.child.model_copy(
+        update={
+            "budget": Limits(max_model_steps=16),
+            "environment": {"search_flights": [*searches, *searches]},  # one for each child
+            "expect": None,
+        }
+    )
+    store = MemoryStore()
+    outcome = run_family(Family(parent=parent, child=child), store)
+    first, later = (store.header(i) for i in child_ids(store, outcome.parent.run_id))
+    assert first is not None and later is not None
+    assert first.limits["max_model_steps"] == 8 - 1  # the parent's first request
+    # the first child's 2 steps are charged, then the parent's second request: 8 - 1 - 2 - 1
+    assert later.limits["max_model_steps"] == 4
+    assert outcome.parent.model_steps == 3 + 2 + 2  # its own three, and each child's two
+
+
+def test_cancelling_the_parent_cancels_the_child_in_flight_after_its_batch(
+    tmp_path: Path,
+) -> None:
+    """The child's search is in flight when the parent is cancelled: the search finishes (a
+    cancel never interrupts a tool), the child ends `cancelled` without asking its model again,
+    and so does the parent, charged only what the child spent."""
+    family = load_family(FAMILIES / "child_exhausts_carved_budget.yaml")
+    slow = {"search_flights": [{**o.model_dump(exclude_unset=True), "latency_s": 5}
+                               for o in family.child.environment["search_flights"]]}  # fmt: skip
+    document = {**family.child.model_dump(exclude_unset=True), "environment": slow}
+    family = Family(parent=family.parent, child=family.child.model_validate(document))
+    store = SqliteStore(tmp_path / "runs.db")
+    from runner import FakeClock  # noqa: PLC0415
+
+    clock = FakeClock(family.parent.clock.start)
+    _, parent_engine, spec = build(family, store, clock, tmp_path)
+
+    async def cancel_mid_child() -> str:
+        handle = parent_engine.start(spec, ScriptedModel(family.parent.model))
+        while not _child_started(store):
+            await asyncio.sleep(0.5)  # virtual time: the child's first search takes 5 s
+        handle.cancel()
+        await handle.result()
+        return handle.run_id
+
+    with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
+        parent_id = runner.run(cancel_mid_child())
+    (child_id,) = child_ids(store, parent_id)
+    child, parent = store.summary(child_id), store.summary(parent_id)
+    assert child is not None and parent is not None
+    assert (child.terminal, child.reason) == ("abstain", "cancelled")
+    assert child.attempts == 1  # its search in flight finished; nothing was asked after it
+    searched = [r for r in store.transitions(child_id) if r.trigger == "classify"]
+    assert [r.result_class for r in searched] == ["empty"]
+    assert (parent.terminal, parent.reason) == ("abstain", "cancelled")
+    assert parent.attempts == 1 + child.attempts
+    for run_id in (parent_id, child_id):
+        assert replay_run_sync(store, run_id, family_contracts()).identical
+    store.close()
