@@ -9,9 +9,9 @@ compile is one `ContractError`.
 
 Two validators per schema: `jsonschema` is the reference (meta-schema checks, detailed messages);
 a compiled `jsonschema-rs` validator is the hot path and decides alone only when it accepts. Both
-call the same format functions, and the reference reads patterns as ECMA-262 (`_patterns.py`), so
-they agree; the differential test (`tests/test_fast_validation.py`) proves it on every contract
-and on every asserted format.
+are built in `_validators.py`, which fetches nothing. They call the same format functions, and
+the reference reads patterns as ECMA-262 (`_patterns.py`), so they agree; the differential test
+(`tests/test_fast_validation.py`) proves it on every contract and on every asserted format.
 """
 
 from __future__ import annotations
@@ -35,15 +35,10 @@ from ._documents import (
     load_json,
     read_text,
 )
-from ._formats import ASSERTED_FORMATS, format_checker, unasserted_formats, with_shortcuts
-from ._patterns import (
-    PatternRefused,
-    for_fast,
-    for_reference,
-    python_source,
-    reference_validator_class,
-)
+from ._formats import ASSERTED_FORMATS, unasserted_formats
+from ._patterns import PatternRefused, python_source
 from ._schema_walk import subschemas
+from ._validators import fast_validator, meta_schema_error, reference_validator
 from .errors import ContractError
 
 if TYPE_CHECKING:  # jsonschema (the reference) is imported when a contract is compiled
@@ -104,24 +99,6 @@ class ArgumentProblem:
 
     field: str | None
     reason: str
-
-
-def fast_validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
-    """The compiled validator, its formats checked by the same functions as the reference's.
-
-    Draft 2020-12 whatever `$schema` says, as the reference reads it (an MCP server's schemas
-    often name draft 7, where `prefixItems` means nothing: the two would part ways)."""
-    return jsonschema_rs.Draft202012Validator(
-        with_shortcuts(for_fast(schema)),
-        validate_formats=True,
-        ignore_unknown_formats=False,
-        formats=dict(ASSERTED_FORMATS),
-    )
-
-
-def reference_validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """The reference validator: jsonschema, asserting exactly the runner's formats."""
-    return reference_validator_class()(for_reference(schema), format_checker=format_checker())
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +260,7 @@ def compile_contract(
     contract: Contract, source: str | Path, rules: type[BaseModel] | None = None
 ) -> CompiledContract:
     """Check both schemas against the 2020-12 meta-schema and build their validators."""
-    from jsonschema.exceptions import SchemaError  # noqa: PLC0415  # the reference, on first use
-    from referencing.exceptions import Unresolvable  # noqa: PLC0415
+    from referencing.exceptions import Unresolvable  # noqa: PLC0415  # the reference, on first use
 
     for label, schema in (
         ("input_schema", contract.input_schema),
@@ -292,11 +268,10 @@ def compile_contract(
     ):
         # First, so a pattern is refused with its reason, not the meta-schema's "is not a regex".
         _refuse_what_cannot_be_checked(source, label, schema)
-        try:
-            reference_validator_class().check_schema(schema)
-        except SchemaError as exc:
-            where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
-            raise ContractError(source, f"{label} at {where}: {exc.message}") from exc
+        error = meta_schema_error(schema)
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path) or "(root)"
+            raise ContractError(source, f"{label} at {where}: {error.message}")
     if contract.input_schema.get("type") != "object":
         raise ContractError(source, "input_schema must have type object")
     if contract.input_schema.get("additionalProperties") is not False:
