@@ -306,6 +306,17 @@ def compile_contract(
                 pass
         except Unresolvable as exc:
             raise ContractError(source, f"{label}: unresolvable reference {exc}") from exc
+        # What a server may list to crash the pin:
+        except RecursionError as exc:  # `{"$ref": "#"}`
+            raise ContractError(
+                source, f"{label}: a reference leads back to itself before any value is checked"
+            ) from exc
+        except Exception as exc:  # referencing trips on a pointer through `true`, into a string
+            raise ContractError(  # or into a list by name: whatever it is, it is not a schema
+                source,
+                f"{label}: a reference points into what is not a schema "
+                f"({type(exc).__name__}: {exc})",
+            ) from exc
     try:
         fast_input = fast_validator(contract.input_schema)
         fast_result = fast_validator(contract.result_schema)
