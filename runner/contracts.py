@@ -9,9 +9,12 @@ compile is one `ContractError`.
 
 Two validators per schema: `jsonschema` is the reference (meta-schema checks, detailed messages);
 a compiled `jsonschema-rs` validator is the hot path and decides alone only when it accepts. Both
-are built in `_validators.py`, which fetches nothing. They call the same format functions, and
-the reference reads patterns as ECMA-262 (`_patterns.py`), so they agree; the differential test
-(`tests/test_fast_validation.py`) proves it on every contract and on every asserted format.
+are built in `_validators.py`, which fetches nothing and reads every schema as 2020-12 (a schema
+naming another `$schema` than a published draft's, or a `$vocabulary`, is refused here). They
+call the same format functions, and the reference reads patterns as ECMA-262 (`_patterns.py`), so
+they agree; the differential tests prove it on every contract and on every asserted format
+(`tests/test_fast_validation.py`), and on generated schemas playing with drafts, `$id`s and
+anchors (`tests/test_schema_dialects.py`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from ._documents import (
 from ._formats import ASSERTED_FORMATS, unasserted_formats
 from ._patterns import PatternRefused, python_source
 from ._schema_walk import subschemas
-from ._validators import fast_validator, meta_schema_error, reference_validator
+from ._validators import dialect_problem, fast_validator, meta_schema_error, reference_validator
 from .errors import ContractError
 
 if TYPE_CHECKING:  # jsonschema (the reference) is imported when a contract is compiled
@@ -231,8 +234,19 @@ def _refuse_reference_outside(
             )
 
 
+def refuse_unread_dialect(source: str | Path, label: str, schema: Any) -> None:
+    """A `$schema` other than a spelling of the drafts the runner reads as 2020-12, or a
+    `$vocabulary`, anywhere in `schema`, is one `ContractError` naming where and what."""
+    dialect = dialect_problem(schema)
+    if dialect is not None:
+        where, problem = dialect
+        raise ContractError(source, f"{label} at {where}: {problem}")
+
+
 def _refuse_what_cannot_be_checked(source: str | Path, label: str, schema: Any) -> None:
-    """A format the runner cannot assert, or a pattern it cannot read as ECMA-262, is refused."""
+    """A draft other than those the runner reads as 2020-12, a format it cannot assert, or a
+    pattern it cannot read as ECMA-262, is refused."""
+    refuse_unread_dialect(source, label, schema)
     unasserted = unasserted_formats(schema)
     if unasserted:
         where, name = unasserted[0]
@@ -306,7 +320,7 @@ def compile_contract(
                 pass
         except Unresolvable as exc:
             raise ContractError(source, f"{label}: unresolvable reference {exc}") from exc
-        # What a server may list to crash the pin:
+        # What a server may list to crash the pin (the differential test found these):
         except RecursionError as exc:  # `{"$ref": "#"}`
             raise ContractError(
                 source, f"{label}: a reference leads back to itself before any value is checked"

@@ -117,7 +117,8 @@ def test_a_reference_to_nothing_within_is_one_clear_line(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
-    "dialect", ["http://json-schema.org/draft-07/schema#", "https://example.org/my-schema"]
+    "dialect",
+    ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2019-09/schema"],
 )
 def test_every_schema_is_read_as_draft_2020_12_by_both_validators(
     tmp_path: Path, dialect: str
