@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from ._schema_walk import DATA_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS, SCHEMA_ONES
+from ._schema_walk import DATA_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS
 
 if TYPE_CHECKING:  # jsonschema is imported when a contract is loaded, not with the package
     from jsonschema import Draft202012Validator
@@ -119,7 +119,8 @@ def ecma_dots(pattern: str) -> str:
 
 
 def for_reference(schema: Any) -> Any:
-    """A copy of `schema` whose `patternProperties` keys are `python_source` rewrites.
+    """A copy of `schema` whose `patternProperties` keys are `python_source` rewrites, and
+    without `$schema` (see `_rewritten`).
 
     jsonschema reads those keys in three keywords (patternProperties, additionalProperties,
     unevaluatedProperties); rewriting the keys serves all three. `pattern` keeps its text, so
@@ -130,15 +131,21 @@ def for_reference(schema: Any) -> Any:
 
 def for_fast(schema: Any) -> Any:
     """A copy of `schema` for the compiled validator: `pattern` values and `patternProperties`
-    keys with `ecma_dots` (its messages are never shown: the reference's are)."""
+    keys with `ecma_dots` (its messages are never shown: the reference's are), and without
+    `$schema` (see `_rewritten`)."""
     return _rewritten(schema, ecma_dots, rewrite_pattern=True)
 
 
 def _rewritten(schema: Any, source: Callable[[str], str], *, rewrite_pattern: bool) -> Any:
+    """The copy, reaching every object `_schema_walk.subschemas` reaches. Each schema object
+    loses its `$schema`: both validators read a subschema naming another draft under that draft
+    (jsonschema-rs even fetches one it does not know), and every schema is read as 2020-12."""
     if not isinstance(schema, Mapping):
-        return schema
+        return _reachable(schema, source, rewrite_pattern=rewrite_pattern)
     copy: dict[str, Any] = {}
     for key, value in schema.items():
+        if key == "$schema":
+            continue
         if key == "patternProperties" and isinstance(value, Mapping):
             copy[key] = {
                 source(k): _rewritten(v, source, rewrite_pattern=rewrite_pattern)
@@ -153,12 +160,18 @@ def _rewritten(schema: Any, source: Callable[[str], str], *, rewrite_pattern: bo
             }
         elif key in SCHEMA_LISTS and isinstance(value, list):
             copy[key] = [_rewritten(sub, source, rewrite_pattern=rewrite_pattern) for sub in value]
-        elif key in SCHEMA_ONES or (key not in DATA_KEYWORDS and isinstance(value, Mapping)):
-            # any object a `$ref` may point at, too
+        elif key not in DATA_KEYWORDS:  # one subschema, or any object a `$ref` may point at
             copy[key] = _rewritten(value, source, rewrite_pattern=rewrite_pattern)
         else:
             copy[key] = value
     return copy
+
+
+def _reachable(value: Any, source: Callable[[str], str], *, rewrite_pattern: bool) -> Any:
+    """A list's objects rewritten too (under an unknown keyword a `$ref` may reach them)."""
+    if isinstance(value, list):
+        return [_rewritten(item, source, rewrite_pattern=rewrite_pattern) for item in value]
+    return value
 
 
 @functools.cache

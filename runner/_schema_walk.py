@@ -5,22 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-SCHEMA_ONES: Final = frozenset(
-    {
-        "additionalProperties",
-        "propertyNames",
-        "items",
-        "contains",
-        "not",
-        "if",
-        "then",
-        "else",
-        "unevaluatedItems",
-        "unevaluatedProperties",
-        "additionalItems",
-    }
-)
-"""Keywords whose value is one subschema."""
 SCHEMA_LISTS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
 """Keywords whose value is a list of subschemas (`items` was one before 2020-12)."""
 SCHEMA_MAPS: Final = frozenset(
@@ -44,14 +28,12 @@ def subschemas(schema: Any, where: str = "") -> Iterator[tuple[str, Mapping[str,
         elif key in SCHEMA_LISTS and isinstance(value, list):
             for index, sub in enumerate(value):
                 yield from subschemas(sub, f"{where}/{key}/{index}")
-        elif key in SCHEMA_ONES:
-            yield from subschemas(value, f"{where}/{key}")
-        elif key not in DATA_KEYWORDS:  # unknown keywords and annotations (contentSchema...)
-            yield from _reachable(value, f"{where}/{key}")
+        elif key not in DATA_KEYWORDS:  # one subschema (`not`, `items`...), or whatever is
+            yield from _reachable(value, f"{where}/{key}")  # under an unknown keyword
 
 
 def _reachable(value: Any, where: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """Objects under a keyword that is not a schema keyword: a `$ref` may still point at them."""
+    """Objects under a keyword, a schema's or not (contentSchema...): a `$ref` may point at them."""
     if isinstance(value, Mapping):
         yield from subschemas(value, where)
     elif isinstance(value, list):

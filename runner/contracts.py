@@ -9,9 +9,12 @@ compile is one `ContractError`.
 
 Two validators per schema: `jsonschema` is the reference (meta-schema checks, detailed messages);
 a compiled `jsonschema-rs` validator is the hot path and decides alone only when it accepts. Both
+are built in `_validators.py`, which fetches nothing and reads every schema as 2020-12 (a schema
+naming another `$schema` than a published draft's, or a `$vocabulary`, is refused here). They
 call the same format functions, and the reference reads patterns as ECMA-262 (`_patterns.py`), so
-they agree; the differential test (`tests/test_fast_validation.py`) proves it on every contract
-and on every asserted format.
+they agree; the differential tests prove it on every contract and on every asserted format
+(`tests/test_fast_validation.py`), and on generated schemas playing with drafts, `$id`s and
+anchors (`tests/test_schema_dialects.py`).
 """
 
 from __future__ import annotations
@@ -35,15 +38,10 @@ from ._documents import (
     load_json,
     read_text,
 )
-from ._formats import ASSERTED_FORMATS, format_checker, unasserted_formats, with_shortcuts
-from ._patterns import (
-    PatternRefused,
-    for_fast,
-    for_reference,
-    python_source,
-    reference_validator_class,
-)
+from ._formats import ASSERTED_FORMATS, unasserted_formats
+from ._patterns import PatternRefused, python_source
 from ._schema_walk import subschemas
+from ._validators import dialect_problem, fast_validator, meta_schema_error, reference_validator
 from .errors import ContractError
 
 if TYPE_CHECKING:  # jsonschema (the reference) is imported when a contract is compiled
@@ -104,24 +102,6 @@ class ArgumentProblem:
 
     field: str | None
     reason: str
-
-
-def fast_validator(schema: dict[str, Any]) -> jsonschema_rs.Validator:
-    """The compiled validator, its formats checked by the same functions as the reference's.
-
-    Draft 2020-12 whatever `$schema` says, as the reference reads it (an MCP server's schemas
-    often name draft 7, where `prefixItems` means nothing: the two would part ways)."""
-    return jsonschema_rs.Draft202012Validator(
-        with_shortcuts(for_fast(schema)),
-        validate_formats=True,
-        ignore_unknown_formats=False,
-        formats=dict(ASSERTED_FORMATS),
-    )
-
-
-def reference_validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """The reference validator: jsonschema, asserting exactly the runner's formats."""
-    return reference_validator_class()(for_reference(schema), format_checker=format_checker())
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,8 +234,19 @@ def _refuse_reference_outside(
             )
 
 
+def refuse_unread_dialect(source: str | Path, label: str, schema: Any) -> None:
+    """A `$schema` other than a spelling of the drafts the runner reads as 2020-12, or a
+    `$vocabulary`, anywhere in `schema`, is one `ContractError` naming where and what."""
+    dialect = dialect_problem(schema)
+    if dialect is not None:
+        where, problem = dialect
+        raise ContractError(source, f"{label} at {where}: {problem}")
+
+
 def _refuse_what_cannot_be_checked(source: str | Path, label: str, schema: Any) -> None:
-    """A format the runner cannot assert, or a pattern it cannot read as ECMA-262, is refused."""
+    """A draft other than those the runner reads as 2020-12, a format it cannot assert, or a
+    pattern it cannot read as ECMA-262, is refused."""
+    refuse_unread_dialect(source, label, schema)
     unasserted = unasserted_formats(schema)
     if unasserted:
         where, name = unasserted[0]
@@ -283,8 +274,7 @@ def compile_contract(
     contract: Contract, source: str | Path, rules: type[BaseModel] | None = None
 ) -> CompiledContract:
     """Check both schemas against the 2020-12 meta-schema and build their validators."""
-    from jsonschema.exceptions import SchemaError  # noqa: PLC0415  # the reference, on first use
-    from referencing.exceptions import Unresolvable  # noqa: PLC0415
+    from referencing.exceptions import Unresolvable  # noqa: PLC0415  # the reference, on first use
 
     for label, schema in (
         ("input_schema", contract.input_schema),
@@ -292,11 +282,10 @@ def compile_contract(
     ):
         # First, so a pattern is refused with its reason, not the meta-schema's "is not a regex".
         _refuse_what_cannot_be_checked(source, label, schema)
-        try:
-            reference_validator_class().check_schema(schema)
-        except SchemaError as exc:
-            where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
-            raise ContractError(source, f"{label} at {where}: {exc.message}") from exc
+        error = meta_schema_error(schema)
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path) or "(root)"
+            raise ContractError(source, f"{label} at {where}: {error.message}")
     if contract.input_schema.get("type") != "object":
         raise ContractError(source, "input_schema must have type object")
     if contract.input_schema.get("additionalProperties") is not False:
@@ -331,6 +320,17 @@ def compile_contract(
                 pass
         except Unresolvable as exc:
             raise ContractError(source, f"{label}: unresolvable reference {exc}") from exc
+        # What a server may list to crash the pin (the differential test found these):
+        except RecursionError as exc:  # `{"$ref": "#"}`
+            raise ContractError(
+                source, f"{label}: a reference leads back to itself before any value is checked"
+            ) from exc
+        except Exception as exc:  # referencing trips on a pointer through `true`, into a string
+            raise ContractError(  # or into a list by name: whatever it is, it is not a schema
+                source,
+                f"{label}: a reference points into what is not a schema "
+                f"({type(exc).__name__}: {exc})",
+            ) from exc
     try:
         fast_input = fast_validator(contract.input_schema)
         fast_result = fast_validator(contract.result_schema)

@@ -3,9 +3,10 @@
     python tests/mcp_servers.py KIND                 # stdio
     python tests/mcp_servers.py KIND --http PORT     # streamable HTTP on 127.0.0.1 (uvicorn)
 
-KIND is `search` (read-only), `booking` (a write and its lookup) or `hostile` (misbehaves). What a
-server must remember across its own restarts (bookings, notes, whether it already died once)
-lives in the folder `$MCP_STATE`, so a test can count what really happened.
+KIND is `search` (read-only), `booking` (a write and its lookup), `hostile` (misbehaves) or
+`dialects` (schemas naming a meta-schema server). What a server must remember across its own
+restarts (bookings, notes, whether it already died once) lives in the folder `$MCP_STATE`, so a
+test can count what really happened.
 """
 
 from __future__ import annotations
@@ -286,10 +287,77 @@ async def hostile_call(name: str, args: dict[str, Any]) -> types.CallToolResult:
     raise MCPError(-32601, f"no tool {name}")
 
 
+# -- dialects: schemas that name a meta-schema server ($MCP_META_URL) ------------------------
+
+DRAFT_7 = "http://json-schema.org/draft-07/schema#"
+
+
+def dialects_tools() -> list[types.Tool]:
+    """Writes whose schemas name `$MCP_META_URL` (a meta-schema under which nothing is asserted:
+    at the top, nested under `properties`, in `$defs` with an `$id` of its own), a read whose
+    `outputSchema` names it, and a read whose schemas are what pydantic emits, naming draft 7."""
+    meta = os.environ.get("MCP_META_URL", "http://127.0.0.1:9/meta")
+    limit = {"limit": {"type": "integer", "maximum": 10}}
+    echo = {
+        "$schema": DRAFT_7,
+        "type": "object",
+        "properties": {"text": {"$ref": "#/$defs/Text"}},
+        "required": ["text"],
+        "$defs": {"Text": {"type": "string", "maxLength": 20}},
+    }
+    return [
+        types.Tool(
+            name="set_limit",
+            description="Set the spending limit.",
+            input_schema={"$schema": meta, "type": "object", "properties": limit},
+        ),
+        types.Tool(
+            name="rename",
+            description="Rename the account.",
+            input_schema={
+                "type": "object",
+                "properties": {"name": {"$schema": meta, "type": "string", "maxLength": 5}},
+            },
+        ),
+        types.Tool(
+            name="tag",
+            description="Tag the account.",
+            input_schema={
+                "type": "object",
+                "properties": {"tag": {"$ref": "#/$defs/tag"}},
+                "$defs": {"tag": {"$id": f"{meta}/tag", "$schema": meta, "type": "string"}},
+            },
+        ),
+        types.Tool(
+            name="report",
+            description="Report the account.",
+            input_schema={"type": "object", "properties": {}},
+            output_schema={"$schema": meta, "type": "object"},
+            annotations=types.ToolAnnotations(readOnlyHint=True),
+        ),
+        types.Tool(
+            name="echo",
+            description="Echo a short text.",
+            input_schema=echo,
+            output_schema={"$schema": DRAFT_7, "type": "object"},
+            annotations=types.ToolAnnotations(readOnlyHint=True),
+        ),
+    ]
+
+
+async def dialects_call(name: str, args: dict[str, Any]) -> types.CallToolResult:
+    if name == "echo":
+        return _text(str(args.get("text")), structured={"text": args.get("text")})
+    if name in {"set_limit", "rename", "tag", "report"}:
+        return _text(f"{name} done", structured={})
+    raise MCPError(-32601, f"no tool {name}")
+
+
 KINDS = {
     "search": (search_tools, search_call),
     "booking": (booking_tools, booking_call),
     "hostile": (hostile_tools, hostile_call),
+    "dialects": (dialects_tools, dialects_call),
 }
 
 

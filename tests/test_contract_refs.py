@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runner.contracts import load_contracts
+from runner.contracts import Contract, compile_contract, load_contracts
 from runner.errors import ContractError
 
 from .conftest import FLIGHT_ARGS, ROOT, allow_loopback_only
@@ -117,7 +117,8 @@ def test_a_reference_to_nothing_within_is_one_clear_line(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
-    "dialect", ["http://json-schema.org/draft-07/schema#", "https://example.org/my-schema"]
+    "dialect",
+    ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2019-09/schema"],
 )
 def test_every_schema_is_read_as_draft_2020_12_by_both_validators(
     tmp_path: Path, dialect: str
@@ -134,3 +135,40 @@ def test_every_schema_is_read_as_draft_2020_12_by_both_validators(
         {**FLIGHT_ARGS, "origin": [1]}, {}
     )
     assert problem is not None and problem.field == "origin.0"
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        ({"$ref": "#"}, "a reference leads back to itself before any value is checked"),
+        ({"$dynamicRef": "#"}, "a reference leads back to itself"),
+        (
+            {"$ref": "#/$defs/a/x", "$defs": {"a": True}},
+            "a reference points into what is not a schema",
+        ),
+        (
+            {"$ref": "#/required/0", "required": ["a"]},
+            "a reference points into what is not a schema",
+        ),
+        (
+            {"$ref": "#/prefixItems/x", "prefixItems": [{}]},
+            "a reference points into what is not a schema",
+        ),
+    ],
+)
+def test_a_reference_the_reference_validator_cannot_follow_is_one_clear_line(
+    schema: dict[str, Any], says: str
+) -> None:
+    """Not a crash of the load (an MCP server could list such a tool to stop the pin)."""
+    contract = Contract(
+        name="probe",
+        description="A contract whose result schema is under test.",
+        input_schema={"type": "object", "additionalProperties": False},
+        result_schema=schema,
+        side_effect="read",
+        scope="probe.read",
+        timeout_s=1,
+    )
+    with pytest.raises(ContractError) as info:
+        compile_contract(contract, "probe")
+    assert f"result_schema: {says}" in str(info.value) and "\n" not in str(info.value)

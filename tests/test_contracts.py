@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from runner._validators import fast_validator
 from runner.contracts import (
     Contract,
     ContractSet,
     compile_contract,
-    fast_validator,
     load_contracts,
 )
 from runner.errors import ContractError

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Final, Literal
 
-from ..contracts import CompiledContract, Contract, compile_contract
+from ..contracts import CompiledContract, Contract, compile_contract, refuse_unread_dialect
 from ..errors import ContractError
 from .config import McpConfig, ServerConfig, ToolOverlay
 
@@ -272,6 +272,9 @@ def _result_schema(pinned: PinnedTool) -> dict[str, Any]:
 def compiled_contract(pinned: PinnedTool) -> CompiledContract:
     """The pinned tool's contract, compiled (`ContractError` if its schemas do not compile)."""
     source = f"{pinned.server}.{pinned.tool} (MCP)"
+    # In the server's own terms (the result schema wraps `outputSchema`, without its `$schema`).
+    refuse_unread_dialect(source, "inputSchema", pinned.input_schema)
+    refuse_unread_dialect(source, "outputSchema", pinned.output_schema)
     try:
         contract = Contract(
             name=pinned.name,
