@@ -28,7 +28,7 @@ from ._state import (
     Slot,
     WriteProgress,
 )
-from .children import charge, is_child_contract
+from .children import answer_of_child, charge, is_child_contract
 from .classifier import classify
 from .decide import Facts, Verdict, decide, why
 from .machine import Decision, Trigger
@@ -217,6 +217,9 @@ def _classify(
     found = classify(core.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
     key = slot.operation_key or ""
     if isinstance(found, ToolSucceeded) and found.result.get("found") is True:
+        answered = answer_of_child(found.result) if is_child_contract(slot.contract) else None
+        if answered is not None:  # the child ended: the call answers as it would have
+            return classify(slot.contract, slot.call.id, answered)
         result = {"status": "ok", "reconciled_by": lookup_name, **found.result}
         return ToolSucceeded(call_id=slot.call.id, tool=slot.call.name, result=result)
     if isinstance(found, ToolSucceeded) and found.result.get("found") is False:
@@ -265,7 +268,11 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
         and contract.reconcile_with is not None,
         operation_key=slot.operation_key,
         looked_up=slot.progress is _LOOKED_UP,
-        blocked=bounds.blocks_dispatch(limits, usage, now),
+        # A child-run call is reconciled whatever is spent: its lookup reads the child from the
+        # store and admits no attempt (`_admission.admit_lookup`); nothing else of it is re-sent.
+        blocked=None
+        if is_child_contract(slot.contract)
+        else bounds.blocks_dispatch(limits, usage, now),
         now=now,
         deadline=bounds.deadline(limits, usage),
         wall=_answered_wall(core, run, slot),

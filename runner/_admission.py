@@ -131,18 +131,23 @@ def not_granted(lookup: str, scope: str, principal: str) -> str:
 def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count and dispatch the reconciliation lookup for `slot`'s write, by its operation key.
 
-    The lookup of a child-run call admits no attempt of its own: it reads (or resumes) the
-    child, whose attempts, all within what it was carved, are charged in its place. Counted,
-    it would take the family past the parent's cap after a crash, one attempt a level."""
+    The lookup of a child-run call admits no attempt of its own, and no bound blocks it: it
+    reads the child from the store (or resumes it, within what it was carved), and the child's
+    attempts are charged in its place. Counted, it took the family past the parent's cap after
+    a crash, one attempt a level; blocked, the calls of a batch whose first child spent what
+    was left stayed unknown, though no child of theirs had ever started."""
     assert slot.contract is not None and slot.operation_key is not None
-    now = run.clock.monotonic()
-    blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.usage, now)
-    if blocked is not None:
-        slot.observation = BudgetExhausted(
-            bound=blocked, call_id=slot.call.id, tool=slot.call.name, detail="lookup not dispatched"
-        )
-        return
     if not is_child_contract(slot.contract):
+        now = run.clock.monotonic()
+        blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.usage, now)
+        if blocked is not None:
+            slot.observation = BudgetExhausted(
+                bound=blocked,
+                call_id=slot.call.id,
+                tool=slot.call.name,
+                detail="lookup not dispatched",
+            )
+            return
         run.usage.attempts += 1
     lookup = slot.contract.contract.reconcile_with or ""
     lookup_contract = runtime.contracts.get(lookup)

@@ -241,6 +241,16 @@ def answer_payload(child: dict[str, Any]) -> dict[str, Any]:
     return _error("outcome_unknown", message, child)
 
 
+def answer_of_child(found: Mapping[str, Any]) -> ToolResponse | None:
+    """What a child-run call answers, from its lookup's answer naming the child that ended
+    (None when it names none): after a crash the call is settled as it would have been, so a
+    child that abstained or escalated is not read as a success."""
+    child = found.get(CHILD_FIELD)
+    if not isinstance(child, dict):
+        return None
+    return ToolResponse(payload=answer_payload(child))
+
+
 def _error(code: str, message: str, child: dict[str, Any]) -> dict[str, Any]:
     return {"status": "error", "error_code": code, "message": message[:480], CHILD_FIELD: child}
 

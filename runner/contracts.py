@@ -40,6 +40,7 @@ from ._documents import (
 )
 from ._formats import ASSERTED_FORMATS, unasserted_formats
 from ._patterns import PatternRefused, python_source
+from ._schema_loops import reference_loop
 from ._schema_walk import subschemas
 from ._validators import dialect_problem, fast_validator, meta_schema_error, reference_validator
 from .errors import ContractError
@@ -96,6 +97,10 @@ class Contract(BaseModel):
     {room_type} room at {hotel_id}, {check_in} to {check_out}, {guests} guests`."""
 
 
+UNCHECKABLE: Final = "the schema cannot be checked on this value: its references loop"
+"""Why a value was refused when validating it recursed without end."""
+
+
 @dataclass(frozen=True, slots=True)
 class ArgumentProblem:
     """Why arguments were rejected, naming the field where one can be named."""
@@ -131,7 +136,10 @@ class CompiledContract:
                 if key in RESERVED_ARGUMENTS:
                     return ArgumentProblem(key, "supplied by the runtime, never by the model")
         if not self.fast_input.is_valid(arguments):
-            error = _first_error(self.input_validator, arguments)
+            try:
+                error = _first_error(self.input_validator, arguments)
+            except RecursionError:  # a loop `_schema_loops` could not see (an embedded `$id`)
+                return ArgumentProblem(None, UNCHECKABLE)
             if error is not None:
                 return _describe_argument_error(error, arguments)
         if self.rules is not None:
@@ -149,7 +157,10 @@ class CompiledContract:
         """Every way `payload` breaks the result schema, most relevant first (empty: valid)."""
         if self.fast_result.is_valid(payload):
             return ()
-        return tuple(_describe_all(self.result_validator.iter_errors(payload))[:5])
+        try:
+            return tuple(_describe_all(self.result_validator.iter_errors(payload))[:5])
+        except RecursionError:  # as in `check_arguments`
+            return (f"(root): {UNCHECKABLE}",)
 
 
 def _error_rank(error: SchemaViolation) -> tuple[int, str]:
@@ -244,9 +255,16 @@ def refuse_unread_dialect(source: str | Path, label: str, schema: Any) -> None:
 
 
 def _refuse_what_cannot_be_checked(source: str | Path, label: str, schema: Any) -> None:
-    """A draft other than those the runner reads as 2020-12, a format it cannot assert, or a
-    pattern it cannot read as ECMA-262, is refused."""
+    """A draft other than those the runner reads as 2020-12, a reference loop that consumes
+    nothing, a format it cannot assert, or a pattern it cannot read as ECMA-262, is refused."""
     refuse_unread_dialect(source, label, schema)
+    loop = reference_loop(schema)
+    if loop is not None:
+        raise ContractError(
+            source,
+            f"{label} at {loop}: a reference leads back here on the same value, so "
+            "validating it never ends",
+        )
     unasserted = unasserted_formats(schema)
     if unasserted:
         where, name = unasserted[0]

@@ -140,8 +140,8 @@ def test_every_schema_is_read_as_draft_2020_12_by_both_validators(
 @pytest.mark.parametrize(
     ("schema", "says"),
     [
-        ({"$ref": "#"}, "a reference leads back to itself before any value is checked"),
-        ({"$dynamicRef": "#"}, "a reference leads back to itself"),
+        ({"$ref": "#"}, "a reference leads back here on the same value"),
+        ({"$dynamicRef": "#"}, "a reference leads back here on the same value"),
         (
             {"$ref": "#/$defs/a/x", "$defs": {"a": True}},
             "a reference points into what is not a schema",
@@ -172,3 +172,59 @@ def test_a_reference_the_reference_validator_cannot_follow_is_one_clear_line(
     with pytest.raises(ContractError) as info:
         compile_contract(contract, "probe")
     assert f"result_schema: {says}" in str(info.value) and "\n" not in str(info.value)
+
+
+def _compiled(input_schema: dict[str, Any], result_schema: dict[str, Any] | None = None) -> Any:
+    contract = Contract(
+        name="loops",
+        description="A tool whose schemas try reference loops on the runner.",
+        input_schema={"type": "object", "additionalProperties": False, **input_schema},
+        result_schema=result_schema or {"type": "object"},
+        side_effect="read",
+        scope="travel.read",
+        timeout_s=5,
+    )
+    return compile_contract(contract, "loops.json")
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        ({"properties": {"a": {"$ref": "#/properties/a"}}}, "/properties/a"),
+        ({"properties": {"a": {"allOf": [{"$ref": "#/properties/a"}, {"type": "string"}]}}}, None),
+        ({"$defs": {"x": {"$ref": "#/$defs/y"}, "y": {"anyOf": [{"$ref": "#/$defs/x"}]}}}, None),
+        ({"$defs": {"n": {"$anchor": "me", "not": {"$ref": "#me"}}}}, "/$defs/n"),
+        ({"allOf": [{"$ref": "#"}]}, "/"),
+    ],
+)
+def test_a_reference_loop_that_consumes_nothing_is_refused_when_it_loads(
+    schema: dict[str, Any], where: str | None
+) -> None:
+    """Validating such a schema never ends: jsonschema ran out of stack mid-run (a traceback
+    from `check_arguments`), jsonschema-rs accepted."""
+    with pytest.raises(
+        ContractError, match="a reference leads back here on the same value"
+    ) as info:
+        _compiled(schema)
+    if where is not None:
+        assert f"input_schema at {where}:" in str(info.value)
+
+
+def test_a_recursive_schema_that_reads_a_smaller_value_each_turn_still_loads() -> None:
+    tree = {"properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    compiled = _compiled(tree)
+    assert compiled.check_arguments({"kids": [{"kids": []}]}, {}) is None
+    problem = compiled.check_arguments({"kids": [{"kids": [{"name": 1}]}]}, {})
+    assert problem is not None and problem.reason == "unexpected argument"
+
+
+def test_a_loop_behind_an_embedded_id_is_a_refused_value_not_a_crash() -> None:
+    """An `$id` below the root makes `#` its own resource: left to the validators' guard, the
+    loop answers the call `invalid_arguments` (and a result `malformed`) instead of raising."""
+    looping = {"$id": "https://example.test/a", "allOf": [{"$ref": "#"}, {"type": "string"}]}
+    compiled = _compiled({"properties": {"a": looping}}, {"properties": {"a": looping}})
+    problem = compiled.check_arguments({"a": 1}, {})
+    assert problem is not None and "its references loop" in problem.reason
+    assert compiled.check_result({"a": 1}) == (
+        "(root): the schema cannot be checked on this value: its references loop",
+    )
