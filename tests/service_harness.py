@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,10 +18,13 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 import yaml
 
 from runner.approvals import approve, pending_approvals
+from runner.clock import Clock
 from runner.confirm import ApprovalSecret
+from runner.travel import load_travel_contracts
 from tests.conftest import allow_loopback_only
 
 SECRET = "a-test-approval-secret-of-enough-bytes-0123456789"
@@ -102,7 +106,8 @@ def write_config(folder: Path, **settings: Any) -> Path:
 
 
 class Service:
-    def __init__(self, url: str, db: Path, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, url: str, db: Path, process: subprocess.Popen[bytes] | None) -> None:
+        """`process`: the `runner serve` child (None: served in this process, `serving_here`)."""
         self.url = url
         self.db = db
         self.process = process
@@ -176,6 +181,35 @@ def serving(
             process.kill()
             process.wait()
         log.close()
+
+
+@contextmanager
+def serving_here(folder: Path, *, clock: Clock, **settings: Any) -> Iterator[Service]:
+    """The SQLite service's app in this process (uvicorn on a loopback port, in a thread), its
+    wall clock `clock`: for a test that moves the service's time (a child's clock is its own).
+    Real HTTP all the same; the app is `runner serve`'s (`build_app`)."""
+    from runner.service import ServiceConfig, build_app  # noqa: PLC0415  # the service extra
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = ServiceConfig.load(write_config(folder, **settings))
+    db = folder / "runs.sqlite"
+    app = build_app(config, db, load_travel_contracts(), clock=clock)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, name="serving-here", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the app did not start"
+            time.sleep(0.02)
+        yield Service(f"http://127.0.0.1:{port}", db, None)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        app.state.service.close()
 
 
 def read_events(

@@ -14,9 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +25,7 @@ import structlog
 from procrastinate.exceptions import ConnectorException
 from psycopg_pool import PoolTimeout
 
+from ..clock import Clock
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..distributed.queue import (
@@ -101,6 +101,8 @@ class QueuedRunService(RunService):
         contracts: ContractSet,
         secret: ApprovalSecret | None,
         world: Path,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.url = url
         self.shared = BlockingStore(lambda: PostgresStore.open(url))
@@ -111,6 +113,7 @@ class QueuedRunService(RunService):
             secret,
             shared=self.shared,
             world=world,
+            clock=clock,
         )
         self.db = world / "store"  # holds paths resolve against the shared world folder
         self._queue = make_app(url)
@@ -140,7 +143,7 @@ class QueuedRunService(RunService):
             queue = make_app(self.url, pool_size=1)
             async with queue.open_async():
                 await ensure_queue_schema(queue, self.url)
-                now = datetime.now(UTC)  # tokens checked now: one expired meanwhile is refused
+                now = self.clock.now()  # when decided, at the latest (a worker checks at start)
                 cursor = await conn.execute(_DECIDED_NOT_CONTINUED, (CONTINUE,))
                 decided = await cursor.fetchall()
                 await submit(
@@ -255,7 +258,7 @@ class QueuedRunService(RunService):
     def _failure(self, run_id: str) -> str | None:
         """Asked at most every `FAILURE_CHECK_S` for a run (an events stream polls far more
         often), and never again once its job has failed (it stays failed)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         checked = self._failures.get(run_id)
         if checked is not None and (checked[1] is not None or now - checked[0] < FAILURE_CHECK_S):
             return checked[1]
@@ -279,7 +282,7 @@ class QueuedRunService(RunService):
         if self.shared.summary(run_id) is not None:
             raise ApiError(409, "ended", f"run {run_id} already ended")
         # Kept in the store: the worker driving the run (or the next to take it) acts on it.
-        self.shared.request_cancel(run_id, datetime.now(UTC), key.principal.id)
+        self.shared.request_cancel(run_id, self.clock.now(), key.principal.id)
         return {"run_id": run_id, "cancel_requested": True}
 
     def continue_decided(self, key: ApiKey, run_id: str, now: datetime) -> None:

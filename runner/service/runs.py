@@ -22,6 +22,7 @@ import structlog
 from pydantic import ValidationError
 
 from ..approvals import approve, deny, ledger_of, pending_approvals
+from ..clock import Clock, SystemClock
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..errors import ApprovalRefused, RunnerError, StoreCorrupt
@@ -126,10 +127,15 @@ class RunService:
         *,
         shared: Store | None = None,
         world: Path | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """`db`: the SQLite file whose runs this process drives; or, with `shared` (a
-        PostgreSQL store, see `runner.service.queued`), the store many processes share."""
+        PostgreSQL store, see `runner.service.queued`), the store many processes share.
+        `clock`: the service's wall clock (default: the system's), which stamps acceptances
+        and decisions and against which a continuation checks its tokens when it starts; a
+        run keeps its own clock (a fixture's is virtual)."""
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.db = db.resolve()
         self.world = world or self.db.parent / f"{self.db.name}.world"
         self.contracts = contracts
@@ -143,7 +149,9 @@ class RunService:
         self._logs = RunLogs()
         self._continuations: dict[str, str] = {}
         """Continuations found in the store (a run continued once stays continued)."""
-        self.live = LiveRuns(config.live, self.fixtures, contracts, needs_keys=shared is None)
+        self.live = LiveRuns(
+            config.live, self.fixtures, contracts, needs_keys=shared is None, clock=self.clock
+        )
         self._jobs: ServiceJobs | None = None
         if shared is None:
             SqliteStore(self.db).close()  # created and migrated once, before any thread opens it
@@ -206,7 +214,7 @@ class RunService:
             if waiting >= self.config.max_queued:
                 raise ApiError(429, "queue_full", f"{waiting} runs are waiting; try again later")
             run_id = str(uuid.uuid4())
-            accepted = Accepted(run_id, key.tenant, fixture.name, datetime.now(UTC))
+            accepted = Accepted(run_id, key.tenant, fixture.name, self.clock.now())
             self._accepted[run_id] = accepted
         if self._jobs is not None:  # the 202 is a promise: kept across a restart
             try:
@@ -238,10 +246,7 @@ class RunService:
                 accepted.finished = True  # the waiting run itself has ended
                 self._accepted.setdefault(job.run_id, accepted)
                 waiting = self._accepted[job.run_id]
-                # its tokens checked now, as `runner continue` checks them: one that expired
-                # while no process was there to continue the run is refused
-                now = datetime.now(UTC)
-                self._executor.submit(self._continue, waiting, now, recovered=True)
+                self._executor.submit(self._continue, waiting, recovered=True)
             elif store.summary(job.run_id) is not None:
                 self._jobs.finish(job.run_id, "fixture")
                 continue
@@ -300,7 +305,7 @@ class RunService:
                 model=None,
                 accepted_at=at,
             )
-            self._executor.submit(self._continue, self._accepted[run_id], datetime.now(UTC))
+            self._executor.submit(self._continue, self._accepted[run_id])
             taken += 1
         return taken
 
@@ -621,7 +626,7 @@ class RunService:
         proposal = self._proposal(key, approval_id)
         if self.secret is None:
             raise ApiError(409, "no_secret", "approvals need the service's approval secret")
-        now = datetime.now(UTC)
+        now = self.clock.now()
         try:
             if verdict == "approve":
                 approve(
@@ -654,7 +659,8 @@ class RunService:
 
     def continue_decided(self, key: ApiKey, run_id: str, now: datetime) -> None:
         """Continue `run_id`, its approvals decided at `now` (here: on this process's threads;
-        kept in the service's jobs first, so a restart continues it if this process stops)."""
+        kept in the service's jobs first, so a restart continues it if this process stops). Its
+        tokens are checked when it starts, not at `now`: every run thread may be busy."""
         accepted = self._accepted.get(run_id)
         if accepted is None:  # a run from before this process: continued here all the same
             accepted = Accepted(run_id, key.tenant, "", now, finished=True)
@@ -670,9 +676,12 @@ class RunService:
                 model=None,
                 accepted_at=now,
             )
-        self._executor.submit(self._continue, accepted, now)
+        self._executor.submit(self._continue, accepted)
 
-    def _continue(self, accepted: Accepted, now: datetime, *, recovered: bool = False) -> None:
+    def _continue(self, accepted: Accepted, *, recovered: bool = False) -> None:
+        """Continue the decided run on this run thread, its tokens checked against the clock
+        now, as `runner continue` checks them: one that expired while the continuation waited
+        for a thread (or, taken up after a restart, for a process) is refused."""
         try:
             ended = self._ended_continuation(accepted.run_id) if recovered else None
             if ended is not None:  # taken up after a restart, and it had ended before
@@ -686,7 +695,7 @@ class RunService:
                 self.contracts,
                 store,
                 secret=self.secret,
-                now=now,
+                now=self.clock.now(),
                 store_dir=self.db.parent,
                 model=self.live.continuing(store.header(accepted.run_id)),
             )
