@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -91,6 +92,55 @@ def write_long_fixture(folder: Path, steps: int = 12) -> Path:
     path = folder / "long_search.yaml"
     path.write_text(yaml.safe_dump(fixture), encoding="utf-8")
     return path
+
+
+TWO_HOLDS = "two_holds_approved"
+"""A fixture whose model holds two rooms in one reply, each write needing approval."""
+
+
+def two_holds_fixtures(folder: Path) -> list[str]:
+    """The service's configured fixtures: the long search and `TWO_HOLDS`."""
+    hold = {"hotel_id": "H-SHIBA", "check_in": "2027-04-02", "check_out": "2027-04-06",
+            "guests": 2, "room_type": "accessible"}  # fmt: skip
+    search = {"city": "Tokyo", "check_in": "2027-04-02", "check_out": "2027-04-06",
+              "accessibility": "wheelchair", "guests": 4}  # fmt: skip
+    option = {"hotel_id": "H-SHIBA", "name": "Shiba Park Hotel",
+              "accessible_room_status": "reported_available"}  # fmt: skip
+    fixture = {
+        "name": TWO_HOLDS,
+        "description": "Two holds in one reply, each approved on its own.",
+        "task": "Hold two accessible rooms at Shiba Park Hotel, 2027-04-02..06, two guests each.",
+        "tenant": "optiverse",
+        "principal": {"id": "agent-7", "scopes": ["travel.read", "travel.book"]},
+        "tools": ["search_hotels", "hold_room", "lookup_hold"],
+        "environment": {
+            "search_hotels": [
+                {
+                    "respond": {
+                        "status": "ok",
+                        "options": [option],
+                        "source_timestamp": "2027-03-01T09:00:00Z",
+                    }
+                }
+            ],
+            "hold_room": [{"write": "commit"}, {"write": "commit"}],
+        },
+        "model": [
+            {"tool_calls": [{"name": "search_hotels", "args": search}]},
+            {
+                "tool_calls": [
+                    {"name": "hold_room", "args": hold},
+                    {"name": "hold_room", "args": {**hold, "room_type": "standard"}},
+                ]
+            },
+            {"final": "Held two rooms at Shiba Park Hotel."},
+        ],
+        "approval": {"rules": {"tools": ["hold_room"]}},
+        "expect": {"terminal": "escalate", "reason": "approval_required", "holds": 0},
+    }
+    path = folder / "two_holds.yaml"
+    path.write_text(yaml.safe_dump(fixture), encoding="utf-8")
+    return [str(write_long_fixture(folder)), str(path)]
 
 
 def write_config(folder: Path, **settings: Any) -> Path:
@@ -210,6 +260,37 @@ def serving_here(folder: Path, *, clock: Clock, **settings: Any) -> Iterator[Ser
         server.should_exit = True
         thread.join(30)
         app.state.service.close()
+
+
+PACE_S = 0.1
+"""Real seconds a worker's run pauses per transition: the long fixture then lasts seconds."""
+
+
+@contextmanager
+def workers(url: str, cwd: Path, env: dict[str, str], count: int = 2) -> Iterator[None]:
+    command = [sys.executable, "-m", "runner", "worker", "--db", url, "--concurrency", "2",
+               "--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2",
+               "--pace", str(PACE_S)]  # fmt: skip
+    logs = [(cwd / f"worker-{n}.log").open("wb") for n in range(count)]  # for a failure
+    started = [
+        subprocess.Popen(
+            [*command, "--name", f"w{n}"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        for n, log in enumerate(logs)
+    ]
+    try:
+        yield
+    finally:
+        for worker in started:
+            worker.send_signal(signal.SIGTERM)
+        for worker in started:
+            worker.wait(timeout=60)
+        for log in logs:
+            log.close()
 
 
 def read_events(

@@ -326,3 +326,25 @@ def test_a_chunked_body_over_the_limit_is_413_and_one_under_it_is_served(
     assert refused.status_code == 413 and refused.json()["error"]["code"] == "too_large"
     assert served.status_code == 202
     assert service.wait_ended(served.json()["run_id"])["state"] == "complete"
+
+
+def test_the_openapi_document_describes_where_a_run_s_continuation_stands(
+    service: Service,
+) -> None:
+    with service.client() as client:
+        document = client.get("/openapi.json").json()
+    answer = document["paths"]["/v1/runs/{run_id}"]["get"]["responses"]["200"]
+    assert answer["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/RunDetail"
+    }
+    schemas = document["components"]["schemas"]
+    detail = schemas["RunDetail"]
+    assert detail["additionalProperties"] is True  # the rest of `runner show --json`
+    assert {"continuation", "continuation_error", "continued_as"} <= set(detail["properties"])
+    assert detail["properties"]["continuation"]["anyOf"] == [
+        {"$ref": "#/components/schemas/Continuation"},
+        {"type": "null"},
+    ]
+    state = schemas["Continuation"]["properties"]["state"]
+    assert set(state["enum"]) == {"waiting", "queued", "running", "ended", "failed"}
+    assert set(schemas["Continuation"]["required"]) == {"state", "waiting_for", "run_id"}

@@ -100,6 +100,36 @@ class RunItem(BaseModel):
     continues: str | None
 
 
+class Continuation(BaseModel):
+    """Where the continuation of a run that ended waiting for approval stands now."""
+
+    state: Literal["waiting", "queued", "running", "ended", "failed"]
+    """`waiting`: for `waiting_for` more decisions (a continuation starts once every proposal
+    is decided); `queued`: decided, not begun; `running`, `ended`: the continuation `run_id`;
+    `failed`: it could not start or go on (`continuation_error` says why)."""
+    waiting_for: int
+    run_id: str | None
+
+
+class RunDetail(BaseModel):
+    """The object `runner show --json` prints (its keys are not all listed here), plus what
+    the service knows of the run."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str
+    status: Literal["queued", "failed", "running", "ended"]
+    state: str
+    error: str | None
+    """Why the run failed or stopped, while it has not ended."""
+    continues: str | None
+    continued_as: str | None
+    continuation: Continuation | None
+    """Null unless the run ended waiting for approval."""
+    continuation_error: str | None
+    """Why its continuation could not start or go on: only while that is the current truth
+    (`continuation.state` is `failed`)."""
+
+
 class RunPage(BaseModel):
     runs: list[RunItem]
     total: int
@@ -215,7 +245,7 @@ def create_app(service: RunService) -> FastAPI:
     ) -> dict[str, Any]:
         return service.list_runs(key, offset, limit, newest_first=order == "newest")
 
-    @app.get("/v1/runs/{run_id}", response_model=dict[str, Any])
+    @app.get("/v1/runs/{run_id}", response_model=RunDetail)
     def run(run_id: Annotated[str, RUN_ID], key: Annotated[ApiKey, role("read")]) -> dict[str, Any]:
         return service.run(key, run_id)
 

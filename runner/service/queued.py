@@ -87,6 +87,14 @@ _TAKE_UP_LOCK: Final = 0x72756E_0002
 """Held by the one service process that looks for decided runs at a time (see `recover`)."""
 FAILURE_CHECK_S = 2.0
 FAILED_ON_A_WORKER = "its job failed on every worker that took it (see the workers' logs)"
+_CONTINUATION_JOBS = (  # the run's queued continuations, newest first
+    "SELECT status::text FROM procrastinate_jobs WHERE args->>'run_id' = %s "
+    "AND args->'document' ? %s ORDER BY id DESC"
+)
+REFUSED_ON_A_WORKER = (
+    "a worker refused to continue it: an approval no longer holds (expired, or the policy "
+    "changed; the worker's log says which)"
+)
 _CONTINUED_AS = (  # indexed (migration 3)
     "SELECT run_id FROM runner_runs WHERE (header::jsonb)->'continues'->>'run_id' = %s "
     "ORDER BY listed DESC LIMIT 1"
@@ -269,6 +277,17 @@ class QueuedRunService(RunService):
             for stale in list(self._failures)[:5_000]:
                 del self._failures[stale]
         return found
+
+    def _continuation_in_hand(self, run_id: str) -> tuple[bool, str | None]:
+        """From the run's queued continuations: one waiting for a worker or taken by one is in
+        hand; else the newest says how the last ended (a worker's refusal is a job that
+        succeeded with no continuation: it returned, saying why in its log)."""
+        statuses = [row[0] for row in self._rows(_CONTINUATION_JOBS, (run_id, CONTINUE))]
+        if any(status in {"todo", "doing"} for status in statuses):
+            return True, None
+        if not statuses:
+            return False, None
+        return False, REFUSED_ON_A_WORKER if statuses[0] == "succeeded" else FAILED_ON_A_WORKER
 
     def continuation_of(self, run_id: str) -> str | None:
         """The run continuing `run_id` (a worker made it, so it is found in the store)."""
