@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,10 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 import yaml
 
 from runner.approvals import approve, pending_approvals
+from runner.clock import Clock
 from runner.confirm import ApprovalSecret
+from runner.travel import load_travel_contracts
 from tests.conftest import allow_loopback_only
 
 SECRET = "a-test-approval-secret-of-enough-bytes-0123456789"
@@ -89,6 +94,55 @@ def write_long_fixture(folder: Path, steps: int = 12) -> Path:
     return path
 
 
+TWO_HOLDS = "two_holds_approved"
+"""A fixture whose model holds two rooms in one reply, each write needing approval."""
+
+
+def two_holds_fixtures(folder: Path) -> list[str]:
+    """The service's configured fixtures: the long search and `TWO_HOLDS`."""
+    hold = {"hotel_id": "H-SHIBA", "check_in": "2027-04-02", "check_out": "2027-04-06",
+            "guests": 2, "room_type": "accessible"}  # fmt: skip
+    search = {"city": "Tokyo", "check_in": "2027-04-02", "check_out": "2027-04-06",
+              "accessibility": "wheelchair", "guests": 4}  # fmt: skip
+    option = {"hotel_id": "H-SHIBA", "name": "Shiba Park Hotel",
+              "accessible_room_status": "reported_available"}  # fmt: skip
+    fixture = {
+        "name": TWO_HOLDS,
+        "description": "Two holds in one reply, each approved on its own.",
+        "task": "Hold two accessible rooms at Shiba Park Hotel, 2027-04-02..06, two guests each.",
+        "tenant": "optiverse",
+        "principal": {"id": "agent-7", "scopes": ["travel.read", "travel.book"]},
+        "tools": ["search_hotels", "hold_room", "lookup_hold"],
+        "environment": {
+            "search_hotels": [
+                {
+                    "respond": {
+                        "status": "ok",
+                        "options": [option],
+                        "source_timestamp": "2027-03-01T09:00:00Z",
+                    }
+                }
+            ],
+            "hold_room": [{"write": "commit"}, {"write": "commit"}],
+        },
+        "model": [
+            {"tool_calls": [{"name": "search_hotels", "args": search}]},
+            {
+                "tool_calls": [
+                    {"name": "hold_room", "args": hold},
+                    {"name": "hold_room", "args": {**hold, "room_type": "standard"}},
+                ]
+            },
+            {"final": "Held two rooms at Shiba Park Hotel."},
+        ],
+        "approval": {"rules": {"tools": ["hold_room"]}},
+        "expect": {"terminal": "escalate", "reason": "approval_required", "holds": 0},
+    }
+    path = folder / "two_holds.yaml"
+    path.write_text(yaml.safe_dump(fixture), encoding="utf-8")
+    return [str(write_long_fixture(folder)), str(path)]
+
+
 def write_config(folder: Path, **settings: Any) -> Path:
     config = {
         "fixtures": [str(write_long_fixture(folder))],
@@ -102,7 +156,8 @@ def write_config(folder: Path, **settings: Any) -> Path:
 
 
 class Service:
-    def __init__(self, url: str, db: Path, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, url: str, db: Path, process: subprocess.Popen[bytes] | None) -> None:
+        """`process`: the `runner serve` child (None: served in this process, `serving_here`)."""
         self.url = url
         self.db = db
         self.process = process
@@ -176,6 +231,66 @@ def serving(
             process.kill()
             process.wait()
         log.close()
+
+
+@contextmanager
+def serving_here(folder: Path, *, clock: Clock, **settings: Any) -> Iterator[Service]:
+    """The SQLite service's app in this process (uvicorn on a loopback port, in a thread), its
+    wall clock `clock`: for a test that moves the service's time (a child's clock is its own).
+    Real HTTP all the same; the app is `runner serve`'s (`build_app`)."""
+    from runner.service import ServiceConfig, build_app  # noqa: PLC0415  # the service extra
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = ServiceConfig.load(write_config(folder, **settings))
+    db = folder / "runs.sqlite"
+    app = build_app(config, db, load_travel_contracts(), clock=clock)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, name="serving-here", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the app did not start"
+            time.sleep(0.02)
+        yield Service(f"http://127.0.0.1:{port}", db, None)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        app.state.service.close()
+
+
+PACE_S = 0.1
+"""Real seconds a worker's run pauses per transition: the long fixture then lasts seconds."""
+
+
+@contextmanager
+def workers(url: str, cwd: Path, env: dict[str, str], count: int = 2) -> Iterator[None]:
+    command = [sys.executable, "-m", "runner", "worker", "--db", url, "--concurrency", "2",
+               "--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2",
+               "--pace", str(PACE_S)]  # fmt: skip
+    logs = [(cwd / f"worker-{n}.log").open("wb") for n in range(count)]  # for a failure
+    started = [
+        subprocess.Popen(
+            [*command, "--name", f"w{n}"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        for n, log in enumerate(logs)
+    ]
+    try:
+        yield
+    finally:
+        for worker in started:
+            worker.send_signal(signal.SIGTERM)
+        for worker in started:
+            worker.wait(timeout=60)
+        for log in logs:
+            log.close()
 
 
 def read_events(

@@ -137,3 +137,25 @@ def test_the_library_refuses_a_ttl_not_above_zero(
         assert [p.status for p in store.proposals(run_id)] == ["pending"]
     finally:
         store.close()
+
+
+def test_runner_continue_checks_the_token_when_it_starts_not_when_it_was_decided(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision whose token expired before `runner continue` began (the process that decided
+    stopped first) is refused at the continuation's start: nothing stored, no hold."""
+    monkeypatch.setenv("RUNNER_APPROVAL_SECRET", SECRET)
+    db = tmp_path / "runs.sqlite"
+    run_id = _waiting(db, capsys)
+    store = SqliteStore(db)
+    decided_at = datetime.now(UTC) - timedelta(minutes=31)
+    approve(store, run_id, "hold_room", approver="alice", secret=ApprovalSecret(SECRET),
+            now=decided_at, ttl=timedelta(minutes=30))  # fmt: skip
+    store.close()
+    assert main(["continue", run_id, "--db", str(db)]) == 2
+    assert "expired" in capsys.readouterr().err
+    store = SqliteStore(db, read_only=True)
+    try:
+        assert [item.header.run_id for item in store.runs()] == [run_id]  # no continuation
+    finally:
+        store.close()

@@ -235,11 +235,52 @@ def test_errors_have_one_shape_and_the_right_status(  # noqa: PLR0917
     assert isinstance(response.json()["error"]["message"], str)
 
 
-def test_a_bad_last_event_id_is_400(service: Service) -> None:
+@pytest.mark.parametrize(
+    "sent",
+    ["seven", "9223372036854775808", "18446744073709551616", "99999999999999999999",
+     "1000000001", "-2", "1.5", "+3", "0x10"],
+)  # fmt: skip
+def test_a_last_event_id_that_is_no_seq_within_the_bound_is_400_in_the_one_shape(
+    service: Service, sent: str
+) -> None:
+    """Over `?after=`'s bound (10^9), or not a whole number: refused as `?after=` is, never a
+    500 (a value past 2^63 reached SQLite as an integer it cannot hold)."""
     run_id = service.submit("read_only_success")
     with service.client() as client:
-        response = client.get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": "seven"})
-    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_last_event_id"
+        response = client.get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": sent})
+    assert response.status_code == 400, response.text
+    assert set(response.json()) == {"error"}
+    assert response.json()["error"]["code"] == "bad_last_event_id"
+    assert "1000000000" in response.json()["error"]["message"]
+
+
+def test_a_last_event_id_at_the_bound_past_the_run_s_end_streams_on_from_there(
+    service: Service,
+) -> None:
+    """Within the bound but past the last transition: the stream goes on from there (what a
+    reconnecting client relies on), ending with the run's last seq."""
+    run_id = service.submit("read_only_success")
+    last = service.wait_ended(run_id)["transitions"][-1]["seq"]
+    with service.client() as client:
+        events = read_events(client, run_id, last_event_id="1000000000")
+        from_start = read_events(client, run_id, last_event_id="-1")
+    assert [(event, ident) for event, ident, _ in events] == [("end", str(last))]
+    assert [ident for _, ident, _ in from_start] == [str(s) for s in range(1, last + 1)] + [
+        str(last)
+    ]
+
+
+def test_the_openapi_document_says_what_last_event_id_may_be(service: Service) -> None:
+    with service.client() as client:
+        document = client.get("/openapi.json").json()
+    operation = document["paths"]["/v1/runs/{run_id}/events"]["get"]
+    (header,) = [p for p in operation["parameters"] if p["in"] == "header"]
+    assert header["name"] == "last-event-id" and "1000000000" in header["description"]
+    refused = operation["responses"]["400"]
+    assert "Last-Event-ID" in refused["description"]
+    assert refused["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorBody"
+    }
 
 
 def test_a_full_queue_is_429(tmp_path: Path) -> None:
@@ -285,3 +326,25 @@ def test_a_chunked_body_over_the_limit_is_413_and_one_under_it_is_served(
     assert refused.status_code == 413 and refused.json()["error"]["code"] == "too_large"
     assert served.status_code == 202
     assert service.wait_ended(served.json()["run_id"])["state"] == "complete"
+
+
+def test_the_openapi_document_describes_where_a_run_s_continuation_stands(
+    service: Service,
+) -> None:
+    with service.client() as client:
+        document = client.get("/openapi.json").json()
+    answer = document["paths"]["/v1/runs/{run_id}"]["get"]["responses"]["200"]
+    assert answer["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/RunDetail"
+    }
+    schemas = document["components"]["schemas"]
+    detail = schemas["RunDetail"]
+    assert detail["additionalProperties"] is True  # the rest of `runner show --json`
+    assert {"continuation", "continuation_error", "continued_as"} <= set(detail["properties"])
+    assert detail["properties"]["continuation"]["anyOf"] == [
+        {"$ref": "#/components/schemas/Continuation"},
+        {"type": "null"},
+    ]
+    state = schemas["Continuation"]["properties"]["state"]
+    assert set(state["enum"]) == {"waiting", "queued", "running", "ended", "failed"}
+    assert set(schemas["Continuation"]["required"]) == {"state", "waiting_for", "run_id"}

@@ -158,6 +158,31 @@ def test_a_pending_hold_is_approved_from_the_page_and_its_run_completes(
     assert all((artifacts / name).stat().st_size > 0 for name in ("approval-pending.png",))
 
 
+def test_a_waiting_run_s_view_says_where_its_continuation_stands(
+    service: Service, browser: WebDriver
+) -> None:
+    """Decided outside the page (another approver, the API): the view of the waiting run
+    follows its continuation on its poll, from waiting to ended, linking to it; a run that
+    waits for nothing shows no such line."""
+    _open(browser, service)
+    _submit(browser, "hold_approved")
+    waiting = _text(browser, "run-id")
+    line = "continuation: waiting for 1 decision"
+    _until(browser, lambda d: _text(d, "run-continuation") == line)
+    (pending,) = service.pending(waiting)
+    with service.client() as client:
+        assert client.post(f"/v1/approvals/{pending['approval_id']}/approve").status_code == 200
+    box = browser.find_element(By.ID, "run-continuation")
+    _until(browser, lambda d: box.get_attribute("data-state") == "ended")
+    continued = service.wait_ended(waiting)["continued_as"]
+    assert _text(browser, "run-continuation") == f"continuation: ended as {continued[:8]}"
+    link = box.find_element(By.TAG_NAME, "a").get_attribute("href")
+    assert link is not None and link.endswith(f"#run/{continued}")
+    _submit(browser, "read_only_success")
+    _until(browser, lambda d: _text(d, "run-ended").startswith("ended"))
+    assert not box.is_displayed()
+
+
 _RECORD_POSTS = """
 window.sentPosts = [];
 const original = window.fetch;

@@ -5,6 +5,7 @@ run that ended is refused (409). Cancel and approvals: tests/test_service_postgr
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -124,3 +125,24 @@ def test_a_full_queue_is_429_on_postgresql_too(pg_url: str, tmp_path: Path) -> N
     assert [r.status_code for r in codes] == [202, 202, 202, 429, 429]
     refused = codes[3].json()["error"]
     assert refused["code"] == "queue_full" and refused["message"].startswith("3 runs are waiting")
+
+
+@pytest.mark.usefixtures("loopback")
+@pytest.mark.parametrize("sent", ["9223372036854775808", "99999999999999999999", "1000000001"])
+def test_a_last_event_id_past_the_bound_is_400_on_postgresql_too(
+    pg_url: str, tmp_path: Path, sent: str
+) -> None:
+    """Past 2^63 it reached PostgreSQL as a bigint it cannot hold: a 500. Refused as on SQLite;
+    one within the bound still opens the stream (a queued run: nothing to send yet)."""
+    env = {**os.environ, "RUNNER_WORLD": str(tmp_path / "world")}
+    with serving(tmp_path / "s", url=pg_url, env=env) as service, service.client() as client:
+        run_id = service.submit("read_only_success")  # no worker: it stays queued
+        path = f"/v1/runs/{run_id}/events"
+        statuses, bodies = [], []
+        for last in (sent, "1000000000"):  # a stream that opens never ends: read no body
+            with client.stream("GET", path, headers={"Last-Event-ID": last}) as response:
+                statuses.append(response.status_code)
+                if response.status_code != 200:
+                    bodies.append(json.loads(response.read()))
+    assert statuses == [400, 200], bodies
+    assert bodies[0]["error"]["code"] == "bad_last_event_id"

@@ -38,42 +38,13 @@ from tests.service_harness import (
     loopback,
     read_events,
     serving,
+    workers,
     write_long_fixture,
 )
 
 __all__ = ["loopback"]
 
 pytestmark = pytest.mark.usefixtures("loopback")
-
-PACE_S = 0.1
-"""Real seconds a worker's run pauses per transition: the long fixture then lasts seconds."""
-
-
-@contextmanager
-def workers(url: str, cwd: Path, env: dict[str, str], count: int = 2) -> Iterator[None]:
-    command = [sys.executable, "-m", "runner", "worker", "--db", url, "--concurrency", "2",
-               "--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2",
-               "--pace", str(PACE_S)]  # fmt: skip
-    logs = [(cwd / f"worker-{n}.log").open("wb") for n in range(count)]  # for a failure
-    started = [
-        subprocess.Popen(
-            [*command, "--name", f"w{n}"],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-        for n, log in enumerate(logs)
-    ]
-    try:
-        yield
-    finally:
-        for worker in started:
-            worker.send_signal(signal.SIGTERM)
-        for worker in started:
-            worker.wait(timeout=60)
-        for log in logs:
-            log.close()
 
 
 @contextmanager

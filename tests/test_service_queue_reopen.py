@@ -14,6 +14,7 @@ import pytest
 from procrastinate.exceptions import ConnectorException
 from psycopg_pool import PoolTimeout
 
+from runner.clock import SystemClock
 from runner.distributed.queue import continuation_job, job_arguments
 from runner.errors import StoreError
 from runner.service.queued import QueuedRunService
@@ -75,6 +76,7 @@ async def test_a_queue_that_failed_to_open_is_made_afresh_and_queues_what_was_de
         _opened=False,
         _open_failed=False,
         _opening=asyncio.Lock(),
+        clock=SystemClock(),
     )
     for name in ("_open_queue", "_queue_decided"):
         setattr(service, name, types.MethodType(getattr(QueuedRunService, name), service))

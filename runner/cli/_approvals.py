@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from .._arguments import run_id_text, seconds
 from .._tool_commands import ended_run_json
 from ..approvals import approve, deny, pending_approvals
+from ..clock import SystemClock
 from ..confirm import ApprovalSecret
 from ..errors import ApprovalRefused, ResumeRefused
 from ..mcp import McpConfig
@@ -115,7 +116,7 @@ def decide_command(args: argparse.Namespace) -> int:
     """`approve` / `deny`: record the decision, then continue the run."""
     secret = ApprovalSecret.from_env()  # before anything is recorded: the continuation needs it
     store = open_store(args.db, must_exist=True)
-    now = datetime.now(UTC)
+    now = SystemClock().now()
     try:
         _mcp_refused(store, args)
         if args.command == "approve":
@@ -152,7 +153,7 @@ def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = N
                 contracts,
                 store,
                 secret=secret,
-                now=datetime.now(UTC),
+                now=SystemClock().now(),  # checked as it starts: after the lease is held
                 store_dir=args.db.folder,
                 mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
             )

@@ -8,12 +8,12 @@ import asyncio
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._arguments import ArgumentParser, count, seconds, seed
 from .._ownership import RenewedHolds, let_go_renewed, stays_ended, take_renewed
+from ..clock import Clock, SystemClock
 from ..confirm import SECRET_ENV, ApprovalSecret
 from ..contracts import ContractSet
 from ..errors import (
@@ -248,11 +248,14 @@ def fixture_player(
     *,
     live: LiveConfig | None = None,
     secret: ApprovalSecret | None = None,
+    clock: Clock | None = None,
 ) -> Callable[[Store, str, dict[str, Any], int, Callable[[RunHandle], None]], str | None]:
     """What a worker does with a queued fixture run (`distributed.worker.Play`), or with the
-    continuation of one whose approvals were decided (which needs the approval `secret`); a
-    live run (queued by the service) gets its model from `live`, its key from this process's
+    continuation of one whose approvals were decided (which needs the approval `secret`, and
+    checks its tokens against `clock`, the system's by default, when it starts); a live run
+    (queued by the service) gets its model from `live`, its key from this process's
     environment."""
+    wall: Clock = clock or SystemClock()
 
     def play(
         store: Store,
@@ -295,14 +298,15 @@ def fixture_player(
     ) -> str:
         if secret is None:  # handed back: a worker with the secret may take it
             raise NotDrivableHere(f"continuing run {run_id} needs {SECRET_ENV} on the worker")
-        now = datetime.fromisoformat(str(job["now"]))
+        # The tokens are checked now, when the continuation starts, not when the job says it
+        # was decided: it may have waited in the queue past their expiry (every worker busy).
         try:
             outcome = continue_fixture(
                 run_id,
                 contracts,
                 store,
                 secret=secret,
-                now=now,
+                now=wall.now(),
                 store_dir=world,
                 started=started,
                 model=_continuing(store.header(run_id)),

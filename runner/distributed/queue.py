@@ -59,8 +59,9 @@ run id is the waiting run's; the continuation is a run of its own: `Engine.conti
 
 
 def continuation_job(run_id: str, decided_at: datetime) -> dict[str, Any]:
-    """A queued continuation of `run_id`, its tokens checked at `decided_at` (the approver's
-    clock, as on one process)."""
+    """A queued continuation of `run_id`, decided at `decided_at`. The worker checks its tokens
+    against its own clock when it starts the continuation; the time travels as `now` all the
+    same, which workers of earlier versions read (and checked the tokens at)."""
     return {"run_id": run_id, "document": {CONTINUE: {"now": decided_at.isoformat()}}, "seed": 0}
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import structlog
 from fastapi import FastAPI
 
+from ..clock import Clock
 from ..confirm import SECRET_ENV, ApprovalSecret
 from ..contracts import ContractSet
 from .app import create_app
@@ -25,9 +26,12 @@ _log = structlog.get_logger("runner.service")
 __all__ = ["ApiKey", "RunService", "ServiceConfig", "build_app", "build_queued_app", "create_app"]
 
 
-def build_app(config: ServiceConfig, db: Path, contracts: ContractSet) -> FastAPI:
-    """The service's app on the SQLite store `db` (created when missing)."""
-    service = RunService(config, db, contracts, _approval_secret(config))
+def build_app(
+    config: ServiceConfig, db: Path, contracts: ContractSet, *, clock: Clock | None = None
+) -> FastAPI:
+    """The service's app on the SQLite store `db` (created when missing); `clock`: the
+    service's wall clock (default: the system's; see `RunService`)."""
+    service = RunService(config, db, contracts, _approval_secret(config), clock=clock)
     service.recover()  # what a stopped or crashed process on this file left unfinished
     app = create_app(service)
     app.state.service = service
@@ -35,12 +39,17 @@ def build_app(config: ServiceConfig, db: Path, contracts: ContractSet) -> FastAP
 
 
 def build_queued_app(
-    config: ServiceConfig, url: str, contracts: ContractSet, world: Path
+    config: ServiceConfig,
+    url: str,
+    contracts: ContractSet,
+    world: Path,
+    *,
+    clock: Clock | None = None,
 ) -> FastAPI:
     """The service's app on the PostgreSQL store `url`: runs go to `runner worker`s."""
     from .queued import QueuedRunService  # noqa: PLC0415  # psycopg, procrastinate: optional
 
-    service = QueuedRunService(config, url, contracts, _approval_secret(config), world)
+    service = QueuedRunService(config, url, contracts, _approval_secret(config), world, clock=clock)
     service.recover()  # decided approvals a stopped process left without a continuation
     app = create_app(service)
     app.state.service = service

@@ -10,6 +10,7 @@ Every route but `/healthz`, `/openapi.json` and the page's shell takes `Authoriz
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -40,6 +41,15 @@ POLL_S = 0.1
 same stream works when another process or worker drives the run)."""
 
 RUN_ID = Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$")
+MAX_SEQ = 10**9
+"""The highest seq a client may name (`?after=`, `Last-Event-ID`): past it no run goes, and a
+bound keeps what reaches the store within the integers it holds."""
+SEQ_TEXT = re.compile(r"-?[0-9]{1,20}")
+LAST_EVENT_ID = (
+    f"The seq of the last event received: a whole number from -1 to {MAX_SEQ} (one past the "
+    "run's last transition waits there for the next); anything else is refused with 400 "
+    "`bad_last_event_id`."
+)
 
 
 class FixtureRun(BaseModel):
@@ -88,6 +98,36 @@ class RunItem(BaseModel):
     started_at: str | None
     """On the run's clock (a fixture's is virtual); null while it is queued."""
     continues: str | None
+
+
+class Continuation(BaseModel):
+    """Where the continuation of a run that ended waiting for approval stands now."""
+
+    state: Literal["waiting", "queued", "running", "ended", "failed"]
+    """`waiting`: for `waiting_for` more decisions (a continuation starts once every proposal
+    is decided); `queued`: decided, not begun; `running`, `ended`: the continuation `run_id`;
+    `failed`: it could not start or go on (`continuation_error` says why)."""
+    waiting_for: int
+    run_id: str | None
+
+
+class RunDetail(BaseModel):
+    """The object `runner show --json` prints (its keys are not all listed here), plus what
+    the service knows of the run."""
+
+    model_config = ConfigDict(extra="allow")
+    run_id: str
+    status: Literal["queued", "failed", "running", "ended"]
+    state: str
+    error: str | None
+    """Why the run failed or stopped, while it has not ended."""
+    continues: str | None
+    continued_as: str | None
+    continuation: Continuation | None
+    """Null unless the run ended waiting for approval."""
+    continuation_error: str | None
+    """Why its continuation could not start or go on: only while that is the current truth
+    (`continuation.state` is `failed`)."""
 
 
 class RunPage(BaseModel):
@@ -205,7 +245,7 @@ def create_app(service: RunService) -> FastAPI:
     ) -> dict[str, Any]:
         return service.list_runs(key, offset, limit, newest_first=order == "newest")
 
-    @app.get("/v1/runs/{run_id}", response_model=dict[str, Any])
+    @app.get("/v1/runs/{run_id}", response_model=RunDetail)
     def run(run_id: Annotated[str, RUN_ID], key: Annotated[ApiKey, role("read")]) -> dict[str, Any]:
         return service.run(key, run_id)
 
@@ -213,7 +253,7 @@ def create_app(service: RunService) -> FastAPI:
     def transitions(
         run_id: Annotated[str, RUN_ID],
         key: Annotated[ApiKey, role("read")],
-        after: Annotated[int, Query(ge=-1, le=10**9)] = -1,
+        after: Annotated[int, Query(ge=-1, le=MAX_SEQ)] = -1,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
         return service.transitions(key, run_id, after, limit)
@@ -222,21 +262,24 @@ def create_app(service: RunService) -> FastAPI:
         "/v1/runs/{run_id}/events",
         response_class=EventSourceResponse,
         responses={
-            200: {"content": {"text/event-stream": {}}, "description": "one per transition"}
+            200: {"content": {"text/event-stream": {}}, "description": "one per transition"},
+            400: {
+                "model": ErrorBody,
+                "description": f"`Last-Event-ID` is not a whole number from -1 to {MAX_SEQ}",
+            },
         },
     )
     async def events(
         run_id: Annotated[str, RUN_ID],
         key: Annotated[ApiKey, role("read")],
-        last_event_id: Annotated[str | None, Header(max_length=20)] = None,
-        after: Annotated[int, Query(ge=-1, le=10**9)] = -1,
+        last_event_id: Annotated[
+            str | None, Header(max_length=20, description=LAST_EVENT_ID)
+        ] = None,
+        after: Annotated[int, Query(ge=-1, le=MAX_SEQ)] = -1,
     ) -> EventSourceResponse:
         await anyio.to_thread.run_sync(service.check_tenant, key, run_id)
         if last_event_id is not None:
-            try:
-                after = max(after, int(last_event_id))
-            except ValueError:
-                raise ApiError(400, "bad_last_event_id", "Last-Event-ID is a seq") from None
+            after = max(after, last_seen(last_event_id))
         # The first read before the stream starts: a record that cannot be read is refused
         # with an error answer, not an empty stream.
         first = await anyio.to_thread.run_sync(service.events_after, run_id, after)
@@ -272,6 +315,19 @@ def create_app(service: RunService) -> FastAPI:
         return Response(state_diagram_svg(), media_type="image/svg+xml")
 
     return app
+
+
+def last_seen(header: str) -> int:
+    """The seq a `Last-Event-ID` names, within the bound `?after=` keeps; `ApiError` (400)
+    for anything else (a value past what the store holds was a 500)."""
+    seq = int(header) if SEQ_TEXT.fullmatch(header) else None
+    if seq is None or not -1 <= seq <= MAX_SEQ:
+        raise ApiError(
+            400,
+            "bad_last_event_id",
+            f"Last-Event-ID is a whole number from -1 to {MAX_SEQ}, got {header[:20]!r}",
+        )
+    return seq
 
 
 def _decision_route(app: FastAPI, service: RunService, verb: str, needs: Any) -> None:

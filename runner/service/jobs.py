@@ -137,8 +137,8 @@ class ServiceJobs:
             ).fetchall()
         return {row[0] for row in rows}
 
-    def get(self, run_id: str) -> Job | None:
-        found = self._select("WHERE kind = 'fixture' AND run_id = ?", run_id)
+    def get(self, run_id: str, kind: JobKind = "fixture") -> Job | None:
+        found = self._select("WHERE kind = ? AND run_id = ?", kind, run_id)
         return found[0] if found else None
 
     def _select(self, where: str, *parameters: str) -> list[Job]:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..budget import Limits
+from ..clock import Clock, SystemClock
 from ..contracts import ContractSet
 from ..errors import ConfigError
 from ..models.base import ModelAdapter
@@ -73,12 +73,14 @@ class LiveRuns:
         contracts: ContractSet,
         *,
         needs_keys: bool,
+        clock: Clock | None = None,
     ) -> None:
         """`needs_keys`: this process builds the models (the SQLite service): a run of a provider
         whose key is not in its environment, or whose SDK is not installed, is refused (409),
         and the start logs a warning."""
         self.config = config
         self.needs_keys = needs_keys
+        self.clock: Clock = clock or SystemClock()
         self.no_sdk: set[str] = set()
         self.world: Fixture | None = None
         if config is None:
@@ -174,7 +176,7 @@ class LiveRuns:
             provider=provider, name=name, base_url=redact_url(settings.base_url)
         )
         table = default_prices()
-        if table.price_of(identity, datetime.now(UTC)) is None:
+        if table.price_of(identity, self.clock.now()) is None:
             # Installed, the table does not list the model; not installed, the host needs it.
             found = (
                 f"the price table (genai-prices {table.version}) does not list it"

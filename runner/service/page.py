@@ -3,11 +3,11 @@
 It keeps the API key in the browser's session storage and calls the same API as any client: the
 tenant's runs, one run's state diagram (the machine's own edge table, the run's edges marked) and
 its transition timeline, filled in live from the events stream (read with `fetch`, which can send
-the key, and resumed with `Last-Event-ID` after a drop), and the pending approvals with approve and
-deny buttons. Every id it puts into a request path (from the address's `#run/...`, a listed run,
-an approval, a continuation) is checked against the service's id shapes and percent-encoded, so
-no link can turn a button into a request to another endpoint; a link naming no run shows "no
-such run" with no cancel.
+the key, and resumed with `Last-Event-ID` after a drop), where a waiting run's continuation stands
+(polled until it ends), and the pending approvals with approve and deny buttons. Every id it puts
+into a request path (from the address's `#run/...`, a listed run, an approval, a continuation) is
+checked against the service's id shapes and percent-encoded, so no link can turn a button into a
+request to another endpoint; a link naming no run shows "no such run" with no cancel.
 """
 
 from __future__ import annotations

@@ -14,9 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +25,7 @@ import structlog
 from procrastinate.exceptions import ConnectorException
 from psycopg_pool import PoolTimeout
 
+from ..clock import Clock
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..distributed.queue import (
@@ -87,6 +87,14 @@ _TAKE_UP_LOCK: Final = 0x72756E_0002
 """Held by the one service process that looks for decided runs at a time (see `recover`)."""
 FAILURE_CHECK_S = 2.0
 FAILED_ON_A_WORKER = "its job failed on every worker that took it (see the workers' logs)"
+_CONTINUATION_JOBS = (  # the run's queued continuations, newest first
+    "SELECT status::text FROM procrastinate_jobs WHERE args->>'run_id' = %s "
+    "AND args->'document' ? %s ORDER BY id DESC"
+)
+REFUSED_ON_A_WORKER = (
+    "a worker refused to continue it: an approval no longer holds (expired, or the policy "
+    "changed; the worker's log says which)"
+)
 _CONTINUED_AS = (  # indexed (migration 3)
     "SELECT run_id FROM runner_runs WHERE (header::jsonb)->'continues'->>'run_id' = %s "
     "ORDER BY listed DESC LIMIT 1"
@@ -101,6 +109,8 @@ class QueuedRunService(RunService):
         contracts: ContractSet,
         secret: ApprovalSecret | None,
         world: Path,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.url = url
         self.shared = BlockingStore(lambda: PostgresStore.open(url))
@@ -111,6 +121,7 @@ class QueuedRunService(RunService):
             secret,
             shared=self.shared,
             world=world,
+            clock=clock,
         )
         self.db = world / "store"  # holds paths resolve against the shared world folder
         self._queue = make_app(url)
@@ -140,7 +151,7 @@ class QueuedRunService(RunService):
             queue = make_app(self.url, pool_size=1)
             async with queue.open_async():
                 await ensure_queue_schema(queue, self.url)
-                now = datetime.now(UTC)  # tokens checked now: one expired meanwhile is refused
+                now = self.clock.now()  # when decided, at the latest (a worker checks at start)
                 cursor = await conn.execute(_DECIDED_NOT_CONTINUED, (CONTINUE,))
                 decided = await cursor.fetchall()
                 await submit(
@@ -255,7 +266,7 @@ class QueuedRunService(RunService):
     def _failure(self, run_id: str) -> str | None:
         """Asked at most every `FAILURE_CHECK_S` for a run (an events stream polls far more
         often), and never again once its job has failed (it stays failed)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         checked = self._failures.get(run_id)
         if checked is not None and (checked[1] is not None or now - checked[0] < FAILURE_CHECK_S):
             return checked[1]
@@ -266,6 +277,17 @@ class QueuedRunService(RunService):
             for stale in list(self._failures)[:5_000]:
                 del self._failures[stale]
         return found
+
+    def _continuation_in_hand(self, run_id: str) -> tuple[bool, str | None]:
+        """From the run's queued continuations: one waiting for a worker or taken by one is in
+        hand; else the newest says how the last ended (a worker's refusal is a job that
+        succeeded with no continuation: it returned, saying why in its log)."""
+        statuses = [row[0] for row in self._rows(_CONTINUATION_JOBS, (run_id, CONTINUE))]
+        if any(status in {"todo", "doing"} for status in statuses):
+            return True, None
+        if not statuses:
+            return False, None
+        return False, REFUSED_ON_A_WORKER if statuses[0] == "succeeded" else FAILED_ON_A_WORKER
 
     def continuation_of(self, run_id: str) -> str | None:
         """The run continuing `run_id` (a worker made it, so it is found in the store)."""
@@ -279,7 +301,7 @@ class QueuedRunService(RunService):
         if self.shared.summary(run_id) is not None:
             raise ApiError(409, "ended", f"run {run_id} already ended")
         # Kept in the store: the worker driving the run (or the next to take it) acts on it.
-        self.shared.request_cancel(run_id, datetime.now(UTC), key.principal.id)
+        self.shared.request_cancel(run_id, self.clock.now(), key.principal.id)
         return {"run_id": run_id, "cancel_requested": True}
 
     def continue_decided(self, key: ApiKey, run_id: str, now: datetime) -> None:

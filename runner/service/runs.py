@@ -22,6 +22,7 @@ import structlog
 from pydantic import ValidationError
 
 from ..approvals import approve, deny, ledger_of, pending_approvals
+from ..clock import Clock, SystemClock
 from ..confirm import ApprovalSecret
 from ..contracts import ContractSet
 from ..errors import ApprovalRefused, RunnerError, StoreCorrupt
@@ -31,13 +32,14 @@ from ..states import State
 from ..store import SqliteStore
 from ..store.approvals import Proposal
 from ..store.base import RunListing, Store, UnreadableRun
-from ..trace import TransitionRecord
+from ..trace import RunSummary, TransitionRecord
 from ..travel import fixtures_dir
 from ..travel.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
 from ..travel.scenario import continue_fixture, resume_fixture, run_fixture, stored_world
 from ..travel.supplier import recorded_holds
 from ._logs import RunLogs
 from .config import ApiKey, ServiceConfig
+from .continuations import ContinuationFacts, ContinuationView, continuation_view
 from .errors import ApiError
 from .jobs import Job, ServiceJobs
 from .live import LiveRun, LiveRuns
@@ -88,7 +90,10 @@ class Accepted:
     finished: bool = False
     failure: str | None = None
     continued_as: str | None = None
+    continuing: bool = False
+    """A continuation of this (waiting) run is queued or going on this process's run threads."""
     continuation_error: str | None = None
+    """Why the last continuation could not start or go on (cleared when another is handed)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def started_as(self, handle: RunHandle) -> None:
@@ -126,10 +131,15 @@ class RunService:
         *,
         shared: Store | None = None,
         world: Path | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """`db`: the SQLite file whose runs this process drives; or, with `shared` (a
-        PostgreSQL store, see `runner.service.queued`), the store many processes share."""
+        PostgreSQL store, see `runner.service.queued`), the store many processes share.
+        `clock`: the service's wall clock (default: the system's), which stamps acceptances
+        and decisions and against which a continuation checks its tokens when it starts; a
+        run keeps its own clock (a fixture's is virtual)."""
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.db = db.resolve()
         self.world = world or self.db.parent / f"{self.db.name}.world"
         self.contracts = contracts
@@ -143,7 +153,9 @@ class RunService:
         self._logs = RunLogs()
         self._continuations: dict[str, str] = {}
         """Continuations found in the store (a run continued once stays continued)."""
-        self.live = LiveRuns(config.live, self.fixtures, contracts, needs_keys=shared is None)
+        self.live = LiveRuns(
+            config.live, self.fixtures, contracts, needs_keys=shared is None, clock=self.clock
+        )
         self._jobs: ServiceJobs | None = None
         if shared is None:
             SqliteStore(self.db).close()  # created and migrated once, before any thread opens it
@@ -206,7 +218,7 @@ class RunService:
             if waiting >= self.config.max_queued:
                 raise ApiError(429, "queue_full", f"{waiting} runs are waiting; try again later")
             run_id = str(uuid.uuid4())
-            accepted = Accepted(run_id, key.tenant, fixture.name, datetime.now(UTC))
+            accepted = Accepted(run_id, key.tenant, fixture.name, self.clock.now())
             self._accepted[run_id] = accepted
         if self._jobs is not None:  # the 202 is a promise: kept across a restart
             try:
@@ -237,11 +249,7 @@ class RunService:
             if job.kind == "continue":
                 accepted.finished = True  # the waiting run itself has ended
                 self._accepted.setdefault(job.run_id, accepted)
-                waiting = self._accepted[job.run_id]
-                # its tokens checked now, as `runner continue` checks them: one that expired
-                # while no process was there to continue the run is refused
-                now = datetime.now(UTC)
-                self._executor.submit(self._continue, waiting, now, recovered=True)
+                self._hand(self._accepted[job.run_id], recovered=True)
             elif store.summary(job.run_id) is not None:
                 self._jobs.finish(job.run_id, "fixture")
                 continue
@@ -300,7 +308,7 @@ class RunService:
                 model=None,
                 accepted_at=at,
             )
-            self._executor.submit(self._continue, self._accepted[run_id], datetime.now(UTC))
+            self._hand(self._accepted[run_id])
             taken += 1
         return taken
 
@@ -424,6 +432,7 @@ class RunService:
                 accepted_at=accepted_at,
                 continues=None,
                 continued_as=None,
+                continuation=None,
                 continuation_error=None,
                 holds=None,
             )
@@ -434,6 +443,7 @@ class RunService:
         sent = self._logs.requests_sent(store, run_id, ended=summary is not None)
         data = stored_run_json(header, view, sent)  # as `runner show --json`
         state = summary.terminal if summary else (records[-1].to_state if records else State.PLAN)
+        continuation = self._continuation_view(run_id, summary)
         data.update(
             status=_status(summary is not None, failure),
             error=failure if summary is None else None,
@@ -443,7 +453,8 @@ class RunService:
             accepted_at=accepted_at,
             continues=continued_from(header.continues),
             continued_as=self.continuation_of(run_id),
-            continuation_error=accepted.continuation_error if accepted else None,
+            continuation=continuation.as_json() if continuation is not None else None,
+            continuation_error=continuation.error if continuation is not None else None,
             holds=recorded_holds(stored_world(header).get("supplier_db"), self.db.parent),
         )
         return data
@@ -621,7 +632,7 @@ class RunService:
         proposal = self._proposal(key, approval_id)
         if self.secret is None:
             raise ApiError(409, "no_secret", "approvals need the service's approval secret")
-        now = datetime.now(UTC)
+        now = self.clock.now()
         try:
             if verdict == "approve":
                 approve(
@@ -644,7 +655,11 @@ class RunService:
                 )
         except ApprovalRefused as exc:
             raise ApiError(409, exc.problem, str(exc)) from None
-        self.continue_decided(key, proposal.run_id, now)
+        # Continued once every proposal is decided: asked before, it would only be refused
+        # (the others still wait), which is no error. Of two last decisions made at once,
+        # the later one to be stored sees both.
+        if not self._waits_for(proposal.run_id):
+            self.continue_decided(key, proposal.run_id, now)
         return {
             "approval_id": approval_id,
             "run_id": proposal.run_id,
@@ -654,25 +669,49 @@ class RunService:
 
     def continue_decided(self, key: ApiKey, run_id: str, now: datetime) -> None:
         """Continue `run_id`, its approvals decided at `now` (here: on this process's threads;
-        kept in the service's jobs first, so a restart continues it if this process stops)."""
-        accepted = self._accepted.get(run_id)
-        if accepted is None:  # a run from before this process: continued here all the same
-            accepted = Accepted(run_id, key.tenant, "", now, finished=True)
-            with self._lock:
-                self._accepted[run_id] = accepted
-        if self._jobs is not None:
-            self._jobs.add(
-                run_id,
-                "continue",
-                tenant=key.tenant,
-                name=accepted.name,
-                document={},
-                model=None,
-                accepted_at=now,
+        kept in the service's jobs first, so a restart continues it if this process stops). Its
+        tokens are checked when it starts, not at `now`: every run thread may be busy."""
+        with self._lock:  # a run from before this process: continued here all the same
+            accepted = self._accepted.setdefault(
+                run_id, Accepted(run_id, key.tenant, "", now, finished=True)
             )
-        self._executor.submit(self._continue, accepted, now)
+        with accepted.lock:
+            if accepted.continuing:  # one at a time: the one in hand saw every decision
+                return
+            accepted.continuing = True
+        try:
+            if self._jobs is not None:
+                self._jobs.add(
+                    run_id,
+                    "continue",
+                    tenant=key.tenant,
+                    name=accepted.name,
+                    document={},
+                    model=None,
+                    accepted_at=now,
+                )
+        except BaseException:
+            with accepted.lock:
+                accepted.continuing = False
+            raise
+        self._hand(accepted)
 
-    def _continue(self, accepted: Accepted, now: datetime, *, recovered: bool = False) -> None:
+    def _waits_for(self, run_id: str) -> int:
+        """How many of the run's proposals are not decided yet."""
+        return sum(1 for p in ledger_of(self.store()).proposals(run_id) if p.status == "pending")
+
+    def _hand(self, accepted: Accepted, *, recovered: bool = False) -> None:
+        """Queue the continuation of `accepted` on the run threads, marked `continuing` till it
+        is done; an error of an earlier one is no longer the truth."""
+        with accepted.lock:
+            accepted.continuing = True
+            accepted.continuation_error = None
+        self._executor.submit(self._continue, accepted, recovered=recovered)
+
+    def _continue(self, accepted: Accepted, *, recovered: bool = False) -> None:
+        """Continue the decided run on this run thread, its tokens checked against the clock
+        now, as `runner continue` checks them: one that expired while the continuation waited
+        for a thread (or, taken up after a restart, for a process) is refused."""
         try:
             ended = self._ended_continuation(accepted.run_id) if recovered else None
             if ended is not None:  # taken up after a restart, and it had ended before
@@ -686,15 +725,23 @@ class RunService:
                 self.contracts,
                 store,
                 secret=self.secret,
-                now=now,
+                now=self.clock.now(),
                 store_dir=self.db.parent,
                 model=self.live.continuing(store.header(accepted.run_id)),
             )
             accepted.continued_as = outcome.result.run_id
+        except ApprovalRefused as exc:  # refused before anything was stored or sent
+            if exc.problem == "continued":  # made already (and ended): nothing went wrong
+                accepted.continued_as = exc.continued_as
+            elif exc.problem != "pending":  # still waiting is no error (see `decide`)
+                accepted.continuation_error = f"{type(exc).__name__}: {exc}"
+                _log.warning("continuation refused", run_id=accepted.run_id, error=str(exc))
         except Exception as exc:  # shown on the run (`continuation_error`), and logged
             accepted.continuation_error = f"{type(exc).__name__}: {exc}"
             _log.exception("continuation failed", run_id=accepted.run_id)
         finally:
+            with accepted.lock:
+                accepted.continuing = False
             if self._jobs is not None:
                 self._jobs.finish(accepted.run_id, "continue", accepted.continuation_error)
 
@@ -703,6 +750,41 @@ class RunService:
         for a job taken up after a restart)."""
         found = self._continuation_in_store(run_id)
         return found if found is not None and self.store().summary(found) is not None else None
+
+    def _continuation_view(
+        self, run_id: str, summary: RunSummary | None
+    ) -> ContinuationView | None:
+        """Where the continuation of a run that ended waiting for approval stands now (None:
+        the run did not end so)."""
+        if summary is None or summary.terminal != State.ESCALATE:
+            return None
+        proposals = ledger_of(self.store()).proposals(run_id)
+        if not proposals:
+            return None
+        continuation = self.continuation_of(run_id)
+        ended = continuation is not None and self.store().summary(continuation) is not None
+        in_hand, failure = self._continuation_in_hand(run_id)
+        return continuation_view(
+            ContinuationFacts(
+                pending=sum(1 for p in proposals if p.status == "pending"),
+                continuation=continuation,
+                ended=ended,
+                in_hand=in_hand,
+                failure=failure,
+            )
+        )
+
+    def _continuation_in_hand(self, run_id: str) -> tuple[bool, str | None]:
+        """Whether a continuation of `run_id` is queued or going here, and why the last one
+        could not go on: this process's (it handed it), else the job an earlier process on the
+        file kept."""
+        accepted = self._accepted.get(run_id)
+        if accepted is not None:
+            with accepted.lock:
+                if accepted.continuing or accepted.continuation_error is not None:
+                    return accepted.continuing, accepted.continuation_error
+        job = self._jobs.get(run_id, "continue") if self._jobs is not None else None
+        return False, job.failure if job is not None else None
 
     def continuation_of(self, run_id: str) -> str | None:
         """The run continuing `run_id`: the one this process made, or one found in the store
