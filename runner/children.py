@@ -260,8 +260,9 @@ class ChildRun:
     """A tool that runs a child: its task from the call's arguments, its own tools and model,
     run by `engine` (which must share the parent's store and clock).
 
-    Register `tool()` and `lookup()` under `name` and `lookup_name(name)` in the parent's
-    toolbox, and `child_contracts(name, ...)` in the parent's contracts.
+    Register it (or `tool()`) and its `lookup` (or `lookup_tool()`) under `name` and
+    `lookup_name(name)` in the parent's toolbox, and `child_contracts(name, ...)` in the
+    parent's contracts.
     """
 
     name: str
