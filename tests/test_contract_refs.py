@@ -140,19 +140,19 @@ def test_every_schema_is_read_as_draft_2020_12_by_both_validators(
 @pytest.mark.parametrize(
     ("schema", "says"),
     [
-        ({"$ref": "#"}, "a reference leads back here on the same value"),
-        ({"$dynamicRef": "#"}, "a reference leads back here on the same value"),
+        ({"$ref": "#"}, " at /: a reference leads back here on the same value"),
+        ({"$dynamicRef": "#"}, " at /: a reference leads back here on the same value"),
         (
             {"$ref": "#/$defs/a/x", "$defs": {"a": True}},
-            "a reference points into what is not a schema",
+            ": a reference points into what is not a schema",
         ),
         (
             {"$ref": "#/required/0", "required": ["a"]},
-            "a reference points into what is not a schema",
+            ": a reference points into what is not a schema",
         ),
         (
             {"$ref": "#/prefixItems/x", "prefixItems": [{}]},
-            "a reference points into what is not a schema",
+            ": a reference points into what is not a schema",
         ),
     ],
 )
@@ -171,7 +171,8 @@ def test_a_reference_the_reference_validator_cannot_follow_is_one_clear_line(
     )
     with pytest.raises(ContractError) as info:
         compile_contract(contract, "probe")
-    assert f"result_schema: {says}" in str(info.value) and "\n" not in str(info.value)
+    assert f"result_schema{says}" in str(info.value)
+    assert "\n" not in str(info.value)
 
 
 def _compiled(input_schema: dict[str, Any], result_schema: dict[str, Any] | None = None) -> Any:
