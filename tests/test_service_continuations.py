@@ -197,3 +197,27 @@ def test_only_the_state_that_holds_now_is_shown_and_an_error_only_while_it_is_th
     assert view.waiting_for == given["pending"] if state == "waiting" else view.waiting_for == 0
     assert view.as_json() == {"state": state, "waiting_for": view.waiting_for,
                               "run_id": given["continuation"]}  # fmt: skip
+
+
+def test_a_running_continuation_can_be_cancelled_on_the_service_that_drives_it(
+    tmp_path: Path,
+) -> None:
+    """A continuation this service started was not among the runs it knew to cancel: the cancel
+    answered 409 `not_here` and the run went on to `complete`."""
+    with serving(tmp_path, pace_s=0.3) as service:
+        waiting = service.submit("hold_approved")
+        assert service.wait_ended(waiting)["reason"] == "approval_required"
+        (proposal,) = service.pending(waiting)
+        assert _approve(service, proposal["approval_id"]).status_code == 200
+        view = _until(service, waiting, lambda r: r["continuation"]["state"] == "running")
+        continued = view["continuation"]["run_id"]
+        with service.client() as client:
+            response = client.post(f"/v1/runs/{continued}/cancel")
+        assert response.status_code == 202, response.text
+        assert response.json() == {"run_id": continued, "cancel_requested": True}
+        final = service.wait_ended(continued)
+        with service.client() as client:
+            again = client.post(f"/v1/runs/{continued}/cancel")
+    steps = [(t["seq"], t["trigger"], t.get("result_class")) for t in final["transitions"]]
+    assert (final["state"], final["reason"]) == ("abstain", "cancelled"), steps
+    assert again.status_code == 409 and again.json()["error"]["code"] == "ended"

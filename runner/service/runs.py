@@ -147,6 +147,9 @@ class RunService:
         self.fixtures = bundled_fixtures(contracts, config.fixtures)
         self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="runner-run")
         self._accepted: dict[str, Accepted] = {}
+        self._continuing: dict[str, Accepted] = {}
+        """The continuations this process drives, by their own run id: what a cancel of one
+        finds (`cancel`), from its start to its end."""
         self._lock = threading.Lock()
         self._local = threading.local()
         self._shared = shared
@@ -378,7 +381,7 @@ class RunService:
         self.check_tenant(key, run_id)
         if self.store().summary(run_id) is not None:
             raise ApiError(409, "ended", f"run {run_id} already ended")
-        accepted = self._accepted.get(run_id)
+        accepted = self._accepted.get(run_id) or self._continuing.get(run_id)
         failure = self._failure(run_id)
         if failure is not None:
             raise ApiError(409, "stopped", f"run {run_id} stopped: {failure}")
@@ -712,6 +715,7 @@ class RunService:
         """Continue the decided run on this run thread, its tokens checked against the clock
         now, as `runner continue` checks them: one that expired while the continuation waited
         for a thread (or, taken up after a restart, for a process) is refused."""
+        driven: list[str] = []  # the continuation's run, once it is driven
         try:
             ended = self._ended_continuation(accepted.run_id) if recovered else None
             if ended is not None:  # taken up after a restart, and it had ended before
@@ -728,6 +732,7 @@ class RunService:
                 now=self.clock.now(),
                 store_dir=self.db.parent,
                 model=self.live.continuing(store.header(accepted.run_id)),
+                started=lambda handle: driven.append(self._continuation_started(accepted, handle)),
             )
             accepted.continued_as = outcome.result.run_id
         except ApprovalRefused as exc:  # refused before anything was stored or sent
@@ -742,8 +747,22 @@ class RunService:
         finally:
             with accepted.lock:
                 accepted.continuing = False
+            for run_id in driven:  # ended, or stopped: no longer this process's to cancel
+                self._continuing.pop(run_id).finished = True
+                self._run_store().current = None
             if self._jobs is not None:
                 self._jobs.finish(accepted.run_id, "continue", accepted.continuation_error)
+
+    def _continuation_started(self, waiting: Accepted, handle: RunHandle) -> str:
+        """A continuation of `waiting` is driven as `handle`: a cancel of it finds it now."""
+        continuation = Accepted(
+            run_id=handle.run_id, tenant=waiting.tenant, name=waiting.name,
+            accepted_at=self.clock.now(),
+        )  # fmt: skip
+        continuation.started_as(handle)
+        self._continuing[handle.run_id] = continuation
+        self._run_store().current = continuation  # passes a cancel on (`RunThreadStore`)
+        return handle.run_id
 
     def _ended_continuation(self, run_id: str) -> str | None:
         """The continuation of `run_id` that has already ended, if there is one (looked for only
