@@ -40,7 +40,7 @@ from ._documents import (
 )
 from ._formats import ASSERTED_FORMATS, unasserted_formats
 from ._patterns import PatternRefused, python_source
-from ._schema_loops import reference_loop
+from ._schema_refs import data_reference, reference_loop
 from ._schema_walk import subschemas
 from ._validators import dialect_problem, fast_validator, meta_schema_error, reference_validator
 from .errors import ContractError
@@ -138,7 +138,7 @@ class CompiledContract:
         if not self.fast_input.is_valid(arguments):
             try:
                 error = _first_error(self.input_validator, arguments)
-            except RecursionError:  # a loop `_schema_loops` could not see (an embedded `$id`)
+            except RecursionError:  # a loop `_schema_refs` could not see (an embedded `$id`)
                 return ArgumentProblem(None, UNCHECKABLE)
             if error is not None:
                 return _describe_argument_error(error, arguments)
@@ -258,6 +258,14 @@ def _refuse_what_cannot_be_checked(source: str | Path, label: str, schema: Any) 
     """A draft other than those the runner reads as 2020-12, a reference loop that consumes
     nothing, a format it cannot assert, or a pattern it cannot read as ECMA-262, is refused."""
     refuse_unread_dialect(source, label, schema)
+    into_data = data_reference(schema)
+    if into_data is not None:
+        where, ref = into_data
+        raise ContractError(
+            source,
+            f"{label} at {where}: $ref {ref!r} points into data (const, enum, default or "
+            "examples), which is not a schema",
+        )
     loop = reference_loop(schema)
     if loop is not None:
         raise ContractError(

@@ -229,3 +229,50 @@ def test_a_loop_behind_an_embedded_id_is_a_refused_value_not_a_crash() -> None:
     assert compiled.check_result({"a": 1}) == (
         "(root): the schema cannot be checked on this value: its references loop",
     )
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "properties": {"q": {"$ref": "#/$defs/k/const"}},
+            "$defs": {"k": {"const": {"type": "string", "pattern": "(?i)^x$"}}},
+        },
+        {
+            "properties": {
+                "q": {"default": {"type": "integer"}},
+                "b": {"$ref": "#/properties/q/default"},
+            }
+        },
+        {
+            "properties": {
+                "q": {"examples": [{"format": "idn-hostname"}]},
+                "b": {"$ref": "#/properties/q/examples/0"},
+            }
+        },
+        {
+            "properties": {
+                "q": {"enum": [{"type": "integer"}]},
+                "b": {"$ref": "#/properties/q/enum/0"},
+            }
+        },
+    ],
+)
+def test_a_reference_into_data_is_refused_when_it_loads(schema: dict[str, Any]) -> None:
+    """The data was applied as a schema that no check of the load had read: a refused pattern
+    (`(?i)`) or format in a `const` was enforced through a `$ref` to it."""
+    with pytest.raises(
+        ContractError, match=r"points into data \(const, enum, default or examples\)"
+    ):
+        _compiled(schema)
+
+
+def test_names_that_are_data_keywords_elsewhere_still_load() -> None:
+    compiled = _compiled(
+        {
+            "properties": {"default": {"type": "string"}, "b": {"$ref": "#/properties/default"}},
+            "$defs": {"const": {"type": "string"}},
+        }
+    )
+    assert compiled.check_arguments({"b": "x"}, {}) is None
+    assert compiled.check_arguments({"b": 1}, {}) is not None

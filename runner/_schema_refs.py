@@ -1,10 +1,13 @@
-"""Reference loops that consume nothing: a schema that applies itself to the same value again
-(`{"$ref": "#/properties/a"}` at `/properties/a`, or through `allOf`, `not`, `if`...) never
-ends validating. jsonschema recurses until Python's stack runs out (a `RecursionError` in the
-middle of a run) while jsonschema-rs accepts, so such a schema is refused when it loads.
+"""Where the references within a schema lead, for what is refused when it loads.
 
-A loop that consumes some of the value on its way (`properties`, `items`...) is a recursive
-schema, such as a tree's, and stays allowed: each turn reads a smaller value.
+- A loop that consumes nothing: a schema that applies itself to the same value again
+  (`{"$ref": "#/properties/a"}` at `/properties/a`, or through `allOf`, `not`, `if`...) never
+  ends validating. jsonschema recursed until Python's stack ran out (a `RecursionError` in the
+  middle of a run) while jsonschema-rs accepted. A loop that consumes some of the value on its
+  way (`properties`, `items`...) is a recursive schema, such as a tree's, and stays allowed.
+- A pointer into data (`const`, `enum`, `default`, `examples`): the validators would apply
+  that data as a schema, which no check of the load ever read (a refused format or pattern
+  in a `const` was enforced through a `$ref` to it).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 from urllib.parse import unquote
 
-from ._schema_walk import subschemas
+from ._schema_walk import DATA_KEYWORDS, SCHEMA_LISTS, SCHEMA_MAPS, subschemas
 
 IN_PLACE_ONES: Final = ("not", "if", "then", "else")
 """Keywords whose one subschema applies to the same value."""
@@ -99,3 +102,37 @@ def _target(ref: object, root: Mapping[str, Any], anchors: Mapping[str, Any]) ->
         else:
             return None
     return node if isinstance(node, Mapping) else None
+
+
+def data_reference(schema: Any) -> tuple[str, str] | None:
+    """Where a reference points into data rather than a schema, and the reference; or None."""
+    if not isinstance(schema, Mapping):
+        return None
+    for where, sub in subschemas(schema):
+        for key in REFERENCES:
+            ref = sub.get(key)
+            if isinstance(ref, str) and ref.startswith("#/") and _into_data(schema, ref):
+                return where, ref
+    return None
+
+
+def _into_data(root: Mapping[str, Any], ref: str) -> bool:
+    """Whether the JSON pointer of `ref` passes through a data keyword of a schema on its way
+    (a property named `default` is a name, not the keyword: the walk knows which is which)."""
+    node: Any = root
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in unquote(ref[2:]).split("/")]
+    index = 0
+    while index < len(tokens) and isinstance(node, Mapping):
+        keyword = tokens[index]
+        if keyword in DATA_KEYWORDS:
+            return True
+        value = node.get(keyword)
+        if keyword in SCHEMA_MAPS and isinstance(value, Mapping) and index + 1 < len(tokens):
+            node, index = value.get(tokens[index + 1]), index + 2  # a name, then its schema
+        elif keyword in SCHEMA_LISTS and isinstance(value, list) and index + 1 < len(tokens):
+            position = tokens[index + 1]
+            inside = position.isdigit() and int(position) < len(value)
+            node, index = (value[int(position)] if inside else None), index + 2
+        else:
+            node, index = value, index + 1
+    return False
