@@ -25,16 +25,16 @@ from typing import Any
 
 import structlog
 
-from runner import _failpoints, log
-from runner.clock import SystemClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.replay import Recording, replay
-from runner.spec import Durability
+from runner.base import _failpoints, log
+from runner.base.clock import SystemClock
+from runner.engine.engine import Engine
+from runner.models.transcript import AssistantMessage, Transcript
+from runner.proof.replay import Recording, replay
+from runner.record.spec import Durability
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.store.base import Store
-from runner.tools import Principal, ToolInvocation
-from runner.transcript import AssistantMessage, Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal, ToolInvocation
 
 from . import workloads
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runner.budget import Limits
-from runner.contracts import ContractSet, load_contracts
+from runner.core.budget import Limits
 from runner.models.scripted import ScriptedModel, ScriptedTurn
-from runner.spec import RunSpec
-from runner.tools import Principal, ToolInvocation, ToolResponse
+from runner.record.spec import RunSpec
+from runner.tools.contracts import ContractSet, load_contracts
+from runner.tools.invocation import Principal, ToolInvocation, ToolResponse
 from runner.travel.rules import FlightSearchRules
 
 CONTRACTS_DIR = Path(__file__).resolve().parent / "contracts"

@@ -34,11 +34,11 @@ from runner import (
     ToolSpec,
     load_contracts,
 )
-from runner.api import replay_run, run_status
-from runner.declare import Toolset
 from runner.models import ToolChoice
+from runner.models.transcript import Transcript
+from runner.proof.api import replay_run, run_status
 from runner.testing import FunctionModel, call, latest_results
-from runner.transcript import Transcript
+from runner.tools.declare import Toolset
 
 FILE_CONTRACTS = load_contracts(Path(__file__).resolve().parent / "contracts")
 

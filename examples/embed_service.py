@@ -30,9 +30,9 @@ from runner import (
     ToolSpec,
     load_contracts,
 )
-from runner.api import RunStatus, list_runs, replay_run
 from runner.models import ToolChoice
-from runner.transcript import ToolResultMessage, Transcript
+from runner.models.transcript import ToolResultMessage, Transcript
+from runner.proof.api import RunStatus, list_runs, replay_run
 
 CONTRACTS = Path(__file__).resolve().parent / "contracts"
 

@@ -9,12 +9,13 @@ YAML, OpenTelemetry, the provider SDKs or jsonschema until it uses them.
 import importlib as _importlib
 import typing as _typing
 
+from ._moved import install as _install_moved
+
+_install_moved()  # the module paths of the flat layout still import, with a warning
+
 if _typing.TYPE_CHECKING:
-    from .budget import Bound, Limits
-    from .clock import Clock, FakeClock, SystemClock
-    from .contracts import CompiledContract, Contract, ContractSet, load_contracts
-    from .engine import Engine
-    from .errors import (
+    from .base.clock import Clock, FakeClock, SystemClock
+    from .base.errors import (
         BudgetExceeded,
         ConfigError,
         ContractError,
@@ -26,64 +27,67 @@ if _typing.TYPE_CHECKING:
         RunnerError,
         StoreError,
     )
-    from .handle import RunHandle
-    from .machine import Decision, Trigger
+    from .core.budget import Bound, Limits
+    from .core.machine import Decision, Trigger
+    from .core.policy import Backoff, Policy
+    from .core.states import TERMINAL, State
+    from .engine.engine import Engine
+    from .engine.handle import RunHandle
     from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolCall, ToolSpec
     from .models.scripted import ScriptedModel
-    from .policy import Backoff, Policy
-    from .spec import RunResult, RunSpec
-    from .states import TERMINAL, State
+    from .record.spec import RunResult, RunSpec
+    from .record.trace import TransitionRecord, read_log
     from .store import FanoutStore, JsonlLog, MemoryStore, SqliteStore, Store
-    from .tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
-    from .trace import TransitionRecord, read_log
+    from .tools.contracts import CompiledContract, Contract, ContractSet, load_contracts
+    from .tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
 
 _HOMES: _typing.Final[dict[str, str]] = {
-    "TERMINAL": ".states",
-    "Backoff": ".policy",
-    "Bound": ".budget",
-    "BudgetExceeded": ".errors",
-    "Clock": ".clock",
-    "CompiledContract": ".contracts",
-    "ConfigError": ".errors",
-    "Contract": ".contracts",
-    "ContractError": ".errors",
-    "ContractSet": ".contracts",
-    "Decision": ".machine",
-    "Engine": ".engine",
-    "FakeClock": ".clock",
+    "TERMINAL": ".core.states",
+    "Backoff": ".core.policy",
+    "Bound": ".core.budget",
+    "BudgetExceeded": ".base.errors",
+    "Clock": ".base.clock",
+    "CompiledContract": ".tools.contracts",
+    "ConfigError": ".base.errors",
+    "Contract": ".tools.contracts",
+    "ContractError": ".base.errors",
+    "ContractSet": ".tools.contracts",
+    "Decision": ".core.machine",
+    "Engine": ".engine.engine",
+    "FakeClock": ".base.clock",
     "FanoutStore": ".store",
-    "FixtureError": ".errors",
-    "IllegalTransition": ".errors",
+    "FixtureError": ".base.errors",
+    "IllegalTransition": ".base.errors",
     "JsonlLog": ".store",
-    "Limits": ".budget",
-    "LoadError": ".errors",
-    "LogFormatError": ".errors",
+    "Limits": ".core.budget",
+    "LoadError": ".base.errors",
+    "LogFormatError": ".base.errors",
     "MemoryStore": ".store",
     "ModelAdapter": ".models.base",
     "ModelReply": ".models.base",
-    "Policy": ".policy",
-    "Principal": ".tools",
-    "RunFailure": ".errors",
-    "RunHandle": ".handle",
-    "RunResult": ".spec",
-    "RunSpec": ".spec",
-    "RunnerError": ".errors",
+    "Policy": ".core.policy",
+    "Principal": ".tools.invocation",
+    "RunFailure": ".base.errors",
+    "RunHandle": ".engine.handle",
+    "RunResult": ".record.spec",
+    "RunSpec": ".record.spec",
+    "RunnerError": ".base.errors",
     "ScriptedModel": ".models.scripted",
     "SqliteStore": ".store",
-    "State": ".states",
+    "State": ".core.states",
     "Store": ".store",
-    "StoreError": ".errors",
-    "SystemClock": ".clock",
+    "StoreError": ".base.errors",
+    "SystemClock": ".base.clock",
     "TokenUsage": ".models.base",
     "ToolCall": ".models.base",
-    "ToolInvocation": ".tools",
-    "ToolRegistry": ".tools",
-    "ToolResponse": ".tools",
+    "ToolInvocation": ".tools.invocation",
+    "ToolRegistry": ".tools.invocation",
+    "ToolResponse": ".tools.invocation",
     "ToolSpec": ".models.base",
-    "TransitionRecord": ".trace",
-    "Trigger": ".machine",
-    "load_contracts": ".contracts",
-    "read_log": ".trace",
+    "TransitionRecord": ".record.trace",
+    "Trigger": ".core.machine",
+    "load_contracts": ".tools.contracts",
+    "read_log": ".record.trace",
 }
 """Where each exported name lives, relative to this package."""
 

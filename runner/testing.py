@@ -18,11 +18,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
 
-from .clock import FakeClock
+from .base.clock import FakeClock
 from .models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from .models.scripted import ScriptedModel, ScriptedTurn, estimate_tokens, within_limit
-from .tools import ToolInvocation, ToolResponse
-from .transcript import AssistantMessage, ToolResultMessage, Transcript, render_json
+from .models.transcript import AssistantMessage, ToolResultMessage, Transcript, render_json
+from .tools.invocation import ToolInvocation, ToolResponse
 
 __all__ = [
     "FakeClock",

@@ -15,11 +15,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from runner import Engine, FakeClock, Limits, ScriptedModel
-from runner.children import ChildRun, child_contracts, child_run_id, lookup_name
-from runner.contracts import ContractSet
-from runner.spec import RunResult
+from runner.record.spec import RunResult
 from runner.store.base import Store
-from runner.tools import ToolBox, ToolImplementation
+from runner.tools.children import ChildRun, child_contracts, child_run_id, lookup_name
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolBox, ToolImplementation
 from runner.travel import load_travel_contracts
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.fixtures import Fixture

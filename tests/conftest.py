@@ -19,7 +19,7 @@ from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from runner.cli import main
-from runner.contracts import ContractSet
+from runner.tools.contracts import ContractSet
 from runner.travel import load_travel_contracts
 from runner.travel.fixtures import Fixture
 

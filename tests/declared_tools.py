@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from runner.declare import Toolset
-from runner.tools import ToolInvocation
+from runner.tools.declare import Toolset
+from runner.tools.invocation import ToolInvocation
 
 Airport = Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
 

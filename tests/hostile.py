@@ -12,18 +12,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.grading import grade
+from runner.base.clock import FakeClock
+from runner.cli.report import RunView, context_table, run_json, run_text
+from runner.core.states import TERMINAL
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from runner.replay import Recording, replay
-from runner.report import RunView, context_table, run_json, run_text
-from runner.spec import RunResult, RunSpec
-from runner.states import TERMINAL
+from runner.models.transcript import Transcript
+from runner.proof.grading import grade
+from runner.proof.replay import Recording, replay
+from runner.record.spec import RunResult, RunSpec
 from runner.store.base import RunListing, Store
-from runner.tools import Principal, ToolImplementation, ToolInvocation, ToolResponse
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal, ToolImplementation, ToolInvocation, ToolResponse
 
 from .conftest import FLIGHT_ARGS
 

@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from runner import log
+from runner.base import log
 from runner.models.base import ModelReply, ToolCall
 from runner.models.scripted import ScriptedModel
 from runner.store import MemoryStore

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.api import replay_run_sync
-from runner.budget import Limits
-from runner.clock import SystemClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.mcp import McpConfig, McpTools, with_recorded
-from runner.replay import Replay
-from runner.spec import RunResult, RunSpec
+from runner.base.clock import SystemClock
+from runner.core.budget import Limits
+from runner.engine.engine import Engine
+from runner.proof.api import replay_run_sync
+from runner.proof.replay import Replay
+from runner.record.spec import RunResult, RunSpec
 from runner.store import SqliteStore
 from runner.testing import scripted
-from runner.tools import Principal
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal
+from runner.tools.mcp import McpConfig, McpTools, with_recorded
 
 SERVERS = Path(__file__).with_name("mcp_servers.py")
 

@@ -30,11 +30,11 @@ from runner import (
     ToolResponse,
     load_contracts,
 )
-from runner.errors import RunnerError
-from runner.policy import Policy
+from runner.base.errors import RunnerError
+from runner.core.policy import Policy
 from runner.store.base import Store
 from runner.testing import FunctionModel, call, latest_results
-from runner.tools import ToolInvocation
+from runner.tools.invocation import ToolInvocation
 
 CONTRACTS = load_contracts(Path(__file__).resolve().parent.parent / "examples" / "contracts")
 PRINCIPAL = Principal(id="bot", scopes=frozenset({"orders.read", "orders.refund"}))

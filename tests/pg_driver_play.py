@@ -18,11 +18,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from runner import Engine, ToolRegistry, ToolResponse
-from runner.clock import SystemClock
-from runner.errors import RunnerError
+from runner.base.clock import SystemClock
+from runner.base.errors import RunnerError
 from runner.store.postgres import PostgresStore
 from runner.testing import FunctionModel
-from runner.tools import ToolInvocation
+from runner.tools.invocation import ToolInvocation
 
 from .one_driver_play import CONTRACTS, SPEC, agent
 

@@ -22,9 +22,9 @@ import pytest
 import uvicorn
 import yaml
 
-from runner.approvals import approve, pending_approvals
-from runner.clock import Clock
-from runner.confirm import ApprovalSecret
+from runner.base.clock import Clock
+from runner.core.confirm import ApprovalSecret
+from runner.engine.approvals import approve, pending_approvals
 from runner.travel import load_travel_contracts
 from tests.conftest import allow_loopback_only
 

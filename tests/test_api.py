@@ -11,8 +11,12 @@ from typing import Any
 
 import pytest
 
-from runner import api as api_module
-from runner.api import (
+from runner.base.clock import FakeClock, SystemClock
+from runner.base.errors import ConfigError, LoadError
+from runner.core.states import State
+from runner.engine.engine import Engine
+from runner.proof import api as api_module
+from runner.proof.api import (
     RunStatus,
     grade_run,
     grade_run_sync,
@@ -21,12 +25,8 @@ from runner.api import (
     replay_run_sync,
     run_status,
 )
-from runner.clock import FakeClock, SystemClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import ConfigError, LoadError
-from runner.states import State
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 
 from .test_handle import SPEC, HoldThenAnswer, SlowHotel
 

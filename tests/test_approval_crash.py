@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.approvals import approve
-from runner.confirm import ApprovalSecret
+from runner.core.confirm import ApprovalSecret
+from runner.engine.approvals import approve
 from runner.store import SqliteStore
 from runner.travel.approval_play import holds_of
 

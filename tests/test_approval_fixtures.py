@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from runner.api import replay_run_sync
-from runner.clock import FakeClock
-from runner.confirm import ApprovalSecret
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import ConfigError, TokenReused
+from runner.base.clock import FakeClock
+from runner.base.errors import ConfigError, TokenReused
+from runner.core.confirm import ApprovalSecret
+from runner.core.policy import ApprovalRules, Policy
+from runner.engine.engine import Engine
 from runner.models.scripted import ScriptedModel
-from runner.policy import ApprovalRules, Policy
+from runner.proof.api import replay_run_sync
 from runner.store import MemoryStore, SqliteStore
+from runner.tools.contracts import ContractSet
 from runner.travel.approval_play import holds_of, play_approval
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.fixtures import load_fixture

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from runner._approval_checks import tokens_used_by_several_runs
 from runner.cli import main
-from runner.confirm import ApprovalSecret
-from runner.contracts import ContractSet
-from runner.grading import grade
-from runner.replay import Recording
+from runner.core.confirm import ApprovalSecret
+from runner.proof._approval_checks import tokens_used_by_several_runs
+from runner.proof.grading import grade
+from runner.proof.replay import Recording
 from runner.store import SqliteStore
+from runner.tools.contracts import ContractSet
 from runner.travel.approval_play import play_approval
 from runner.travel.fixtures import load_fixture
 

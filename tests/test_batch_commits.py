@@ -28,22 +28,22 @@ from typing import Any
 
 import pytest
 
-from runner import _failpoints
+from runner.base import _failpoints
+from runner.base.clock import FakeClock, SystemClock
+from runner.base.errors import LeaseLost
 from runner.cli import main
-from runner.clock import FakeClock, SystemClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import LeaseLost
-from runner.grading import grade
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from runner.replay import Recording, replay
-from runner.spec import RunResult
+from runner.models.transcript import ToolResultMessage, Transcript
+from runner.proof.grading import grade
+from runner.proof.replay import Recording, replay
+from runner.record.spec import RunResult
 from runner.store import JsonlLog, SqliteStore
 from runner.store.base import RunListing, Store
 from runner.store.fanout import FanoutStore
 from runner.store.postgres import PostgresStore
-from runner.tools import ToolImplementation, ToolInvocation, ToolResponse
-from runner.transcript import ToolResultMessage, Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 
 from .conftest import FIXTURES, FLIGHT_ARGS
 from .hostile import FLIGHTS_OK, HOLD_ARGS, START, spec

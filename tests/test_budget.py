@@ -1,4 +1,4 @@
-from runner.budget import Bound, Limits, Usage, blocks_dispatch, spent, time_left
+from runner.core.budget import Bound, Limits, Usage, blocks_dispatch, spent, time_left
 
 
 def test_each_bound_trips_on_its_own() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.operations import canonical
+from runner.record.operations import canonical
 
 
 def reference(value: Any) -> Any:

@@ -19,22 +19,22 @@ from typing import Any
 
 import pytest
 
-from runner import _failpoints
-from runner.approvals import approve
-from runner.budget import Limits
-from runner.clock import CatchUp, Clock, FakeClock, SystemClock
-from runner.confirm import ApprovalSecret
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import ResumeRefused
+from runner.base import _failpoints
+from runner.base.clock import CatchUp, Clock, FakeClock, SystemClock
+from runner.base.errors import ResumeRefused
+from runner.core.budget import Limits
+from runner.core.confirm import ApprovalSecret
+from runner.core.policy import ApprovalRules, Policy
+from runner.core.states import State
+from runner.engine.approvals import approve
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
-from runner.policy import ApprovalRules, Policy
-from runner.replay import Recording, replay
-from runner.states import State
+from runner.models.transcript import ToolResultMessage, Transcript
+from runner.proof.replay import Recording, replay
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
-from runner.tools import ToolInvocation, ToolRegistry, ToolResponse
-from runner.transcript import ToolResultMessage, Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolInvocation, ToolRegistry, ToolResponse
 
 from .conftest import FLIGHT_ARGS
 from .hostile import FLIGHTS_OK, HOLD_ARGS, START, answer, calls, spec

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from runner import MemoryStore, SqliteStore
-from runner.api import grade_run_sync
-from runner.children import family_ids, parent_of
+from runner.proof.api import grade_run_sync
 from runner.store.base import RunListing, Store
+from runner.tools.children import family_ids, parent_of
 
 from .children_world import FAMILIES, family_contracts, load_family, run_family
 

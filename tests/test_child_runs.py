@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from runner import Limits, MemoryStore, ScriptedModel, SqliteStore
-from runner.api import grade_run_sync, replay_run_sync
-from runner.children import children_of, family_ids, parent_of
 from runner.cli import main
+from runner.proof.api import grade_run_sync, replay_run_sync
 from runner.store.base import RunListing, Store
+from runner.tools.children import children_of, family_ids, parent_of
 from runner.travel.bundled import contracts_dir
 
 from .children_world import (
@@ -244,8 +244,8 @@ def test_a_child_spends_no_more_tokens_than_it_was_carved_its_final_request_incl
 def test_a_family_that_passed_the_parents_tokens_fails_grading(tmp_path: Path) -> None:
     """`tokens_within_cap` reads the record: a child charged past what its parent had left, or
     a request made once the cap was spent, fails it."""
-    from runner.grading import tokens_within_cap  # noqa: PLC0415
-    from runner.replay import Recording  # noqa: PLC0415
+    from runner.proof.grading import tokens_within_cap  # noqa: PLC0415
+    from runner.proof.replay import Recording  # noqa: PLC0415
 
     store = SqliteStore(tmp_path / "runs.db")
     outcome = run_family(load_family(FAMILIES / "child_spends_carved_tokens.yaml"), store)

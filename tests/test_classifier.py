@@ -4,11 +4,11 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import SkipJsonSchema
 
-from runner.classifier import classify
-from runner.contracts import CompiledContract, ContractSet
-from runner.declare import declare_contract
-from runner.observations import RESULT_CLASSES
-from runner.tools import ToolResponse
+from runner.core.classifier import classify
+from runner.core.observations import RESULT_CLASSES
+from runner.tools.contracts import CompiledContract, ContractSet
+from runner.tools.declare import declare_contract
+from runner.tools.invocation import ToolResponse
 
 from .conftest import FLIGHTS_OK
 

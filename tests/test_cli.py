@@ -11,9 +11,9 @@ import pytest
 
 from runner import Engine, Principal, RunSpec, SqliteStore, SystemClock, ToolRegistry
 from runner.cli import main
+from runner.record.trace import read_log
 from runner.store.base import RunListing
 from runner.testing import FunctionModel
-from runner.trace import read_log
 from runner.travel import load_travel_contracts
 
 from .conftest import FIXTURES, ROOT

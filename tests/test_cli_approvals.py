@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.approvals import approve
+from runner.base.errors import ConfigError
 from runner.cli import main
-from runner.confirm import ApprovalSecret
-from runner.errors import ConfigError
+from runner.core.confirm import ApprovalSecret
+from runner.engine.approvals import approve
 from runner.store import SqliteStore
 
 from .conftest import FIXTURES

@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.clock import LATEST_START, FakeClock, within
-from runner.errors import ConfigError
+from runner.base.clock import LATEST_START, FakeClock, within
+from runner.base.errors import ConfigError
 
 
 def run_on(clock: FakeClock, coro):  # type: ignore[no-untyped-def]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.api import replay_run_sync
-from runner.contracts import ContractSet
-from runner.evidence import EvidenceRequirement, missing_evidence
+from runner.core.evidence import EvidenceRequirement, missing_evidence
+from runner.proof.api import replay_run_sync
 from runner.store import SqliteStore
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

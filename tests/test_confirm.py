@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.confirm import (
+from runner.base.errors import (
+    ApprovalRefused,
+    ConfigError,
+    TokenExpired,
+    TokenForged,
+    TokenMismatch,
+)
+from runner.core.confirm import (
     ApprovalSecret,
     TokenClaims,
     issue_token,
@@ -17,7 +24,6 @@ from runner.confirm import (
     read_token,
     verify_token,
 )
-from runner.errors import ApprovalRefused, ConfigError, TokenExpired, TokenForged, TokenMismatch
 
 T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)
 SECRET = ApprovalSecret("s" * 32)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from runner._render import render_for_model
 from runner.cli import main
-from runner.contracts import ContractSet
 from runner.models.scripted import ScriptedModel
-from runner.transcript import render_json
+from runner.models.transcript import render_json
+from runner.record._render import render_for_model
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 
 from .conftest import FIXTURES

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from runner.contracts import Contract, compile_contract, load_contracts
-from runner.errors import ContractError
+from runner.base.errors import ContractError
+from runner.tools.contracts import Contract, compile_contract, load_contracts
 
 from .conftest import FLIGHT_ARGS, ROOT, allow_loopback_only
 

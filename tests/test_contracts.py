@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from runner._validators import fast_validator
-from runner.contracts import (
+from runner.base.errors import ContractError
+from runner.tools._validators import fast_validator
+from runner.tools.contracts import (
     Contract,
     ContractSet,
     compile_contract,
     load_contracts,
 )
-from runner.errors import ContractError
 from runner.travel import SEMANTIC_RULES, TaskConstraints, load_travel_contracts
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK, ROOT
@@ -431,7 +431,7 @@ def test_an_approval_summary_names_only_arguments_and_requires_approval_only_wri
 def test_the_compiled_validator_reads_a_dot_as_ecma_262_does_whatever_its_version() -> None:
     """jsonschema-rs 0.60 (what schemathesis pins) let `.` match `\\r`: the fast path accepted
     what the reference refused. Only a bare `.` outside a class is spelled out."""
-    from runner._patterns import ecma_dots  # noqa: PLC0415  # a private helper, tested here
+    from runner.tools._patterns import ecma_dots  # noqa: PLC0415  # a private helper, tested here
 
     assert ecma_dots(r"^a.\.[.]$") == "^a[^\n\r\u2028\u2029]\\.[.]$"
     for value in ("\r", "\u2028", "\u2029", "\n"):

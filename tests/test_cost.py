@@ -15,15 +15,15 @@ import yaml
 from pydantic import ValidationError
 
 from runner import Engine, FakeClock, Limits, MemoryStore, ScriptedModel, SqliteStore
-from runner.api import replay_run_sync
-from runner.budget import Bound
+from runner.base.errors import ConfigError, FixtureError
 from runner.cli import main
-from runner.contracts import ContractSet
-from runner.errors import ConfigError, FixtureError
+from runner.core.budget import Bound
 from runner.models.identity import ModelIdentity
-from runner.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices, default_prices
+from runner.models.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices, default_prices
+from runner.proof.api import replay_run_sync
+from runner.record.trace import read_log
 from runner.testing import FunctionModel
-from runner.trace import read_log
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture, spec_for
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from runner.budget import Limits
 from runner.cli import main
-from runner.contracts import ContractSet
-from runner.policy import Backoff, Policy
-from runner.replay import Recording, Replay, describe, replay
-from runner.spec import RunResult
+from runner.core.budget import Limits
+from runner.core.policy import Backoff, Policy
+from runner.proof.replay import Recording, Replay, describe, replay
+from runner.record.spec import RunResult
+from runner.record.trace import states_visited
 from runner.store.memory import MemoryStore
-from runner.trace import states_visited
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import ScenarioRun, run_fixture
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from runner.contracts import ContractSet
-from runner.replay import Recording, describe, replay
-from runner.spec import RunResult
+from runner.proof.replay import Recording, describe, replay
+from runner.record.spec import RunResult
+from runner.record.trace import states_visited
 from runner.store.memory import MemoryStore
-from runner.trace import states_visited
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

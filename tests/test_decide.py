@@ -5,12 +5,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runner import decide as decide_module
-from runner.budget import Bound
-from runner.contracts import ContractSet
-from runner.decide import Batch, Facts, decide
-from runner.machine import Decision
-from runner.observations import (
+from runner.core import decide as decide_module
+from runner.core.budget import Bound
+from runner.core.decide import Batch, Facts, decide
+from runner.core.machine import Decision
+from runner.core.observations import (
     ArgumentsRejected,
     BudgetExhausted,
     OutcomeUnknown,
@@ -18,8 +17,9 @@ from runner.observations import (
     ToolRateLimited,
     ToolSucceeded,
 )
-from runner.policy import Policy
+from runner.core.policy import Policy
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

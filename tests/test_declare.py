@@ -13,16 +13,16 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, IPvAnyAddress, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from runner.base.clock import FakeClock
+from runner.base.errors import ContractError
 from runner.cli import main
-from runner.clock import FakeClock
-from runner.contracts import CompiledContract, load_contract_file, load_contracts
-from runner.declare import Toolset, contract_json, declare_contract, declared_in
-from runner.engine import Engine
-from runner.errors import ContractError
+from runner.engine.engine import Engine
 from runner.models.scripted import ScriptedModel, ScriptedTurn
-from runner.spec import RunResult, RunSpec
+from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore
-from runner.tools import Principal, ToolInvocation
+from runner.tools.contracts import CompiledContract, load_contract_file, load_contracts
+from runner.tools.declare import Toolset, contract_json, declare_contract, declared_in
+from runner.tools.invocation import Principal, ToolInvocation
 
 from . import declared_tools
 from .conftest import ROOT

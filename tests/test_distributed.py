@@ -32,7 +32,7 @@ from tests.conftest import FIXTURES
 RUNS = 200
 WORKERS = 4
 KILL_AFTER_COMMITS = 120
-"""The victim worker dies (SIGKILL, by its own hand: runner/_failpoints.py) right after this
+"""The victim worker dies (SIGKILL, by its own hand: runner/base/_failpoints.py) right after this
 many durable commits: always in the middle of a run, often of a hold between its commit and its
 record."""
 FAST = ["--heartbeat", "0.5", "--stalled-after", "3", "--lease", "2", "--grace", "20"]

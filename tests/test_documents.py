@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner._documents import MAX_DEPTH, MAX_VALUES, DocumentProblem, check_shape, read_text
+from runner.base._documents import MAX_DEPTH, MAX_VALUES, DocumentProblem, check_shape, read_text
 
 EXAMPLES = 200
 

@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from runner import _failpoints
-from runner.budget import Limits
-from runner.clock import FakeClock
-from runner.contracts import ContractSet, compile_contract
-from runner.engine import Engine
-from runner.errors import ConfigError, ResumeRefused
+from runner.base import _failpoints
+from runner.base.clock import FakeClock
+from runner.base.errors import ConfigError, ResumeRefused
+from runner.core.budget import Limits
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
+from runner.models.transcript import Transcript
+from runner.record.trace import Durability, RunHeader
 from runner.store import SqliteStore
-from runner.tools import ToolImplementation, ToolInvocation, ToolResponse
-from runner.trace import Durability, RunHeader
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet, compile_contract
+from runner.tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 
 from .conftest import FLIGHT_ARGS
 from .hostile import FLIGHTS_OK, HOLD_ARGS, START, answer, calls, spec

@@ -11,16 +11,16 @@ import pytest
 import structlog
 from pydantic import ValidationError
 
-from runner import machine
-from runner.budget import Limits
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
+from runner.base.clock import FakeClock
+from runner.core import machine
+from runner.core.budget import Limits
+from runner.core.states import State
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.models.scripted import ScriptedModel
-from runner.states import State
+from runner.models.transcript import ToolResultMessage, Transcript
 from runner.store import MemoryStore
-from runner.transcript import ToolResultMessage, Transcript
+from runner.tools.contracts import ContractSet
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.scenario import run_fixture, spec_for
 

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from runner import api
-from runner.clock import SystemClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import ConfigError, LeaseLost
+from runner.base.clock import SystemClock
+from runner.base.errors import ConfigError, LeaseLost
+from runner.core.states import State
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from runner.states import State
+from runner.models.transcript import ToolResultMessage, Transcript
+from runner.proof import api
 from runner.store import SqliteStore
 from runner.store.postgres import PostgresStore
-from runner.transcript import ToolResultMessage, Transcript
+from runner.tools.contracts import ContractSet
 
 from .test_handle import HOLD_ARGS, SPEC, SlowHotel
 

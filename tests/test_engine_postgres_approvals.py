@@ -8,16 +8,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from runner.approvals import approve
-from runner.clock import SystemClock
-from runner.confirm import ApprovalSecret
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import ApprovalRefused, TokenReused
-from runner.policy import ApprovalRules, Policy
-from runner.states import State
+from runner.base.clock import SystemClock
+from runner.base.errors import ApprovalRefused, TokenReused
+from runner.core.confirm import ApprovalSecret
+from runner.core.policy import ApprovalRules, Policy
+from runner.core.states import State
+from runner.engine.approvals import approve
+from runner.engine.engine import Engine
 from runner.store.adapters import BlockingStore
 from runner.store.postgres import PostgresStore
+from runner.tools.contracts import ContractSet
 
 from .test_engine_postgres import HoldOnce
 from .test_handle import SPEC, SlowHotel

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.sim import naive_policy
+from runner.base.clock import FakeClock
+from runner.core.sim import naive_policy
 from runner.store import MemoryStore, SqliteStore
-from runner.tools import Principal, ToolInvocation
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal, ToolInvocation
 from runner.travel.environment import HoldRoom
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import resume_fixture, run_fixture

@@ -7,10 +7,10 @@ import typing
 import pytest
 
 import runner
-import runner.api
-import runner.declare
 import runner.models
+import runner.proof.api
 import runner.testing
+import runner.tools.declare
 
 
 def test_all_is_exact() -> None:
@@ -39,7 +39,10 @@ def test_exports_are_the_cores_own() -> None:
         assert not module.startswith("runner.travel"), f"{name} comes from the travel world"
 
 
-@pytest.mark.parametrize("module", [runner.api, runner.declare, runner.testing, runner.models])
+@pytest.mark.parametrize(
+    "module",
+    [runner.proof.api, runner.tools.declare, runner.testing, runner.models],
+)
 def test_the_documented_modules_list_their_public_names(module: types.ModuleType) -> None:
     """`runner.api` had no `__all__`: a star import dragged in `asyncio`, `Literal`, ..., and a
     user's `mypy --strict` refused `from runner.api import UnreadableRun` (what `list_runs`
@@ -55,10 +58,10 @@ def test_the_documented_modules_list_their_public_names(module: types.ModuleType
 
 def test_what_the_api_functions_take_and_return_is_importable_from_runner_api() -> None:
     hints = {
-        **typing.get_type_hints(runner.api.list_runs),
-        **typing.get_type_hints(runner.api.replay_run),
-        **typing.get_type_hints(runner.api.grade_run),
+        **typing.get_type_hints(runner.proof.api.list_runs),
+        **typing.get_type_hints(runner.proof.api.replay_run),
+        **typing.get_type_hints(runner.proof.api.grade_run),
     }
-    returned = {runner.api.RunStatus, *typing.get_args(hints["return"])}
+    returned = {runner.proof.api.RunStatus, *typing.get_args(hints["return"])}
     wanted = {t.__name__ for t in returned if isinstance(t, type)} | {"Expect", "Replay", "Trial"}
-    assert wanted <= set(runner.api.__all__)
+    assert wanted <= set(runner.proof.api.__all__)

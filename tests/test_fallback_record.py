@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 
 from runner import Engine, FakeClock, Limits, MemoryStore, RunSpec
-from runner.contracts import ContractSet
 from runner.models.base import ModelReply, ModelUnavailable, TokenUsage, ToolChoice, ToolSpec
-from runner.pricing import ModelPrice
-from runner.replay import Recording, describe, replay
-from runner.spec import Principal
+from runner.models.pricing import ModelPrice
+from runner.models.transcript import Transcript
+from runner.proof.replay import Recording, describe, replay
+from runner.record.spec import Principal
+from runner.record.trace import HEADER_ADAPTER
 from runner.store import FanoutStore, JsonlLog
 from runner.testing import ToolDouble, latest_results
-from runner.tools import ToolRegistry
-from runner.trace import HEADER_ADAPTER
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolRegistry
 
 from .conftest import FLIGHT_ARGS
 

@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from bench.workloads import contracts as bench_contracts
-from runner import _formats as formats_module
-from runner._formats import ASSERTED_FORMATS, PLAIN_PATTERNS
-from runner._validators import fast_validator, reference_validator
-from runner.contracts import CompiledContract
+from runner.tools import _formats as formats_module
+from runner.tools._formats import ASSERTED_FORMATS, PLAIN_PATTERNS
+from runner.tools._validators import fast_validator, reference_validator
+from runner.tools.contracts import CompiledContract
 from runner.travel import load_travel_contracts
 
 CONTRACTS: list[CompiledContract] = [

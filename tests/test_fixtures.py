@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.contracts import ContractSet
-from runner.errors import FixtureError
+from runner.base.errors import FixtureError
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import collect_fixture_paths, load_fixture, parse_fixture
 
 from .conftest import FIXTURES

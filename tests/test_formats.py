@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner import _formats as formats
-from runner._formats import ASSERTED_FORMATS, unasserted_formats
+from runner.tools import _formats as formats
+from runner.tools._formats import ASSERTED_FORMATS, unasserted_formats
 
 CASES: dict[str, tuple[list[str], list[str]]] = {
     "date": (

@@ -10,21 +10,21 @@ from typing import Any
 
 import pytest
 
-from runner._frozen import quick_init, quick_new
-from runner._state import Decided
-from runner.decide import Batch, Exit, Facts, Verdict
+from runner.base._frozen import quick_init, quick_new
+from runner.core.decide import Batch, Exit, Facts, Verdict
+from runner.core.observations import ModelAnswered, ToolObservation
+from runner.engine._state import Decided
 from runner.models.base import ModelReply, TokenUsage, ToolCall
-from runner.observations import ModelAnswered, ToolObservation
-from runner.recording import (
+from runner.models.transcript import AssistantMessage, ToolResultMessage
+from runner.record.recording import (
     OUTPUT_ADAPTER,
     TURN_ADAPTER,
     RecordedOutput,
     RecordedTurn,
     Responded,
 )
-from runner.tools import ToolInvocation, ToolResponse
-from runner.trace import TransitionRecord
-from runner.transcript import AssistantMessage, ToolResultMessage
+from runner.record.trace import TransitionRecord
+from runner.tools.invocation import ToolInvocation, ToolResponse
 
 QUICK: list[type[Any]] = [
     Decided,

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.api import grade_run_sync
 from runner.cli import main
-from runner.contracts import ContractSet
-from runner.grading import no_wait_outlasts_the_deadline
-from runner.replay import Recording
+from runner.proof.api import grade_run_sync
+from runner.proof.grading import no_wait_outlasts_the_deadline
+from runner.proof.replay import Recording
 from runner.store import SqliteStore
 from runner.store.base import RunListing
+from runner.tools.contracts import ContractSet
 
 from .conftest import FIXTURES
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from runner import _acting
 from runner.cli import main
-from runner.contracts import ContractSet
-from runner.grading import grade
-from runner.machine import Decision
-from runner.operations import mint_key, parameter_hash
-from runner.policy import DEFAULT_DECISIONS, Policy
-from runner.replay import Recording
+from runner.core.machine import Decision
+from runner.core.policy import DEFAULT_DECISIONS, Policy
+from runner.engine import _acting
+from runner.proof.grading import grade
+from runner.proof.replay import Recording
+from runner.record.operations import mint_key, parameter_hash
 from runner.store import SqliteStore
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 

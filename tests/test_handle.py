@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 
-from runner import machine
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import ConfigError
-from runner.grading import grade
+from runner.base.clock import FakeClock
+from runner.base.errors import ConfigError
+from runner.core import machine
+from runner.core.states import State
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from runner.replay import Recording, replay
-from runner.spec import RunResult, RunSpec
-from runner.states import State
+from runner.models.transcript import Transcript
+from runner.proof.grading import grade
+from runner.proof.replay import Recording, replay
+from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore
-from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
 
 from .conftest import HOLD_ARGS
 

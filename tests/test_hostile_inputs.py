@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, model_validator
 
-from runner.contracts import ContractSet
+from runner.core.policy import parse_retry_after
 from runner.models.base import ModelReply, ModelUnavailable, TokenUsage, ToolCall
-from runner.policy import parse_retry_after
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
-from runner.tools import ToolResponse
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolResponse
 
 from .conftest import FLIGHT_ARGS
 from .hostile import (

@@ -18,11 +18,11 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from runner.contracts import ContractSet
 from runner.models.base import ModelReply, TokenUsage, ToolCall
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
-from runner.tools import ToolResponse
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolResponse
 from runner.travel import load_travel_contracts
 
 from .conftest import FLIGHT_ARGS

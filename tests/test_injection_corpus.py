@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.api import grade_run_sync
-from runner.contracts import ContractSet
-from runner.result_classes import DISPATCHED
+from runner.core.result_classes import DISPATCHED
+from runner.proof.api import grade_run_sync
 from runner.store import SqliteStore
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

@@ -16,20 +16,20 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from runner import Engine, FakeClock, Limits, MemoryStore, RunSpec
-from runner.budget import INPUT_PROJECTION
-from runner.contracts import ContractSet
-from runner.declare import Toolset
-from runner.errors import ConfigError
+from runner.base.errors import ConfigError
+from runner.core.budget import INPUT_PROJECTION
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from runner.models.pricing import ModelPrice
 from runner.models.scripted import estimate_tokens, within_limit
-from runner.pricing import ModelPrice
-from runner.replay import Recording, describe, replay
-from runner.retrieval import ToolRetrieval, manifest_tokens
-from runner.spec import Principal
+from runner.models.transcript import Transcript
+from runner.proof.replay import Recording, describe, replay
+from runner.record.spec import Principal
 from runner.store import FanoutStore, JsonlLog
 from runner.testing import FunctionModel, ToolDouble, latest_results
-from runner.tools import ToolRegistry
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.declare import Toolset
+from runner.tools.invocation import ToolRegistry
+from runner.tools.retrieval import ToolRetrieval, manifest_tokens
 
 from .conftest import FLIGHT_ARGS
 

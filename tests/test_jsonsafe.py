@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner._jsonsafe import MAX_DEPTH, NotJson, json_value
-from runner.contracts import ContractSet
-from runner.recording import Responded
+from runner.base._jsonsafe import MAX_DEPTH, NotJson, json_value
+from runner.record.recording import Responded
 from runner.store import MemoryStore
-from runner.tools import ToolResponse
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolResponse
 
 from .conftest import FLIGHT_ARGS
 from .hostile import FLIGHTS_OK, OneOutcome, ReplyList, answer, engine, search, spec

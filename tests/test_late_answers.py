@@ -16,18 +16,18 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from runner.budget import Limits
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.grading import grade
+from runner.base.clock import FakeClock
+from runner.core.budget import Limits
+from runner.core.states import State
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from runner.replay import Recording, replay
-from runner.spec import RunResult, RunSpec
-from runner.states import State
+from runner.models.transcript import Transcript
+from runner.proof.grading import grade
+from runner.proof.replay import Recording, replay
+from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore
-from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
 
 from .conftest import HOLD_ARGS
 

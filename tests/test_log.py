@@ -5,9 +5,9 @@ import pytest
 import structlog
 from freezegun import freeze_time
 
-from runner import log
-from runner.contracts import ContractSet
+from runner.base import log
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from .conftest import make_fixture

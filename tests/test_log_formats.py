@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from runner.budget import Bound
-from runner.contracts import ContractSet
-from runner.machine import Decision, Trigger
-from runner.observations import (
+from runner.core.budget import Bound
+from runner.core.machine import Decision, Trigger
+from runner.core.observations import (
     ArgumentsRejected,
     BudgetExhausted,
     ResultMalformed,
     ToolSucceeded,
 )
-from runner.replay import Recording, describe, replay
+from runner.proof.replay import Recording, describe, replay
+from runner.record.trace import LOG_FORMAT, TransitionRecord, read_log
 from runner.store import FanoutStore, JsonlLog, SqliteStore
-from runner.trace import LOG_FORMAT, TransitionRecord, read_log
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.prompt import SYSTEM_PROMPT
 from runner.travel.scenario import run_fixture

@@ -5,10 +5,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transitions import Machine, MachineError
 
-from runner import machine
-from runner.errors import ConfigError, IllegalTransition
-from runner.machine import TABLE, Decision, Edge, Trigger, attach, decide, detach, fire
-from runner.states import TERMINAL, State
+from runner.base.errors import ConfigError, IllegalTransition
+from runner.core import machine
+from runner.core.machine import TABLE, Decision, Edge, Trigger, attach, decide, detach, fire
+from runner.core.states import TERMINAL, State
 
 
 def test_table_is_sound() -> None:

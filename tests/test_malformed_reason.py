@@ -1,8 +1,8 @@
 """A `malformed_result` names what broke the result schema (where, how) in its reason."""
 
-from runner.classifier import malformed_reason
-from runner.contracts import ContractSet
+from runner.core.classifier import malformed_reason
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

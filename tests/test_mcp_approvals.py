@@ -13,20 +13,20 @@ from typing import Any
 
 import pytest
 
-from runner.api import replay_run_sync
-from runner.approvals import approve, deny, pending_approvals
-from runner.budget import Limits
-from runner.clock import SystemClock
-from runner.confirm import ApprovalSecret
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import ApprovalRefused
-from runner.mcp import McpConfig, McpTools, with_recorded
-from runner.spec import RunResult, RunSpec
-from runner.states import State
+from runner.base.clock import SystemClock
+from runner.base.errors import ApprovalRefused
+from runner.core.budget import Limits
+from runner.core.confirm import ApprovalSecret
+from runner.core.states import State
+from runner.engine.approvals import approve, deny, pending_approvals
+from runner.engine.engine import Engine
+from runner.proof.api import replay_run_sync
+from runner.record.spec import RunResult, RunSpec
 from runner.store import SqliteStore
 from runner.testing import scripted
-from runner.tools import Principal
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal
+from runner.tools.mcp import McpConfig, McpTools, with_recorded
 from tests.conftest import allow_loopback_only
 
 from .mcp_harness import http_server, read_state, stdio_server

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, ConfigDict
 
-from runner.contracts import ContractSet
-from runner.declare import declare_contract
-from runner.errors import ConfigError, ContractError
-from runner.mcp import McpConfig, Pin, PinnedTool, with_recorded
-from runner.mcp.pinning import compiled_contract, pin_server
-from runner.mcp.tools import payload_of
+from runner.base.errors import ConfigError, ContractError
+from runner.tools.contracts import ContractSet
+from runner.tools.declare import declare_contract
+from runner.tools.mcp import McpConfig, Pin, PinnedTool, with_recorded
+from runner.tools.mcp.pinning import compiled_contract, pin_server
+from runner.tools.mcp.tools import payload_of
 
 from .conftest import ROOT
 

@@ -13,16 +13,16 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from runner.budget import Limits
-from runner.clock import SystemClock
-from runner.declare import Toolset
-from runner.engine import Engine
-from runner.mcp import McpConfig, McpTools
-from runner.spec import RunResult, RunSpec
-from runner.states import TERMINAL, State
+from runner.base.clock import SystemClock
+from runner.core.budget import Limits
+from runner.core.states import TERMINAL, State
+from runner.engine.engine import Engine
+from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore, SqliteStore
 from runner.testing import scripted
-from runner.tools import Principal
+from runner.tools.declare import Toolset
+from runner.tools.invocation import Principal
+from runner.tools.mcp import McpConfig, McpTools
 from tests.conftest import allow_loopback_only
 
 from .mcp_harness import (

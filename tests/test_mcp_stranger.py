@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 import yaml
 
-from runner.budget import Limits
+from runner.base.clock import SystemClock
+from runner.base.errors import ConfigError
 from runner.cli import main
-from runner.clock import SystemClock
-from runner.engine import Engine
-from runner.errors import ConfigError
-from runner.mcp import McpConfig, McpTools, Pin
-from runner.mcp.pinning import pin_server
-from runner.spec import RunResult, RunSpec
+from runner.core.budget import Limits
+from runner.engine.engine import Engine
+from runner.record.spec import RunResult, RunSpec
 from runner.store import SqliteStore
 from runner.testing import scripted
-from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.mcp import McpConfig, McpTools, Pin
+from runner.tools.mcp.pinning import pin_server
 
 from .conftest import ROOT
 from .mcp_harness import SERVERS, Outcome, classes, read_state, replayed

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from runner.cli import main
+from runner.record.trace import HEADER_ADAPTER, read_log
 from runner.store import SqliteStore
-from runner.trace import HEADER_ADAPTER, read_log
 from runner.travel import SYSTEM_PROMPT
 
 from .conftest import FIXTURES

@@ -31,18 +31,18 @@ from runner import (
     ToolRegistry,
     ToolResponse,
 )
-from runner._ownership import this_process
-from runner.approvals import approve
-from runner.budget import Limits
-from runner.clock import FakeClock
-from runner.confirm import ApprovalSecret
-from runner.contracts import ContractSet
-from runner.errors import ResumeRefused
-from runner.policy import ApprovalRules, Policy
-from runner.states import State
+from runner.base.clock import FakeClock
+from runner.base.errors import ResumeRefused
+from runner.core.budget import Limits
+from runner.core.confirm import ApprovalSecret
+from runner.core.policy import ApprovalRules, Policy
+from runner.core.states import State
+from runner.engine._ownership import this_process
+from runner.engine.approvals import approve
 from runner.store.base import Store
 from runner.testing import FunctionModel
-from runner.tools import ToolInvocation
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolInvocation
 
 from . import one_driver_play as play
 from .hostile import START, spec

@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner import Limits, MemoryStore, SqliteStore
-from runner.api import replay_run_sync
-from runner.contracts import ContractSet
-from runner.effects import takes_output_limit
+from runner.engine.effects import takes_output_limit
 from runner.models.base import ModelReply, TokenUsage
 from runner.models.scripted import ScriptedModel, ScriptedTurn
-from runner.spec import RunResult
+from runner.models.transcript import Transcript
+from runner.proof.api import replay_run_sync
+from runner.record.spec import RunResult
 from runner.testing import FunctionModel
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK, make_fixture

@@ -19,17 +19,17 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from runner import _ownership
-from runner.approvals import approve
-from runner.clock import SystemClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.errors import LeaseLost, RunDriven, StoreError
-from runner.handle import RunHandle
-from runner.policy import ApprovalRules, Policy
-from runner.states import State
+from runner.base.clock import SystemClock
+from runner.base.errors import LeaseLost, RunDriven, StoreError
+from runner.core.policy import ApprovalRules, Policy
+from runner.core.states import State
+from runner.engine import _ownership
+from runner.engine.approvals import approve
+from runner.engine.engine import Engine
+from runner.engine.handle import RunHandle
 from runner.store.adapters import BlockingStore
 from runner.store.postgres import PostgresStore
+from runner.tools.contracts import ContractSet
 
 from . import pg_driver_play as play
 from .test_engine_postgres import HoldOnce

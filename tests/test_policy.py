@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import ConfigError
-from runner.machine import Decision
-from runner.observations import ToolRateLimited
-from runner.policy import Backoff, Policy, backoff_delay, parse_retry_after, retry_delay
+from runner.base.errors import ConfigError
+from runner.core.machine import Decision
+from runner.core.observations import ToolRateLimited
+from runner.core.policy import Backoff, Policy, backoff_delay, parse_retry_after, retry_delay
 
 NOW = datetime(2015, 10, 21, 7, 28, 0, tzinfo=UTC)
 

@@ -14,12 +14,12 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
+from runner.base.errors import ConfigError
 from runner.cli import main
-from runner.errors import ConfigError
-from runner.machine import Decision
-from runner.observations import ResultClass
-from runner.policy import ALLOWED_DECISIONS, DEFAULT_DECISIONS, Policy
-from runner.sim import NaivePolicy, naive_policy
+from runner.core.machine import Decision
+from runner.core.observations import ResultClass
+from runner.core.policy import ALLOWED_DECISIONS, DEFAULT_DECISIONS, Policy
+from runner.core.sim import NaivePolicy, naive_policy
 
 from .conftest import FIXTURES
 

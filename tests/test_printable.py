@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from runner.cli import main
-from runner.report import printable, printable_json
+from runner.cli.report import printable, printable_json
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from runner.contracts import Contract, ContractSet, compile_contract, load_contracts
-from runner.declare import checked_contract_set
-from runner.errors import ContractError
+from runner.base.errors import ContractError
+from runner.tools.contracts import Contract, ContractSet, compile_contract, load_contracts
+from runner.tools.declare import checked_contract_set
 
 from .conftest import ROOT
 

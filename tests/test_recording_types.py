@@ -7,16 +7,16 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.contracts import ContractSet
-from runner.machine import Decision, Trigger
+from runner.core.machine import Decision, Trigger
+from runner.core.result_classes import CLASSES
+from runner.core.states import State
 from runner.models.base import ModelReply, TokenUsage, ToolCall
-from runner.recording import TURN_ADAPTER, RecordedTurn
-from runner.result_classes import CLASSES
-from runner.states import State
+from runner.record.recording import TURN_ADAPTER, RecordedTurn
+from runner.record.trace import TransitionRecord, read_log
 from runner.store.fanout import FanoutStore
 from runner.store.jsonl import JsonlLog
 from runner.store.sqlite import SqliteStore
-from runner.trace import TransitionRecord, read_log
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

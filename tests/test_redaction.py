@@ -9,17 +9,17 @@ from typing import Any
 
 import structlog
 
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
+from runner.base.clock import FakeClock
+from runner.base.tracing import REDACTED, ToolSpan
+from runner.engine.engine import Engine
 from runner.models.base import ModelRejected, ModelReply, TokenUsage
 from runner.models.scripted import ScriptedModel, ScriptedTurn
-from runner.redaction import Redactor
-from runner.replay import Recording, describe, replay
-from runner.spec import RunSpec
+from runner.proof.replay import Recording, describe, replay
+from runner.record.redaction import Redactor
+from runner.record.spec import RunSpec
 from runner.store import FanoutStore, JsonlLog, SqliteStore
-from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
-from runner.tracing import REDACTED, ToolSpan
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

@@ -9,13 +9,13 @@ import asyncio
 from pathlib import Path
 
 from runner import Engine, FakeClock, SqliteStore
-from runner.api import replay_run_sync
-from runner.contracts import ContractSet
-from runner.replay import describe
+from runner.models.transcript import Transcript
+from runner.proof.api import replay_run_sync
+from runner.proof.replay import describe
 from runner.store.sqlite import TRANSITION, TURN
 from runner.testing import FunctionModel, ToolDouble, latest_results
-from runner.tools import ToolRegistry
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import ToolRegistry
 
 from .conftest import FLIGHT_ARGS
 from .test_fallback_record import _spec

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from runner.base.errors import LogFormatError, StoreCorrupt
 from runner.cli import main
-from runner.contracts import ContractSet
-from runner.errors import LogFormatError, StoreCorrupt
-from runner.recording import Responded
-from runner.replay import Recording, replay
+from runner.proof.replay import Recording, replay
+from runner.record.recording import Responded
+from runner.record.trace import read_log
 from runner.store import MemoryStore, SqliteStore
 from runner.store.sqlite import OUTPUT, TURN
-from runner.trace import read_log
+from runner.tools.contracts import ContractSet
 
 from .conftest import FIXTURES
 from .store.test_unreadable_rows import header

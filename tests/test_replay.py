@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from runner import Engine, FakeClock, Principal, RunSpec, ToolRegistry
-from runner.budget import Limits
 from runner.cli import main
-from runner.contracts import ContractSet
-from runner.recording import Responded
-from runner.replay import Recording, describe, replay
-from runner.sim import naive_policy
+from runner.core.budget import Limits
+from runner.core.sim import naive_policy
+from runner.proof.replay import Recording, describe, replay
+from runner.record.recording import Responded
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.testing import FunctionModel, ToolDouble, call, latest_results
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-from runner.contracts import ContractSet
-from runner.replay import Recording, describe, replay
+from runner.proof.replay import Recording, describe, replay
+from runner.record.trace import OperationSummary
 from runner.store import SqliteStore
-from runner.trace import OperationSummary
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from runner.budget import Limits
-from runner.contracts import ContractSet
-from runner.replay import Recording, describe, replay
+from runner.core.budget import Limits
+from runner.proof.replay import Recording, describe, replay
+from runner.record.trace import OperationSummary
 from runner.store.memory import MemoryStore
-from runner.trace import OperationSummary
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

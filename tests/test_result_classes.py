@@ -2,9 +2,9 @@
 
 from typing import get_args
 
-from runner.observations import ResultClass, ToolObservation
-from runner.policy import ALLOWED_DECISIONS, DEFAULT_DECISIONS
-from runner.result_classes import CLASSES, DISPATCHED, LEAVES_WRITE_OPEN
+from runner.core.observations import ResultClass, ToolObservation
+from runner.core.policy import ALLOWED_DECISIONS, DEFAULT_DECISIONS
+from runner.core.result_classes import CLASSES, DISPATCHED, LEAVES_WRITE_OPEN
 
 
 def test_every_result_class_has_its_facts_and_every_observation_a_class() -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.base.errors import StoreError
 from runner.cli import main
-from runner.errors import StoreError
 from runner.store import SqliteStore
 from runner.travel.supplier import SupplierDatabase, locate
 

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner._state import SeededLater
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
+from runner.base.clock import FakeClock
+from runner.engine._state import SeededLater
+from runner.engine.engine import Engine
 from runner.models.scripted import ScriptedModel, ScriptedTurn
-from runner.replay import Recording, replay
-from runner.spec import RunSpec
+from runner.proof.replay import Recording, replay
+from runner.record.spec import RunSpec
 from runner.store import MemoryStore, SqliteStore
-from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK
 

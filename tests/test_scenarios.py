@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.contracts import ContractSet
-from runner.states import TERMINAL
+from runner.core.states import TERMINAL
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 

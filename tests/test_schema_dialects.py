@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
-from runner.contracts import CompiledContract, Contract, compile_contract, load_contracts
-from runner.errors import ContractError
+from runner.base.errors import ContractError
+from runner.tools.contracts import CompiledContract, Contract, compile_contract, load_contracts
 
 from .conftest import FLIGHT_ARGS, ROOT, allow_loopback_only
 from .meta_server import CORE_ONLY, MetaSchemaServer

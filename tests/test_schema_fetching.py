@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from runner.base.errors import ContractError
 from runner.cli import main
-from runner.contracts import ContractSet, load_contracts
-from runner.errors import ContractError
-from runner.mcp import with_recorded
+from runner.tools.contracts import ContractSet, load_contracts
+from runner.tools.mcp import with_recorded
 
 from .conftest import ROOT, allow_loopback_only
 from .meta_server import MetaSchemaServer

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from runner.approvals import DEFAULT_TTL, ledger_of
-from runner.clock import FakeClock
+from runner.base.clock import FakeClock
+from runner.engine.approvals import DEFAULT_TTL, ledger_of
 from runner.service.continuations import ContinuationFacts, continuation_view
 from runner.store import SqliteStore
 from runner.store.base import RunListing

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from runner.contracts import ContractSet
-from runner.errors import ConfigError, NotDrivableHere
+from runner.base.errors import ConfigError, NotDrivableHere
 from runner.service import RunService, ServiceConfig
 from runner.service.errors import ApiError
 from runner.service.live import LiveRun, budget
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 from tests.service_harness import KEYS
 from tests.test_service_live import CEILING, ENV, WORLD, live, live_settings
 
@@ -104,7 +104,7 @@ def test_a_live_run_is_the_world_with_the_requests_task_tools_and_budget(
 
 
 def test_a_budget_is_bounded_field_by_field_by_the_ceiling() -> None:
-    from runner.budget import Limits  # noqa: PLC0415
+    from runner.core.budget import Limits  # noqa: PLC0415
 
     ceiling = Limits(max_attempts=5, max_cost_usd=0.5)
     assert budget(ceiling, {"max_cost_usd": 0.5}).max_cost_usd == 0.5

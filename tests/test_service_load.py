@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runner.states import TERMINAL
+from runner.core.states import TERMINAL
 from runner.store import SqliteStore
 from tests.service_harness import A, loopback, serving
 

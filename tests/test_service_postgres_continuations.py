@@ -15,12 +15,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from runner.approvals import DEFAULT_TTL
+from runner.base.clock import FakeClock
 from runner.cli import main
 from runner.cli._distributed import fixture_player
-from runner.clock import FakeClock
-from runner.confirm import ApprovalSecret
+from runner.core.confirm import ApprovalSecret
 from runner.distributed.worker import RunDriver, WorkerSettings
+from runner.engine.approvals import DEFAULT_TTL
 from runner.service.queued import REFUSED_ON_A_WORKER
 from runner.store.adapters import BlockingStore
 from runner.store.base import RunListing

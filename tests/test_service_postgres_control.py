@@ -21,8 +21,8 @@ import psycopg
 import pytest
 
 from runner.cli._distributed import fixture_player
+from runner.core.states import TERMINAL
 from runner.distributed.worker import RunDriver, WorkerSettings
-from runner.states import TERMINAL
 from runner.store.adapters import BlockingStore
 from runner.store.base import RunListing
 from runner.store.postgres import PostgresStore

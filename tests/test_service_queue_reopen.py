@@ -14,9 +14,9 @@ import pytest
 from procrastinate.exceptions import ConnectorException
 from psycopg_pool import PoolTimeout
 
-from runner.clock import SystemClock
+from runner.base.clock import SystemClock
+from runner.base.errors import StoreError
 from runner.distributed.queue import continuation_job, job_arguments
-from runner.errors import StoreError
 from runner.service.queued import QueuedRunService
 from runner.store.postgres import PostgresStore
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from runner.recording import RecordedTurn
+from runner.record.recording import RecordedTurn
+from runner.record.trace import RunSummary, TransitionRecord
 from runner.service.config import ServiceConfig
 from runner.service.runs import RunService
 from runner.store import SqliteStore
-from runner.trace import RunSummary, TransitionRecord
 from runner.travel import load_travel_contracts
 from tests.service_harness import KEYS, A
 from tests.store.contract import header, record

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runner.errors import ConfigError
+from runner.base.errors import ConfigError
 from runner.service import ServiceConfig
 from runner.store import SqliteStore
 from tests.service_harness import (

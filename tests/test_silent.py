@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from runner._logging import run_logger
+from runner.base._logging import run_logger
 from runner.cli import main
-from runner.contracts import ContractSet
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES, make_fixture

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from runner import Engine, Principal, RunSpec, SqliteStore, ToolRegistry, ToolResponse
-from runner.api import list_runs
-from runner.contracts import load_contracts
-from runner.errors import ConfigError
-from runner.evidence import EvidenceRequirement
+from runner.base.errors import ConfigError
+from runner.core.evidence import EvidenceRequirement
+from runner.proof.api import list_runs
 from runner.testing import FakeClock, FunctionModel, call, latest_results
+from runner.tools.contracts import load_contracts
 from runner.travel import TaskConstraints
 
 from .conftest import ROOT

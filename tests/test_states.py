@@ -1,4 +1,4 @@
-from runner.states import TERMINAL, State
+from runner.core.states import TERMINAL, State
 
 
 def test_seven_states_four_terminal() -> None:

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from runner.budget import Limits
+from runner.base.errors import ConfigError, FixtureError
 from runner.cli import main
-from runner.errors import ConfigError, FixtureError
-from runner.policy import Policy
+from runner.core.budget import Limits
+from runner.core.policy import Policy
 from runner.travel.fixtures import parse_fixture
 
 from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK

@@ -19,12 +19,12 @@ from runner import (
     ToolRegistry,
     ToolResponse,
 )
-from runner.contracts import ContractSet
 from runner.models.base import ModelReply, ToolChoice, ToolSpec
 from runner.models.scripted import ScriptedCall, ScriptedTurn
-from runner.replay import Recording, replay
-from runner.spec import DEFAULT_SYSTEM_PROMPT
-from runner.transcript import SystemMessage, Transcript
+from runner.models.transcript import SystemMessage, Transcript
+from runner.proof.replay import Recording, replay
+from runner.record.spec import DEFAULT_SYSTEM_PROMPT
+from runner.tools.contracts import ContractSet
 
 from .conftest import FLIGHT_ARGS, FLIGHTS_OK
 

@@ -8,6 +8,7 @@ import pytest
 
 from runner import Engine, MemoryStore, Principal, RunSpec, ToolRegistry, load_contracts
 from runner.models.base import ToolSpec
+from runner.models.transcript import Transcript
 from runner.testing import (
     FakeClock,
     FunctionModel,
@@ -17,8 +18,7 @@ from runner.testing import (
     latest_results,
     scripted,
 )
-from runner.tools import ToolResponse
-from runner.transcript import Transcript
+from runner.tools.invocation import ToolResponse
 
 from .conftest import ROOT
 

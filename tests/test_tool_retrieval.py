@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from runner import MemoryStore, ScriptedModel, SqliteStore
-from runner.api import replay_run_sync
+from runner.base.errors import ConfigError
 from runner.cli import main
-from runner.contracts import ContractSet
-from runner.errors import ConfigError
 from runner.models.base import ModelReply, ToolChoice, ToolSpec
-from runner.replay import Recording, replay
-from runner.retrieval import Bm25Retriever, ToolRetrieval, select, tool_text, words
-from runner.trace import TransitionRecord
-from runner.transcript import ToolResultMessage, Transcript
+from runner.models.transcript import ToolResultMessage, Transcript
+from runner.proof.api import replay_run_sync
+from runner.proof.replay import Recording, replay
+from runner.record.trace import TransitionRecord
+from runner.tools.contracts import ContractSet
+from runner.tools.retrieval import Bm25Retriever, ToolRetrieval, select, tool_text, words
 from runner.travel.catalogue import load_catalogue_contracts
 from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import ScenarioRun, run_fixture

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from runner.contracts import ContractSet
-from runner.errors import LogFormatError
-from runner.machine import Trigger
-from runner.states import State
+from runner.base.errors import LogFormatError
+from runner.core.machine import Trigger
+from runner.core.states import State
+from runner.record.trace import RECORD_ADAPTER, TransitionRecord, read_log
 from runner.store import FanoutStore, JsonlLog, MemoryStore
-from runner.trace import RECORD_ADAPTER, TransitionRecord, read_log
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from .conftest import make_fixture

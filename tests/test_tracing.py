@@ -9,8 +9,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runner.contracts import ContractSet
-from runner.tracing import REDACTED, OtelSpans, summarize
+from runner.base.tracing import REDACTED, OtelSpans, summarize
+from runner.tools.contracts import ContractSet
 
 from .conftest import FLIGHT_ARGS, make_fixture
 from .test_engine import drive

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runner.clock import FakeClock, within
+from runner.base.clock import FakeClock, within
 
 
 async def reference(seconds: float, awaitable: Awaitable[Any]) -> Any:

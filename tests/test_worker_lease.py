@@ -10,9 +10,9 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from runner.clock import SystemClock
+from runner.base.clock import SystemClock
+from runner.base.errors import LeaseLost
 from runner.distributed.worker import RunDriver, WorkerSettings
-from runner.errors import LeaseLost
 from runner.store.adapters import BlockingStore
 from runner.store.base import Lease, Store
 from runner.store.postgres import PostgresStore

@@ -17,16 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner._call_ids import unique_calls
 from runner.cli import main
-from runner.contracts import ContractSet, load_contracts
-from runner.grading import grade
-from runner.machine import Decision
+from runner.core.machine import Decision
+from runner.core.policy import DEFAULT_DECISIONS, Policy
+from runner.core.sim import naive_policy
+from runner.engine._call_ids import unique_calls
 from runner.models.base import ToolCall
-from runner.policy import DEFAULT_DECISIONS, Policy
-from runner.replay import Recording, replay
-from runner.sim import naive_policy
+from runner.proof.grading import grade
+from runner.proof.replay import Recording, replay
 from runner.store import MemoryStore, SqliteStore
+from runner.tools.contracts import ContractSet, load_contracts
 from runner.travel import SEMANTIC_RULES, contracts_dir
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import asyncio
 
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.grading import grade
+from runner.base.clock import FakeClock
+from runner.core.states import State
+from runner.engine.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from runner.operations import OperationStatus
-from runner.replay import Recording, replay
-from runner.spec import RunSpec
-from runner.states import State
+from runner.models.transcript import Transcript
+from runner.proof.grading import grade
+from runner.proof.replay import Recording, replay
+from runner.record.operations import OperationStatus
+from runner.record.spec import RunSpec
 from runner.store import MemoryStore
-from runner.tools import Principal, ToolInvocation, ToolRegistry, ToolResponse
-from runner.transcript import Transcript
+from runner.tools.contracts import ContractSet
+from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
 
 from .conftest import HOLD_ARGS
 

@@ -14,12 +14,12 @@ from types import ModuleType
 
 import pytest
 
-from runner.api import grade_run_sync, replay_run_sync
+from runner.base.errors import ConfigError
 from runner.cli import main
-from runner.contracts import load_contracts
-from runner.errors import ConfigError
+from runner.proof.api import grade_run_sync, replay_run_sync
 from runner.store import SqliteStore
 from runner.store.base import RunListing
+from runner.tools.contracts import load_contracts
 from runner.travel import load_travel_contracts
 
 from .conftest import ROOT

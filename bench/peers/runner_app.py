@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bench import workloads
-from runner.clock import SystemClock
-from runner.engine import Engine
+from runner.base.clock import SystemClock
+from runner.engine.engine import Engine
 from runner.models.scripted import ScriptedModel
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
@@ -22,7 +22,7 @@ def make(durability: str | None, folder: Path, *, logging_: str) -> Callable[[],
     """`logging_`: "quiet" (structlog configured at WARNING, as the CLI does without --verbose)
     or "default" (the library's defaults: nothing configured)."""
     if logging_ == "quiet":
-        log = importlib.import_module("runner.log")  # structlog: only when configured
+        log = importlib.import_module("runner.base.log")  # structlog: only when configured
         log.configure(json=True, level=logging.WARNING)
     store: Store = MemoryStore()
     if durability is not None:

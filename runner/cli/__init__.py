@@ -1,4 +1,7 @@
-"""The `runner` command: run fixtures; resume, show and list stored runs; check contracts."""
+"""The `runner` command: run fixtures; resume, show and list stored runs; check contracts.
+
+A face: it may import every layer, the travel world included.
+"""
 
 from __future__ import annotations
 
@@ -11,27 +14,16 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import log
-from .._arguments import (
-    EXIT_BAD_INPUT,
-    ArgumentParser,
-    count,
-    dollars,
-    run_id_text,
-    seconds,
-    seed,
-)
-from .._tool_commands import add_tool_commands, ended_run_json, run_tool_command
-from ..errors import LoadError, RunnerError, StoreError
-from ..mcp import McpConfig, McpTools
+from ..base import log
+from ..base.errors import LoadError, RunnerError, StoreError
 from ..models import live_model
 from ..models.base import ModelAdapter
-from ..replay import Recording
-from ..report import RunView, printable, run_json, run_text
-from ..spec import DURABILITIES
+from ..proof.replay import Recording
+from ..record.spec import DURABILITIES
+from ..record.trace import Durability
 from ..store import FanoutStore, JsonlLog
 from ..store.base import Store
-from ..trace import Durability
+from ..tools.mcp import McpConfig, McpTools
 from ..travel import fixtures_dir
 from ..travel.fixture_check import check_command
 from ..travel.fixtures import collect_fixture_paths, load_fixture
@@ -41,6 +33,15 @@ from ._approvals import (
     approvals_command,
     continue_command,
     decide_command,
+)
+from ._arguments import (
+    EXIT_BAD_INPUT,
+    ArgumentParser,
+    count,
+    dollars,
+    run_id_text,
+    seconds,
+    seed,
 )
 from ._common import (
     EXIT_EXPECTATION_FAILED,
@@ -67,6 +68,8 @@ from ._stored import (
     show_command,
     stored_holds,
 )
+from ._tool_commands import add_tool_commands, ended_run_json, run_tool_command
+from .report import RunView, printable, run_json, run_text
 
 
 def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:

@@ -16,22 +16,22 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .._arguments import run_id_text, seconds
-from .._tool_commands import ended_run_json
-from ..approvals import approve, deny, pending_approvals
-from ..clock import SystemClock
-from ..confirm import ApprovalSecret
-from ..errors import ApprovalRefused, ResumeRefused
-from ..mcp import McpConfig
-from ..mcp.pinning import recorded_pin
-from ..replay import Recording
-from ..report import printable
+from ..base.clock import SystemClock
+from ..base.errors import ApprovalRefused, ResumeRefused
+from ..core.confirm import ApprovalSecret
+from ..engine.approvals import approve, deny, pending_approvals
+from ..proof.replay import Recording
 from ..store.approvals import Proposal
 from ..store.base import Store
+from ..tools.mcp import McpConfig
+from ..tools.mcp.pinning import recorded_pin
 from ..travel.scenario import continue_fixture
+from ._arguments import run_id_text, seconds
 from ._common import EXIT_EXPECTATION_FAILED, contracts_for, open_store
 from ._distributed import drive_lease
 from ._stored import stored_holds
+from ._tool_commands import ended_run_json
+from .report import printable
 
 
 def add_approval_commands(

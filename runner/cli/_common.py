@@ -8,13 +8,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..contracts import ContractSet, load_contracts
-from ..errors import ConfigError, LoadError
-from ..policy import Policy
-from ..sim import naive_policy
+from ..base.errors import ConfigError, LoadError
+from ..core.policy import Policy
+from ..core.sim import naive_policy
 from ..store import SqliteStore
 from ..store.base import Store
 from ..store.urls import hide_password, is_database_url
+from ..tools.contracts import ContractSet, load_contracts
 from ..travel import (
     SEMANTIC_RULES,
     contracts_dir,

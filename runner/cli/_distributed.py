@@ -11,24 +11,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._arguments import ArgumentParser, count, seconds, seed
-from .._ownership import RenewedHolds, let_go_renewed, stays_ended, take_renewed
-from ..clock import Clock, SystemClock
-from ..confirm import SECRET_ENV, ApprovalSecret
-from ..contracts import ContractSet
-from ..errors import (
+from ..base.clock import Clock, SystemClock
+from ..base.errors import (
     ApprovalRefused,
     ConfigError,
     LoadError,
     NotDrivableHere,
 )
-from ..handle import RunHandle
+from ..core.confirm import SECRET_ENV, ApprovalSecret
+from ..engine._ownership import RenewedHolds, let_go_renewed, stays_ended, take_renewed
+from ..engine.handle import RunHandle
 from ..models.base import ModelAdapter
+from ..record.trace import RunHeader
 from ..store.adapters import BlockingStore
 from ..store.base import Store
-from ..trace import RunHeader
+from ..tools.contracts import ContractSet
 from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from ..travel.scenario import continue_fixture, resume_fixture, run_fixture
+from ._arguments import ArgumentParser, count, seconds, seed
 from ._common import Database, contracts_for, world_dir
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._arguments import port_number
-from ..errors import ConfigError
+from ..base.errors import ConfigError
+from ._arguments import port_number
 from ._common import contracts_for, world_dir
 
 

@@ -10,20 +10,35 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .._approval_checks import grant_not_in_ledger, tokens_used_by_several_runs
-from .._arguments import EXIT_BAD_INPUT, is_utf8
-from .._tool_commands import (
+from ..base.errors import ConfigError, LoadError, StoreCorrupt, StoreError
+from ..core.budget import Limits
+from ..proof._approval_checks import grant_not_in_ledger, tokens_used_by_several_runs
+from ..proof.grading import UNFINISHED, Check, FixtureGrade, grade
+from ..proof.replay import Recording, describe, replay, stored_limits
+from ..record.recording import RAW_OUTCOME_ADAPTER, Responded
+from ..store.base import RunListing, Store, UnreadableRun
+from ..tools.children import children_of, family_ids
+from ..tools.contracts import ContractSet
+from ..tools.mcp import with_recorded
+from ..travel import (
+    SYSTEM_PROMPT,
+)
+from ..travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
+from ..travel.scenario import run_fixture, stored_fixture, stored_world
+from ..travel.supplier import recorded_holds
+from ._arguments import EXIT_BAD_INPUT, is_utf8
+from ._common import (
+    EXIT_EXPECTATION_FAILED,
+    contracts_for,
+    one_line,
+    open_store,
+    policy_for,
+    world_dir,
+)
+from ._tool_commands import (
     listing_json,
 )
-from ..budget import Limits
-from ..children import children_of, family_ids
-from ..contracts import ContractSet
-from ..errors import ConfigError, LoadError, StoreCorrupt, StoreError
-from ..grading import UNFINISHED, Check, FixtureGrade, grade
-from ..mcp import with_recorded
-from ..recording import RAW_OUTCOME_ADAPTER, Responded
-from ..replay import Recording, describe, replay, stored_limits
-from ..report import (
+from .report import (
     RunView,
     context_table,
     fallback_line,
@@ -37,21 +52,6 @@ from ..report import (
     side_by_side,
     started_as_line,
     stored_run_json,
-)
-from ..store.base import RunListing, Store, UnreadableRun
-from ..travel import (
-    SYSTEM_PROMPT,
-)
-from ..travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
-from ..travel.scenario import run_fixture, stored_fixture, stored_world
-from ..travel.supplier import recorded_holds
-from ._common import (
-    EXIT_EXPECTATION_FAILED,
-    contracts_for,
-    one_line,
-    open_store,
-    policy_for,
-    world_dir,
 )
 
 

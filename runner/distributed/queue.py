@@ -16,7 +16,7 @@ from typing import Any, Final
 import psycopg
 from procrastinate import App, PsycopgConnector
 
-from ..errors import StoreError
+from ..base.errors import StoreError
 from ..store.urls import hide_password
 
 TASK: Final = "runner.drive"

@@ -52,13 +52,13 @@ from procrastinate.exceptions import ConnectorException
 from procrastinate.jobs import Job
 from procrastinate.retry import RetryDecision
 
-from ..clock import Clock, SystemClock
-from ..errors import LeaseLost, NotDrivableHere, StoreError
-from ..handle import RunHandle
+from ..base.clock import Clock, SystemClock
+from ..base.errors import LeaseLost, NotDrivableHere, StoreError
+from ..engine.handle import RunHandle
+from ..record.trace import TransitionRecord
 from ..store.adapters import BlockingStore
 from ..store.base import Lease, Store
 from ..store.postgres import PostgresStore
-from ..trace import TransitionRecord
 from .queue import QUEUE, TASK, ensure_queue_schema, make_app
 
 log = logging.getLogger("runner.worker")

@@ -3,14 +3,17 @@
 The provider adapters need their extras and are imported from their modules:
 `runner.models.openai.OpenAIChatModel` (`pip install runner[openai]`, also for OpenAI-compatible
 servers such as vLLM, llama.cpp or Ollama) and `runner.models.anthropic.AnthropicModel`
-(`runner[anthropic]`). Your own adapter is any object with `ModelAdapter.generate()`.
+(`runner[anthropic]`). Your own adapter is any object with `ModelAdapter.generate()`. The
+transcript a model sees (`transcript.py`) and what a request costs (`pricing.py`) live here.
+
+May import: `base`, `core`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
+from ..base.errors import ConfigError
 from .base import (
     ModelAdapter,
     ModelRejected,

@@ -13,12 +13,12 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from ..transcript import render_json
 from .base import ModelReply, TokenUsage, ToolCall
 from .scripted import estimate_tokens
+from .transcript import render_json
 
 if TYPE_CHECKING:
-    from ..transcript import Transcript
+    from .transcript import Transcript
 
 MAX_REPORTED_TOKENS: Final = 10**9
 """No single request uses a billion tokens; a larger count is not believed (and keeps every sum

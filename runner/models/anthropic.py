@@ -8,18 +8,18 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..errors import ConfigError
-from ..transcript import (
+from ..base.errors import ConfigError
+from ._usage import checked_usage, counted
+from ._wire import http_client, member, output_limit, parse_arguments, provider_call
+from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
+from .identity import ModelIdentity, redact_url
+from .transcript import (
     AssistantMessage,
     SystemMessage,
     ToolResultMessage,
     Transcript,
     UserMessage,
 )
-from ._usage import checked_usage, counted
-from ._wire import http_client, member, output_limit, parse_arguments, provider_call
-from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
-from .identity import ModelIdentity, redact_url
 
 # Any other stop reason (`pause_turn`, none at all, one added later) is `incomplete`.
 _STOPS = {"end_turn": "end_turn", "stop_sequence": "end_turn", "tool_use": "tool_use",

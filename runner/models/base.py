@@ -3,28 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from .._frozen import quick_init
-
-if TYPE_CHECKING:
-    from ..transcript import Transcript
+from ..base._frozen import quick_init
+from .transcript import ToolCall as ToolCall  # noqa: PLC0414  # re-exported for adapters
+from .transcript import Transcript
 
 ToolChoice = Literal["auto", "none"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCall:
-    """One call the model proposed."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    arguments_error: str | None = None
-    """Set when the provider's arguments were not a JSON object (`arguments` is then empty)."""
-
-
-quick_init(ToolCall)  # built for every call of every reply
 
 
 class ModelUnavailable(Exception):  # named for what happened, like the observations

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ConfigError, ResumeRefused
+from ..base.errors import ConfigError, ResumeRefused
 from .base import ModelAdapter
 
 LIVE_PROVIDERS = frozenset({"openai", "anthropic"})

@@ -10,8 +10,12 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from ..errors import ConfigError
-from ..transcript import (
+from ..base.errors import ConfigError
+from ._usage import checked_usage
+from ._wire import http_client, member, output_limit, parse_arguments, provider_call
+from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
+from .identity import ModelIdentity, redact_url
+from .transcript import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -20,10 +24,6 @@ from ..transcript import (
     UserMessage,
     render_json,
 )
-from ._usage import checked_usage
-from ._wire import http_client, member, output_limit, parse_arguments, provider_call
-from .base import ModelReply, ToolCall, ToolChoice, ToolSpec
-from .identity import ModelIdentity, redact_url
 
 TokenLimitField = Literal["max_completion_tokens", "max_tokens"]
 

@@ -8,10 +8,10 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..pricing import ModelPrice
-from ..transcript import Transcript, render_json
 from .base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from .identity import SCRIPTED
+from .pricing import ModelPrice
+from .transcript import Transcript, render_json
 
 
 class ScriptedCall(BaseModel):

@@ -14,9 +14,9 @@ from pathlib import Path
 import structlog
 from fastapi import FastAPI
 
-from ..clock import Clock
-from ..confirm import SECRET_ENV, ApprovalSecret
-from ..contracts import ContractSet
+from ..base.clock import Clock
+from ..core.confirm import SECRET_ENV, ApprovalSecret
+from ..tools.contracts import ContractSet
 from .app import create_app
 from .config import ApiKey, ServiceConfig
 from .runs import RunService

@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ..report import RequestsSent, requests_sent
+from ..cli.report import RequestsSent, requests_sent
+from ..record.trace import TransitionRecord
 from ..store.base import Store
-from ..trace import TransitionRecord
 
 PAGE = 1000
 """Transitions read from the store at a time."""

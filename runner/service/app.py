@@ -21,7 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from ..errors import StoreError
+from ..base.errors import StoreError
 from .config import ApiKey, Role
 from .errors import (
     ERROR_RESPONSES,

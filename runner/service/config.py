@@ -15,9 +15,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .._documents import DocumentProblem, load_yaml
-from ..budget import Limits
-from ..errors import ConfigError
+from ..base._documents import DocumentProblem, load_yaml
+from ..base.errors import ConfigError
+from ..core.budget import Limits
 
 Role = Literal["submit", "read", "approve"]
 Provider = Literal["openai", "anthropic"]

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import StoreCorrupt, StoreError, StoreLocked
+from ..base.errors import StoreCorrupt, StoreError, StoreLocked
 
 _log = structlog.get_logger("runner.service")
 

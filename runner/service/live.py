@@ -20,14 +20,14 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..budget import Limits
-from ..clock import Clock, SystemClock
-from ..contracts import ContractSet
-from ..errors import ConfigError
+from ..base.clock import Clock, SystemClock
+from ..base.errors import ConfigError
+from ..core.budget import Limits
 from ..models.base import ModelAdapter
 from ..models.identity import ModelIdentity, redact_url
-from ..pricing import PRICES_EXTRA, GenaiPrices, default_prices
-from ..trace import RunHeader
+from ..models.pricing import PRICES_EXTRA, GenaiPrices, default_prices
+from ..record.trace import RunHeader
+from ..tools.contracts import ContractSet
 from ..travel.fixtures import Fixture
 from .config import ApiKey, LiveConfig, ProviderConfig
 from .errors import ApiError

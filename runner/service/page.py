@@ -16,8 +16,8 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
-from ..machine import TABLE
-from ..states import TERMINAL, State
+from ..core.machine import TABLE
+from ..core.states import TERMINAL, State
 
 _POSITIONS: Final = {
     State.PLAN: (90, 60),

@@ -25,9 +25,9 @@ import structlog
 from procrastinate.exceptions import ConnectorException
 from psycopg_pool import PoolTimeout
 
-from ..clock import Clock
-from ..confirm import ApprovalSecret
-from ..contracts import ContractSet
+from ..base.clock import Clock
+from ..base.errors import StoreError
+from ..core.confirm import ApprovalSecret
 from ..distributed.queue import (
     CONTINUE,
     QUEUE,
@@ -37,9 +37,9 @@ from ..distributed.queue import (
     make_app,
     submit,
 )
-from ..errors import StoreError
 from ..store.adapters import BlockingStore
 from ..store.postgres import PostgresStore
+from ..tools.contracts import ContractSet
 from .config import ApiKey, ServiceConfig
 from .errors import ApiError
 from .live import LiveRun, live_document

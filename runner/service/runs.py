@@ -21,18 +21,18 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from ..approvals import approve, deny, ledger_of, pending_approvals
-from ..clock import Clock, SystemClock
-from ..confirm import ApprovalSecret
-from ..contracts import ContractSet
-from ..errors import ApprovalRefused, RunnerError, StoreCorrupt
-from ..handle import RunHandle
-from ..report import RunView, run_json, stored_run_json, transition_json
-from ..states import State
+from ..base.clock import Clock, SystemClock
+from ..base.errors import ApprovalRefused, RunnerError, StoreCorrupt
+from ..cli.report import RunView, run_json, stored_run_json, transition_json
+from ..core.confirm import ApprovalSecret
+from ..core.states import State
+from ..engine.approvals import approve, deny, ledger_of, pending_approvals
+from ..engine.handle import RunHandle
+from ..record.trace import RunSummary, TransitionRecord
 from ..store import SqliteStore
 from ..store.approvals import Proposal
 from ..store.base import RunListing, Store, UnreadableRun
-from ..trace import RunSummary, TransitionRecord
+from ..tools.contracts import ContractSet
 from ..travel import fixtures_dir
 from ..travel.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
 from ..travel.scenario import continue_fixture, resume_fixture, run_fixture, stored_world

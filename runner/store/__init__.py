@@ -1,4 +1,8 @@
-"""Stores for runs, transitions, recorded inputs and operation records."""
+"""Stores for runs, transitions, recorded inputs and operation records: the protocol, memory,
+SQLite, PostgreSQL and the JSONL log.
+
+May import: `base`, `core`, `models`, `tools`, `record`.
+"""
 
 from .base import RunListing, RunLog, Store, UnreadableRun
 from .fanout import FanoutStore

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..recording import Recorded
+from ..record.recording import Recorded
 
 
 class HeldInputs:

@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreCorrupt
+from ..base.errors import StoreCorrupt
 from .approvals import PROPOSAL_ADAPTER, ApprovalDecision, Proposal, _decided, _reused
 
 if TYPE_CHECKING:

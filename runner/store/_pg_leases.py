@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from ..errors import LeaseLost
+from ..base.errors import LeaseLost
 from .base import Lease
 from .memory import RELEASED
 

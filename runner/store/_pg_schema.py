@@ -6,7 +6,7 @@ from typing import Final
 
 import psycopg
 
-from ..errors import StoreCorrupt
+from ..base.errors import StoreCorrupt
 
 LEASE_LOST: Final = "RN001"
 """The SQLSTATE `runner_append` raises for a write under a lease that was taken over."""

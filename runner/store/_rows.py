@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from .._jsonsafe import clean_text, safe_str
-from ..errors import StoreCorrupt, StoreError
-from ..operations import Operation, OperationStatus
-from ..trace import (
+from ..base._jsonsafe import clean_text, safe_str
+from ..base.errors import StoreCorrupt, StoreError
+from ..record.operations import Operation, OperationStatus
+from ..record.trace import (
     HEADER_ADAPTER,
     SUMMARY_ADAPTER,
     LastMove,

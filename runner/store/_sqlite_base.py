@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import quote
 
-from .. import _failpoints
-from ..errors import StoreCorrupt, StoreError, StoreLocked
+from ..base import _failpoints
+from ..base.errors import StoreCorrupt, StoreError, StoreLocked
 
 Synchronous = Literal["NORMAL", "FULL"]
 

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import _failpoints
-from ..errors import LeaseLost
+from ..base import _failpoints
+from ..base.errors import LeaseLost
 from ._sqlite_base import transaction, translate
 from .base import Lease
 from .memory import RELEASED

@@ -15,10 +15,10 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any, TypeGuard, TypeVar
 
-from ..errors import ConfigError, StoreError
-from ..operations import Operation, OperationStatus
-from ..recording import Recorded, RecordedOutput, RecordedTurn
-from ..trace import RunHeader, RunSummary, TransitionRecord
+from ..base.errors import ConfigError, StoreError
+from ..record.operations import Operation, OperationStatus
+from ..record.recording import Recorded, RecordedOutput, RecordedTurn
+from ..record.trace import RunHeader, RunSummary, TransitionRecord
 from ._early import HeldInputs, pass_on
 from .approvals import ApprovalDecision, AsyncApprovalLedger, Proposal
 from .base import AsyncStore, CancelRequests, Lease, Leases, RunListing, Store, UnreadableRun

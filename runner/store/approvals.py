@@ -18,7 +18,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from pydantic import ConfigDict, TypeAdapter, with_config
 
-from ..errors import ApprovalRefused, StoreCorrupt, TokenReused
+from ..base.errors import ApprovalRefused, StoreCorrupt, TokenReused
 from ._sqlite_base import transaction, translate
 
 ProposalStatus = Literal["pending", "approved", "denied"]

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ..operations import Operation, OperationStatus
-from ..recording import Recorded, RecordedOutput, RecordedTurn
-from ..trace import RunHeader, RunSummary, TransitionRecord
+from ..record.operations import Operation, OperationStatus
+from ..record.recording import Recorded, RecordedOutput, RecordedTurn
+from ..record.trace import RunHeader, RunSummary, TransitionRecord
 
 
 class RunLog(Protocol):

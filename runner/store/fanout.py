@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..operations import Operation, OperationStatus
-from ..recording import Recorded, RecordedOutput, RecordedTurn
-from ..trace import RunHeader, RunSummary, TransitionRecord
+from ..record.operations import Operation, OperationStatus
+from ..record.recording import Recorded, RecordedOutput, RecordedTurn
+from ..record.trace import RunHeader, RunSummary, TransitionRecord
 from ._early import HeldInputs, pass_on
 from .base import RunListing, RunLog, Store, UnreadableRun
 

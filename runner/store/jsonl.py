@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .._jsonsafe import clean_text
-from ..errors import StoreError
-from ..recording import Recorded, RecordedTurn
-from ..trace import (
+from ..base._jsonsafe import clean_text
+from ..base.errors import StoreError
+from ..record.recording import Recorded, RecordedTurn
+from ..record.trace import (
     RunHeader,
     RunSummary,
     TransitionRecord,

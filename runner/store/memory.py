@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..errors import LeaseLost, StoreConflict, StoreError
-from ..operations import Operation, OperationStatus
-from ..recording import Recorded, RecordedOutput, RecordedTurn
-from ..trace import (
+from ..base.errors import LeaseLost, StoreConflict, StoreError
+from ..record.operations import Operation, OperationStatus
+from ..record.recording import Recorded, RecordedOutput, RecordedTurn
+from ..record.trace import (
     RunHeader,
     RunSummary,
     TransitionRecord,

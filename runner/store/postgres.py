@@ -23,11 +23,11 @@ from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import TypeAdapter
 
-from .. import _failpoints
-from ..errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
-from ..operations import Operation, OperationStatus
-from ..recording import OUTPUT_ADAPTER, TURN_ADAPTER, Recorded, RecordedOutput, RecordedTurn
-from ..trace import (
+from ..base import _failpoints
+from ..base.errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
+from ..record.operations import Operation, OperationStatus
+from ..record.recording import OUTPUT_ADAPTER, TURN_ADAPTER, Recorded, RecordedOutput, RecordedTurn
+from ..record.trace import (
     HEADER_ADAPTER,
     RECORD_ADAPTER,
     SUMMARY_ADAPTER,

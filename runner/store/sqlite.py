@@ -21,18 +21,18 @@ from typing import Any, Final, TypeVar
 
 from pydantic import TypeAdapter
 
-from .. import _failpoints
-from .._jsonsafe import safe_str
-from ..errors import StoreConflict, StoreCorrupt, StoreError
-from ..operations import Operation, OperationStatus
-from ..recording import (
+from ..base import _failpoints
+from ..base._jsonsafe import safe_str
+from ..base.errors import StoreConflict, StoreCorrupt, StoreError
+from ..record.operations import Operation, OperationStatus
+from ..record.recording import (
     OUTPUT_ADAPTER,
     TURN_ADAPTER,
     Recorded,
     RecordedOutput,
     RecordedTurn,
 )
-from ..trace import (
+from ..record.trace import (
     HEADER_ADAPTER,
     RECORD_ADAPTER,
     SUMMARY_ADAPTER,

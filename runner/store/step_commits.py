@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..operations import Operation, OperationStatus
-from ..recording import Recorded, RecordedOutput, RecordedTurn
-from ..states import TERMINAL, State
-from ..trace import RunHeader, RunSummary, TransitionRecord
+from ..core.states import TERMINAL, State
+from ..record.operations import Operation, OperationStatus
+from ..record.recording import Recorded, RecordedOutput, RecordedTurn
+from ..record.trace import RunHeader, RunSummary, TransitionRecord
 from ._early import HeldInputs, pass_on
 from .base import RunListing, RunLog, Store, UnreadableRun
 

@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import StoreError
-from ..operations import Operation, OperationStatus
-from ..recording import Recorded, RecordedOutput, RecordedTurn
-from ..trace import RunHeader, RunSummary, TransitionRecord
+from ..base.errors import StoreError
+from ..record.operations import Operation, OperationStatus
+from ..record.recording import Recorded, RecordedOutput, RecordedTurn
+from ..record.trace import RunHeader, RunSummary, TransitionRecord
 from ._early import HeldInputs
 from .approvals import ApprovalDecision, AsyncApprovalLedger, Proposal
 from .base import AsyncStore, RunListing, UnreadableRun

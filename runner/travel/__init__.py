@@ -5,6 +5,8 @@ environment that plays a fixture's tool outcomes (`environment.py`), the fixture
 (`fixtures.py`), running and resuming a fixture in this world (`scenario.py`), its system prompt
 (`prompt.py`) and where its bundled contracts and fixtures are (`bundled.py`). The command line
 (`runner.cli`) wires it to the core; `tests/test_import_graph.py` keeps the core free of it.
+
+May import: every layer but the faces (`cli`, `service`, `distributed`).
 """
 
 from __future__ import annotations

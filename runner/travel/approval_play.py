@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from ..approvals import approve, deny, pending_approvals
-from ..confirm import ApprovalSecret, issue_token, read_token
-from ..contracts import ContractSet
-from ..errors import ApprovalRefused
-from ..policy import Policy
+from ..base.errors import ApprovalRefused
+from ..core.confirm import ApprovalSecret, issue_token, read_token
+from ..core.policy import Policy
+from ..engine.approvals import approve, deny, pending_approvals
 from ..store.base import Store
+from ..tools.contracts import ContractSet
 from .fixtures import Fixture
 from .scenario import ScenarioRun, continue_fixture, run_fixture, stored_world
 from .supplier import recorded_holds

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from ..contracts import ContractSet, load_contracts
+from ..tools.contracts import ContractSet, load_contracts
 from .rules import SEMANTIC_RULES
 
 _HERE = Path(__file__).resolve().parent

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-from ..contracts import Contract, ContractSet, compile_contract
+from ..tools.contracts import Contract, ContractSet, compile_contract
 from .bundled import load_travel_contracts
 
 _STRING: Final = {"type": "string", "minLength": 1, "maxLength": 120}

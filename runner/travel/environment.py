@@ -11,8 +11,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..clock import Clock
-from ..tools import ToolImplementation, ToolInvocation, ToolResponse
+from ..base.clock import Clock
+from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 from .fixtures import ToolOutcome
 from .supplier import PayloadMismatch, SupplierDatabase
 

@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._arguments import EXIT_BAD_INPUT
-from .._jsonsafe import NotJson, json_value
-from ..contracts import ContractSet
-from ..errors import FixtureError
-from ..report import printable
+from ..base._jsonsafe import NotJson, json_value
+from ..base.errors import FixtureError
+from ..cli._arguments import EXIT_BAD_INPUT
+from ..cli.report import printable
+from ..tools.contracts import ContractSet
 from .fixtures import Fixture, collect_fixture_paths, expand_fixture_paths, load_fixture
 
 

@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic_core import to_jsonable_python
 
-from .._documents import (
+from ..base._documents import (
     TOO_DEEP,
     TOO_LONG_NUMBER,
     DocumentProblem,
@@ -36,18 +36,18 @@ from .._documents import (
     load_yaml,
     read_text,
 )
-from .._jsonsafe import NotJson, json_value
-from ..budget import Limits
-from ..clock import LATEST_START
-from ..contracts import ContractSet
-from ..errors import FixtureError
-from ..evidence import EvidenceRequirement
+from ..base._jsonsafe import NotJson, json_value
+from ..base.clock import LATEST_START
+from ..base.errors import FixtureError
+from ..core.budget import Limits
+from ..core.evidence import EvidenceRequirement
+from ..core.observations import RESULT_CLASSES
+from ..core.policy import ApprovalRules
+from ..core.states import TERMINAL, State
+from ..models.pricing import ModelPrice
 from ..models.scripted import ScriptedTurn
-from ..observations import RESULT_CLASSES
-from ..policy import ApprovalRules
-from ..pricing import ModelPrice
-from ..retrieval import ToolRetrieval
-from ..states import TERMINAL, State
+from ..tools.contracts import ContractSet
+from ..tools.retrieval import ToolRetrieval
 from .rules import TaskConstraints
 
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json")

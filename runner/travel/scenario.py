@@ -24,24 +24,24 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..clock import Clock, FakeClock, InstantLatency, SystemClock
-from ..confirm import ApprovalSecret
-from ..contracts import ContractSet
-from ..engine import Engine
-from ..errors import ResumeRefused, StoreCorrupt, StoreError
-from ..handle import RunHandle
-from ..mcp import McpConfig, McpTools, with_recorded
-from ..mcp.pinning import recorded_pin
+from ..base.clock import Clock, FakeClock, InstantLatency, SystemClock
+from ..base.errors import ResumeRefused, StoreCorrupt, StoreError
+from ..core.confirm import ApprovalSecret
+from ..core.policy import Policy
+from ..core.states import State
+from ..engine.engine import Engine
+from ..engine.handle import RunHandle
 from ..models.base import ModelAdapter
 from ..models.identity import model_for_resume
 from ..models.scripted import ScriptedModel
-from ..policy import Policy
-from ..retrieval import RetrieverFactory
-from ..spec import RunResult, RunSpec
-from ..states import State
+from ..record.spec import RunResult, RunSpec
+from ..record.trace import Durability, RunHeader, states_visited
 from ..store.base import Store
-from ..tools import Principal
-from ..trace import Durability, RunHeader, states_visited
+from ..tools.contracts import ContractSet
+from ..tools.invocation import Principal
+from ..tools.mcp import McpConfig, McpTools, with_recorded
+from ..tools.mcp.pinning import recorded_pin
+from ..tools.retrieval import RetrieverFactory
 from .environment import HoldRoom, LookupHold, ScriptedEnvironment
 from .fixtures import Expect, Fixture
 from .prompt import SYSTEM_PROMPT

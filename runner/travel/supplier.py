@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from ..errors import StoreError
+from ..base.errors import StoreError
 from ..store._sqlite_base import open_database, transaction
 
 MIGRATIONS: Final[tuple[str, ...]] = (

@@ -12,12 +12,12 @@ import genai_prices
 import pytest
 
 from runner import Limits, SqliteStore
-from runner.api import grade_run_sync, replay_run_sync
-from runner.contracts import ContractSet
-from runner.errors import ConfigError
+from runner.base.errors import ConfigError
 from runner.models.base import ModelReply, TokenUsage
 from runner.models.openai import OpenAIChatModel
-from runner.pricing import ModelPrice
+from runner.models.pricing import ModelPrice
+from runner.proof.api import grade_run_sync, replay_run_sync
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import ScenarioRun, run_fixture
 
 from ..conftest import make_fixture

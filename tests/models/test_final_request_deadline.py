@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from runner.contracts import ContractSet
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from ..conftest import make_fixture

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from runner.budget import Limits
-from runner.contracts import ContractSet
+from runner.core.budget import Limits
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import ScenarioRun, run_fixture
 
 from ..conftest import make_fixture

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from runner import SqliteStore
-from runner.api import grade_run_sync, replay_run_sync
-from runner.budget import Bound
-from runner.contracts import ContractSet
+from runner.core.budget import Bound
 from runner.models.base import ModelReply, TokenUsage, ToolCall
 from runner.models.openai import OpenAIChatModel
-from runner.transcript import Transcript, UserMessage
+from runner.models.transcript import Transcript, UserMessage
+from runner.proof.api import grade_run_sync, replay_run_sync
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from ..conftest import make_fixture

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
-from runner.replay import Recording, describe, replay
+from runner.base.clock import FakeClock
+from runner.engine.engine import Engine
+from runner.proof.replay import Recording, describe, replay
 from runner.store import MemoryStore, SqliteStore
+from runner.tools.contracts import ContractSet
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.scenario import run_fixture, spec_for
 

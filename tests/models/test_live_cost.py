@@ -9,10 +9,10 @@ import genai_prices
 import pytest
 
 from runner import SqliteStore
-from runner.api import replay_run_sync
-from runner.contracts import ContractSet
 from runner.models.anthropic import AnthropicModel
 from runner.models.openai import OpenAIChatModel
+from runner.proof.api import replay_run_sync
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from ..conftest import make_fixture

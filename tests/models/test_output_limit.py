@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from runner.contracts import ContractSet
 from runner.models.anthropic import AnthropicModel
 from runner.models.openai import OpenAIChatModel
 from runner.store import MemoryStore
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from ..conftest import make_fixture

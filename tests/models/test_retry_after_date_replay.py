@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.contracts import ContractSet
-from runner.replay import Recording, describe, replay
+from runner.proof.replay import Recording, describe, replay
 from runner.store import SqliteStore
+from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
 
 from ..conftest import make_fixture

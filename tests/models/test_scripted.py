@@ -1,7 +1,7 @@
 import asyncio
 
 from runner.models.scripted import ScriptedModel, ScriptedTurn
-from runner.transcript import ToolResultMessage, Transcript
+from runner.models.transcript import ToolResultMessage, Transcript
 
 
 def turns(*raw: dict[str, object]) -> list[ScriptedTurn]:

@@ -9,13 +9,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.clock import FakeClock
-from runner.contracts import ContractSet
-from runner.engine import Engine
+from runner.base.clock import FakeClock
+from runner.engine.engine import Engine
 from runner.models._usage import MAX_REPORTED_TOKENS, checked_usage
 from runner.models.base import ModelReply, TokenUsage, ToolChoice, ToolSpec
+from runner.models.transcript import SystemMessage, Transcript, UserMessage
 from runner.store import MemoryStore
-from runner.transcript import SystemMessage, Transcript, UserMessage
+from runner.tools.contracts import ContractSet
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.scenario import spec_for
 

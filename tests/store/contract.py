@@ -12,12 +12,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runner.errors import LeaseLost, StoreConflict, StoreError
+from runner.base.errors import LeaseLost, StoreConflict, StoreError
 from runner.models.base import ModelReply, TokenUsage, ToolCall
-from runner.operations import Operation, OperationStatus
-from runner.recording import RecordedOutput, RecordedTurn, Responded
+from runner.record.operations import Operation, OperationStatus
+from runner.record.recording import RecordedOutput, RecordedTurn, Responded
+from runner.record.trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
 from runner.store.base import AsyncStore, RunListing, UnreadableRun
-from runner.trace import OperationSummary, RunHeader, RunSummary, TransitionRecord
 
 T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)
 

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.approvals import approve, deny, find_proposal, pending_approvals, summarize_write
-from runner.confirm import ApprovalSecret, verify_token
-from runner.errors import ApprovalRefused, ConfigError, TokenReused
+from runner.base.errors import ApprovalRefused, ConfigError, TokenReused
+from runner.core.confirm import ApprovalSecret, verify_token
+from runner.engine.approvals import approve, deny, find_proposal, pending_approvals, summarize_write
 from runner.store import JsonlLog, MemoryStore, SqliteStore
 from runner.store.adapters import BlockingStore
 from runner.store.approvals import ApprovalDecision, ApprovalLedger, Proposal

@@ -15,8 +15,8 @@ from multiprocessing.synchronize import Barrier
 import psycopg
 import pytest
 
-from runner.errors import StoreCorrupt, StoreError
-from runner.operations import Operation, OperationStatus
+from runner.base.errors import StoreCorrupt, StoreError
+from runner.record.operations import Operation, OperationStatus
 from runner.store._pg_schema import MIGRATIONS
 from runner.store.postgres import PostgresStore
 from runner.store.urls import hide_password

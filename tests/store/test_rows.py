@@ -13,12 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner import observations, recording
-from runner.machine import Trigger
-from runner.recording import RecordedOutput, Responded
-from runner.states import State
+from runner.core import observations
+from runner.core.machine import Trigger
+from runner.core.states import State
+from runner.record import recording
+from runner.record.recording import RecordedOutput, Responded
+from runner.record.trace import RECORD_ADAPTER, TransitionRecord
 from runner.store._rows import _nested, _row_json
-from runner.trace import RECORD_ADAPTER, TransitionRecord
 
 NESTED = [
     kind

@@ -9,14 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import StoreCorrupt, StoreError, StoreLocked
-from runner.recording import OUTPUT_ADAPTER, TURN_ADAPTER, RecordedOutput, RecordedTurn, Responded
+from runner.base.errors import StoreCorrupt, StoreError, StoreLocked
+from runner.record.recording import (
+    OUTPUT_ADAPTER,
+    TURN_ADAPTER,
+    RecordedOutput,
+    RecordedTurn,
+    Responded,
+)
+from runner.record.trace import HEADER_ADAPTER, RECORD_ADAPTER
 from runner.store import SqliteStore
 from runner.store import sqlite as sqlite_store
 from runner.store._rows import _fast_json
 from runner.store._sqlite_base import statements
 from runner.store.sqlite import MIGRATIONS
-from runner.trace import HEADER_ADAPTER, RECORD_ADAPTER
 
 from .contract import header, record
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.contracts import ContractSet
-from runner.errors import StoreError
+from runner.base.errors import StoreError
 from runner.store import SqliteStore
+from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import resume_fixture, run_fixture
 

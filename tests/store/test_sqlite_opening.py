@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.errors import StoreLocked
+from runner.base.errors import StoreLocked
 from runner.store import SqliteStore
 from runner.store.sqlite import MIGRATIONS
 

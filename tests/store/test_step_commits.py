@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from runner import _failpoints
-from runner.errors import StoreError
-from runner.operations import OperationStatus
-from runner.states import State
+from runner.base import _failpoints
+from runner.base.errors import StoreError
+from runner.core.states import State
+from runner.record.operations import OperationStatus
+from runner.record.trace import RunSummary, TransitionRecord
 from runner.store import MemoryStore, SqliteStore, Store
 from runner.store.step_commits import StepCommits
-from runner.trace import RunSummary, TransitionRecord
 
 from .contract import header, operation, record
 

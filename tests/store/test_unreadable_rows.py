@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from runner.base.errors import StoreCorrupt, StoreError
 from runner.cli import main
-from runner.errors import StoreCorrupt, StoreError
-from runner.machine import Trigger
-from runner.operations import Operation, OperationStatus
-from runner.states import State
+from runner.core.machine import Trigger
+from runner.core.states import State
+from runner.record.operations import Operation, OperationStatus
+from runner.record.trace import RunHeader, RunSummary, TransitionRecord, read_log
 from runner.store import JsonlLog, SqliteStore, UnreadableRun
 from runner.store.base import RunListing
 from runner.store.sqlite import TRANSITION
-from runner.trace import RunHeader, RunSummary, TransitionRecord, read_log
 
 from ..conftest import FIXTURES
 

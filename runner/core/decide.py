@@ -1,0 +1,310 @@
+"""The one decision: policy + observation + the run's facts -> a verdict (decision, reason, wait).
+
+Called once per observation, in `call`, right after the outcome is classified; the engine records
+the verdict once (in the `classify` transition, with its reason) and then only carries it out:
+nothing else overrides it. Pure: it reads no clock and touches no store; the only source it
+draws from is the run's injected RNG, and only for the jitter of a retry it grants. The rules,
+on top of the policy's table:
+
+- a second invalid-argument call to the same tool (past `corrections_per_tool`) abstains;
+- retries are bounded per call, never happen once another call of the batch has ended the run,
+  and never re-send a write whose destination does not suppress duplicates;
+- an unknown write outcome is looked up once by key; inconclusive after that means `unknown`; a
+  table that says to retry it on a write that may not be re-sent gets the lookup instead;
+- a retry whose wait would outlast the deadline, or that a spent bound forbids, is not made: the
+  call is answered `budget_exhausted` (final answer); a lookup a spent bound forbids leaves the
+  write `unknown`; a spent bound on a write that was never looked up is `unknown`, not a partial
+  answer;
+- the batch follows its strongest decision; at its end, a write of this run whose outcome is
+  still open makes it `unknown` whatever the policy said (the last guard before `plan`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, assert_never
+
+from ..base._frozen import quick_init, quick_new
+from .budget import Bound
+from .classifier import malformed_reason
+from .machine import Decision
+from .observations import (
+    AccessDenied,
+    ApprovalDenied,
+    ApprovalRequired,
+    ArgumentsRejected,
+    BudgetExhausted,
+    OutcomeUnknown,
+    RepeatRefused,
+    ResultMalformed,
+    ToolFailedPermanently,
+    ToolFailedTransiently,
+    ToolFoundNothing,
+    ToolObservation,
+    ToolRateLimited,
+    ToolSucceeded,
+    ToolUnknown,
+    WriteNotApplied,
+)
+from .policy import Policy, retry_delay
+
+# The members the decision reads, once: a member looked up on its enum class costs ~80 ns
+# (EnumType defines __getattr__), and a decision asks for several on every call.
+_ABSTAIN: Final = Decision.ABSTAIN
+_BACK_TO_MODEL: Final = Decision.BACK_TO_MODEL
+_FINAL_ANSWER: Final = Decision.FINAL_ANSWER
+_RECONCILE: Final = Decision.RECONCILE
+_RETRY: Final = Decision.RETRY
+_UNKNOWN: Final = Decision.UNKNOWN
+_DEADLINE: Final = Bound.DEADLINE
+
+ENDING: Final = frozenset({Decision.ABSTAIN, Decision.ESCALATE, Decision.UNKNOWN})
+
+# When several calls in one batch decide differently, the run follows the strongest.
+_PRECEDENCE: Final[dict[Decision, int]] = {
+    Decision.CONTINUE: 0,
+    Decision.BACK_TO_MODEL: 1,
+    Decision.FINAL_ANSWER: 2,
+    Decision.ABSTAIN: 3,
+    Decision.ESCALATE: 4,
+    Decision.UNKNOWN: 5,
+    # Never a batch's standing: the call goes back to `call` before the batch moves on.
+    Decision.RETRY: -1,
+    Decision.RECONCILE: -1,
+}
+
+
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Batch:
+    """Where the batch in flight stands: its strongest decision so far, and why."""
+
+    decision: Decision = Decision.CONTINUE
+    reason: str | None = None
+    """The result class (or spent bound) that decided it."""
+    key: str | None = None
+    """The operation key of the call that decided it (handed over when it is `unknown`)."""
+
+
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Facts:
+    """What the decision needs to know about the run, gathered by the engine before it asks."""
+
+    call_id: str
+    tool: str
+    retries: int
+    """Retries of this call already made."""
+    corrections: int
+    """Invalid-argument calls to this tool handed back in a row before this one."""
+    resend_unsafe: bool
+    """The call is a write whose destination does not suppress duplicates."""
+    can_look_up: bool
+    """The call's write can be looked up by key (it has a lookup, not yet made)."""
+    operation_key: str | None
+    looked_up: bool
+    """A lookup by key has been made for this write since it was last sent."""
+    blocked: Bound | None
+    """A bound that forbids another dispatch now."""
+    now: float
+    """Monotonic seconds now."""
+    deadline: float
+    """Monotonic seconds at the deadline."""
+    wall: datetime
+    """Wall time now (a Retry-After date is read against it)."""
+    tripped: Bound | None
+    """The bound the run has already found spent."""
+    batch: Batch
+    last: bool
+    """This is the last outstanding call of the batch."""
+    unsettled: str | None = None
+    """When `last`: the key of a write of this run whose outcome is still open."""
+
+
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exit:
+    """How the batch leaves `observe` (set on the verdict of its last call)."""
+
+    decision: Decision
+    reason: str | None
+    """The run's reason when the decision ends it."""
+    operation_key: str | None
+    """The key handed over when the run ends `unknown`."""
+    unsettled: str | None
+    """A write found still open at the end of the batch (the engine marks it `unknown`)."""
+
+
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The decision on one observation, and everything the engine needs to carry it out."""
+
+    decision: Decision
+    reason: str | None
+    """Short and secret-free, recorded with the decision."""
+    wait: float | None = None
+    """Seconds to sleep before the retry (retries only)."""
+    shown: ToolObservation
+    """What the model is shown for the call (the observation, or why it was not retried)."""
+    tripped: Bound | None
+    """The bound the run has found spent, after this observation."""
+    batch: Batch
+    """The batch with this decision folded in."""
+    exit: Exit | None = None
+    """Set when this was the batch's last call and the batch moves on."""
+
+
+def why(observation: ToolObservation) -> str | None:
+    """A short, secret-free reason for the log where the class alone does not say enough."""
+    if type(observation) in _SAY_NOTHING:  # the usual outcome, without walking the cases
+        return None
+    match observation:
+        case ArgumentsRejected(field=field, reason=reason):
+            return f"{field}: {reason}" if field else reason
+        case AccessDenied(source=source):
+            return f"denied by {source}"
+        case BudgetExhausted(bound=bound):
+            return bound.value
+        case ToolFailedPermanently(reason=reason) | ToolFailedTransiently(reason=reason):
+            return reason
+        case OutcomeUnknown(reason=reason):
+            return reason
+        case ResultMalformed(errors=errors):
+            return malformed_reason(errors)
+        case RepeatRefused(first_call_id=first, first_kind=kind, in_same_reply=same_reply):
+            return f"duplicate of {first} in the same reply ({kind})" if same_reply else None
+        case ApprovalRequired(reasons=reasons):
+            return "needs approval: " + ", ".join(reasons)
+        case ApprovalDenied(approver=approver):
+            return f"denied by {approver}"
+        case (
+            ToolSucceeded()
+            | ToolFoundNothing()
+            | ToolRateLimited()
+            | ToolUnknown()
+            | WriteNotApplied()
+        ):
+            return None
+        case unreachable:
+            assert_never(unreachable)
+
+
+_SAY_NOTHING: Final = frozenset(
+    {ToolSucceeded, ToolFoundNothing, ToolRateLimited, ToolUnknown, WriteNotApplied}
+)
+"""The observations whose class says it all (`why` is None for them)."""
+
+
+def _by_rules(policy: Policy, observation: ToolObservation, facts: Facts) -> Decision:
+    """The table's decision, bounded by the run rules (no bound or clock consulted yet)."""
+    kind = observation.kind
+    decision = policy.decision_for(kind)
+    if kind == "invalid_arguments" and facts.corrections + 1 > policy.corrections_per_tool:
+        return _ABSTAIN
+    if kind == "unknown_outcome" and decision is _RETRY and facts.resend_unsafe:
+        decision = _RECONCILE  # a write that may not be re-sent is looked up instead
+    if decision is _RECONCILE and not facts.can_look_up:
+        return _UNKNOWN
+    if decision is _RETRY:
+        if facts.retries >= policy.max_retries or facts.batch.decision in ENDING:
+            return _UNKNOWN if kind == "unknown_outcome" else _BACK_TO_MODEL
+        if facts.resend_unsafe:
+            return _BACK_TO_MODEL  # never re-send a write the destination may duplicate
+    return decision
+
+
+def decide(
+    policy: Policy, observation: ToolObservation, facts: Facts, rng: random.Random
+) -> Verdict:
+    """The one decision on a tool call's observation."""
+    decision = _by_rules(policy, observation, facts)
+    shown, tripped = observation, facts.tripped
+    if decision is _RETRY:
+        wait = retry_delay(policy, observation, facts.retries + 1, rng, facts.wall)
+        blocked = facts.blocked
+        if blocked is None and facts.now + wait >= facts.deadline:
+            blocked = _DEADLINE  # the wait would outlast the deadline: never retry early
+        if blocked is None:
+            verdict = Verdict(
+                decision=decision,
+                reason=why(observation),
+                wait=wait,
+                shown=observation,
+                tripped=tripped,
+                batch=facts.batch,
+            )
+            return verdict
+        decision = _FINAL_ANSWER
+        shown = BudgetExhausted(
+            bound=blocked,
+            call_id=facts.call_id,
+            tool=facts.tool,
+            detail=f"retry needed a wait of {wait:.3f} s; {observation.kind} not retried",
+        )
+    elif decision is _RECONCILE:
+        if facts.blocked is None:
+            return Verdict(
+                decision=decision,
+                reason=why(observation),
+                shown=observation,
+                tripped=tripped,
+                batch=facts.batch,
+            )
+        decision, tripped = _UNKNOWN, facts.blocked
+        shown = OutcomeUnknown(
+            call_id=facts.call_id,
+            tool=facts.tool,
+            reason=f"not reconciled: the {facts.blocked.value} budget is spent",
+        )
+    if isinstance(shown, BudgetExhausted):
+        tripped = tripped or shown.bound
+        if facts.operation_key is not None and not facts.looked_up:
+            decision = _UNKNOWN  # a write we cannot look up is not a partial answer
+    batch = facts.batch
+    if _PRECEDENCE[decision] > _PRECEDENCE[batch.decision]:
+        reason = shown.bound.value if isinstance(shown, BudgetExhausted) else shown.kind
+        batch = Batch(decision=decision, reason=reason, key=facts.operation_key)
+    return _VERDICT(  # the usual way out: as a plain function (see `quick_new`)
+        decision=decision,
+        reason=why(shown),
+        shown=shown,
+        tripped=tripped,
+        batch=batch,
+        exit=_exit(batch, facts.unsettled, tripped) if facts.last else None,
+    )
+
+
+_VERDICT: Final = quick_new(Verdict)
+
+
+def _exit(batch: Batch, unsettled: str | None, tripped: Bound | None) -> Exit:
+    """The batch's way out of `observe`: its strongest decision, or `unknown` while a write of
+    this run is still open (the only way to `complete` goes through `plan`)."""
+    final, reason, key = batch.decision, batch.reason, batch.key
+    if final is not _UNKNOWN and unsettled is not None:
+        final, reason, key = _UNKNOWN, "write_not_settled", unsettled
+    else:
+        unsettled = None
+    if final not in ENDING:
+        return _BACK_TO_PLAN[final]
+    ending = reason or final.value
+    if final is _UNKNOWN and tripped is not None:
+        ending = tripped.value  # the bound that left the write unresolved
+    return Exit(
+        decision=final,
+        reason=ending,
+        operation_key=key if final is _UNKNOWN else None,
+        unsettled=unsettled,
+    )
+
+
+_BACK_TO_PLAN: Final = {
+    decision: Exit(decision=decision, reason=None, operation_key=None, unsettled=None)
+    for decision in Decision
+    if decision not in ENDING
+}
+"""The exits back to the model, one per decision, shared (an `Exit` is frozen): the usual end of
+a batch takes one instead of building one (0.9 -> 0.15 us)."""

@@ -1,0 +1,24 @@
+"""The engine: drives a run through its plan, call and observe phases (admission, the approval
+gate, continuation, the run's two ends, effects, the handle and cancel). It carries verdicts out;
+it decides nothing.
+
+May import: `base`, `core`, `models`, `tools`, `record`, `store`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+__all__ = ["Engine"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `runner.engine.handle` and the like load without the whole engine.
+    if name == "Engine":
+        from .engine import Engine  # noqa: PLC0415
+
+        return Engine
+    raise AttributeError(f"module 'runner.engine' has no attribute {name!r}")

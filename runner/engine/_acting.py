@@ -1,0 +1,417 @@
+"""The `call` and `observe` states: admit and dispatch a batch, classify each outcome in call
+order, decide it once (`decide.decide`, recorded on the `classify` transition), then carry the
+verdict out (retry, reconcile, back to the model, end the run), giving every call its one result
+in the transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Final, assert_never
+
+from ..base._frozen import quick_new
+from ..base.tracing import ToolSpan, summarize
+from ..core import budget as bounds
+from ..core.classifier import classify
+from ..core.decide import Facts, Verdict, decide, why
+from ..core.machine import Decision, Trigger
+from ..core.machine import decide as trigger_for
+from ..core.observations import (
+    OutcomeUnknown,
+    ToolFoundNothing,
+    ToolObservation,
+    ToolSucceeded,
+    WriteNotApplied,
+)
+from ..core.result_classes import CLASSES
+from ..record._render import model_view, render_for_model
+from ..record.operations import OperationStatus
+from ..record.recording import Recorded
+from ..record.trace import recorded_observation
+from ..tools.children import answer_of_child, charge, is_child_contract
+from ..tools.invocation import ToolResponse
+from ._admission import admit, admit_lookup, refuse_duplicate
+from ._core import Core
+from ._state import (
+    AdmitBatch,
+    Decided,
+    Ending,
+    LookUp,
+    NextCall,
+    Retry,
+    RunState,
+    Slot,
+    WriteProgress,
+)
+
+# Read once: a member looked up on its enum class costs ~80 ns (EnumType defines
+# __getattr__), and a call and its observation ask for several.
+_RETRY: Final = Decision.RETRY
+_RECONCILE: Final = Decision.RECONCILE
+_UNKNOWN: Final = Decision.UNKNOWN
+_CLASSIFY: Final = Trigger.CLASSIFY
+_NEXT_CALL: Final = Trigger.NEXT_CALL
+_SENT: Final = WriteProgress.SENT
+_LOOKED_UP: Final = WriteProgress.LOOKED_UP
+
+_RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a union is slower)
+# Built every step: as plain functions (see `quick_new`).
+_FACTS: Final = quick_new(Facts)
+_DECIDED: Final = quick_new(Decided)
+_NEXT: Final = NextCall()
+"""The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
+work while they run, twice a step."""
+
+
+async def call(core: Core, run: RunState) -> None:
+    runtime = core.runtime
+    work, run.work = run.work, _NEXT
+    lookup = False
+    match work:
+        case AdmitBatch():
+            # Admission in call order; the dispatched calls run concurrently.
+            for slot in run.batch.calls:
+                await admit(runtime, run, slot)
+        case Retry(slot=slot):
+            slot.retries += 1
+            slot.progress = _SENT  # a new dispatch may need its own lookup
+            await admit(runtime, run, slot)
+        case LookUp(slot=slot):
+            admit_lookup(runtime, run, slot)
+            lookup = True
+        case NextCall():
+            pass
+        case Decided():
+            raise AssertionError("a decided outcome is observed, never called")
+        case unreachable:
+            assert_never(unreachable)
+    slot = run.batch.calls[0]
+    latency: float | None = None
+    if slot.duplicate_of is not None and slot.observation is None:
+        slot.observation = refuse_duplicate(slot)  # the first call has been answered by now
+    if slot.observation is not None:
+        observation, slot.came_at = slot.observation, None
+    else:
+        assert slot.task is not None and slot.contract is not None
+        if len(run.batch.calls) > 1:  # later calls in flight: what they bring is stored meanwhile
+            await _storing_meanwhile(core, run, slot.task)
+        outcome, ended, slot.came_at = await slot.task
+        slot.task = None
+        _account_child(run, slot, outcome)
+        latency = round((ended - slot.started) * 1000, 3)
+        observation = _classify(core, slot, outcome, lookup=lookup)
+    slot.observation = None
+    _settle_operation(core, run, slot, observation)
+    verdict = decide(runtime.policy, observation, _facts(core, run, slot), run.rng)
+    tool = slot.call.name
+    if observation.kind == "invalid_arguments":
+        run.calls.invalid_streak[tool] = run.calls.invalid_streak.get(tool, 0) + 1
+    elif slot.fingerprint is not None:  # its arguments passed validation
+        run.calls.invalid_streak.pop(tool, None)
+    run.work = _DECIDED(slot=slot, verdict=verdict, latency_ms=latency)
+    core.move(
+        run,
+        _CLASSIFY,
+        tool=tool,
+        call_id=slot.call.id,
+        args=slot.call.arguments if slot.fingerprint is not None else None,
+        result_class=observation.kind,
+        decision=verdict.decision,
+        latency_ms=latency,
+        operation_key=slot.operation_key or slot.proposed_key,
+        reason=verdict.reason,
+        observation=recorded_observation(observation),
+        approval=slot.approval,
+        provenance=slot.provenance,
+    )
+    _trace_call(core, run, slot, observation, latency)
+
+
+def _inputs_taker(core: Core, run: RunState) -> Callable[[str, list[Recorded]], None] | None:
+    """The store's `append_inputs`, unless it has none or the run is being re-driven."""
+    if len(run.records) < len(run.setup.known):
+        return None
+    taker: Callable[[str, list[Recorded]], None] | None
+    taker = getattr(core.runtime.store, "append_inputs", None)
+    return taker
+
+
+async def _storing_meanwhile(core: Core, run: RunState, waited: Awaitable[object]) -> None:
+    """Wait for `waited` (the batch's first call, or its retry's wait); each outcome a later
+    call of the batch brings meanwhile is stored at once, not with the next transition, so a
+    crash before `waited` ends does not lose it (a resume serves it as recorded: a write is not
+    looked up, a read not run again). Needs a store that takes inputs alone (`append_inputs`,
+    `store/base.py`); a re-drive stores nothing (its inputs are stored already)."""
+    setup = run.setup
+    take = _inputs_taker(core, run)
+    if take is None or not isinstance(waited, asyncio.Future):
+        return
+    others = {
+        s.task
+        for s in itertools.islice(run.batch.calls, 1, None)
+        if isinstance(s.task, asyncio.Future) and not s.task.done()
+    }
+    pending = core.runtime.pending
+    while others and not waited.done():
+        done, _ = await asyncio.wait({waited, *others}, return_when=asyncio.FIRST_COMPLETED)
+        if done == {waited}:
+            return  # it came first: the outcomes go with its transition, as for a single call
+        others -= done
+        inputs = setup.effects.drain()
+        if inputs:
+            take(setup.run_id, inputs)
+            if pending is not None:  # an awaited store: written now, not before the next phase
+                await pending.flush(setup.run_id)
+
+
+def _account_child(run: RunState, slot: Slot, outcome: object) -> None:
+    """A child-run call has ended: release what it held, and charge what its child spent."""
+    if slot.held is not None and run.held is not None:
+        run.held, slot.held = run.held.minus(slot.held), None
+    if not slot.charged and isinstance(outcome, ToolResponse) and is_child_contract(slot.contract):
+        slot.charged = charge(run.usage, outcome.payload)
+
+
+def _trace_call(
+    core: Core, run: RunState, slot: Slot, observation: ToolObservation, latency: float | None
+) -> None:
+    """One span per tool call: to structlog, and to any other span sinks."""
+    if not (run.setup.logging or core.spans):
+        return
+    ended = core.clock.now()
+    started = ended if latency is None else ended - timedelta(milliseconds=latency)
+    span = ToolSpan(
+        run_id=run.setup.run_id,
+        tenant=run.setup.spec.tenant,
+        fixture=run.setup.spec.name,
+        tool=slot.call.name,
+        call_id=slot.call.id,
+        arguments=summarize(slot.call.arguments),
+        result_class=observation.kind,
+        attempt=run.usage.attempts,
+        latency_ms=latency,
+        operation_key=slot.operation_key,
+        model_tokens_in=run.meters.model_tokens[0],
+        model_tokens_out=run.meters.model_tokens[1],
+        started_at=started,
+        ended_at=ended,
+    )
+    if run.setup.logging:
+        run.setup.log.info("tool_call", **span.fields())
+    for sink in core.spans:
+        sink.tool_span(span)
+
+
+def _classify(
+    core: Core, slot: Slot, outcome: ToolResponse | BaseException, *, lookup: bool
+) -> ToolObservation:
+    assert slot.contract is not None
+    if not lookup:
+        return classify(slot.contract, slot.call.id, outcome)
+    # A reconciliation lookup: its answer says what became of the write.
+    slot.progress = _LOOKED_UP
+    lookup_name = slot.contract.contract.reconcile_with or ""
+    found = classify(core.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
+    key = slot.operation_key or ""
+    if isinstance(found, ToolSucceeded) and found.result.get("found") is True:
+        answered = answer_of_child(found.result) if is_child_contract(slot.contract) else None
+        if answered is not None:  # the child ended: the call answers as it would have
+            return classify(slot.contract, slot.call.id, answered)
+        result = {"status": "ok", "reconciled_by": lookup_name, **found.result}
+        return ToolSucceeded(call_id=slot.call.id, tool=slot.call.name, result=result)
+    if isinstance(found, ToolSucceeded) and found.result.get("found") is False:
+        return WriteNotApplied(call_id=slot.call.id, tool=slot.call.name, operation_key=key)
+    return OutcomeUnknown(
+        call_id=slot.call.id,
+        tool=slot.call.name,
+        reason=f"reconciliation inconclusive ({lookup_name}: {why(found) or found.kind})",
+    )
+
+
+def _settle_operation(core: Core, run: RunState, slot: Slot, observation: ToolObservation) -> None:
+    """Write the status an outcome gives the slot's operation, if it has one."""
+    key = slot.operation_key
+    if key is None:
+        return
+    status = CLASSES[observation.kind].write_status
+    if status is None:
+        return  # still pending: a lookup (or the run's end) settles it
+    result = (
+        observation.result if isinstance(observation, ToolSucceeded | ToolFoundNothing) else None
+    )
+    core.runtime.store.settle(key, status, result)
+    run.operations[key] = (slot.call.name, status)
+
+
+# -- observe --------------------------------------------------------------------------------
+
+
+def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
+    """What the decision on `slot`'s outcome needs to know about the run."""
+    limits, usage, clock = run.setup.spec.limits, run.usage, run.clock
+    contract = slot.contract.contract if slot.contract is not None else None
+    now = clock.monotonic()
+    last = len(run.batch.calls) == 1
+    return _FACTS(
+        call_id=slot.call.id,
+        tool=slot.call.name,
+        retries=slot.retries,
+        corrections=run.calls.invalid_streak.get(slot.call.name, 0),
+        resend_unsafe=contract is not None
+        and contract.side_effect == "write"
+        and not contract.suppresses_duplicates,
+        can_look_up=slot.progress is _SENT
+        and contract is not None
+        and contract.reconcile_with is not None,
+        operation_key=slot.operation_key,
+        looked_up=slot.progress is _LOOKED_UP,
+        # A child-run call is reconciled whatever is spent: its lookup reads the child from the
+        # store and admits no attempt (`_admission.admit_lookup`); nothing else of it is re-sent.
+        blocked=None
+        if is_child_contract(slot.contract)
+        else bounds.blocks_dispatch(limits, usage, now),
+        now=now,
+        deadline=bounds.deadline(limits, usage),
+        wall=_answered_wall(core, run, slot),
+        tripped=run.tripped,
+        batch=run.batch.standing,
+        last=last,
+        unsettled=_unsettled(run) if last else None,
+    )
+
+
+def _answered_wall(core: Core, run: RunState, slot: Slot) -> datetime:
+    """The wall time `slot`'s outcome came at, as the record has it: the run's recorded start
+    plus the outcome's recorded end, so a Retry-After date is read at the same instant when the
+    run is replayed or resumed (the clock's `now` at the decision is microseconds later, and on
+    a resume hours later). The clock's now for an outcome no dispatch recorded."""
+    if slot.came_at is None:
+        return core.clock.now()
+    return run.setup.started_wall + timedelta(seconds=slot.came_at)
+
+
+async def observe(core: Core, run: RunState) -> None:
+    """Carry out the verdict `call` recorded: nothing here decides."""
+    work, run.work = run.work, _NEXT
+    assert isinstance(work, Decided), work
+    slot, verdict = work.slot, work.verdict
+    if verdict.decision is _RETRY:
+        await _retry(core, run, slot, verdict)
+        return
+    if verdict.decision is _RECONCILE:
+        _reconcile(core, run, slot)
+        return
+    run.tripped = verdict.tripped
+    if verdict.decision is _UNKNOWN and slot.operation_key is not None:
+        _mark_unknown(core, run, slot.operation_key)
+    _answer_call(core, run, slot, verdict.shown)
+    run.batch.standing = verdict.batch
+    run.batch.calls.popleft()
+    if verdict.exit is None:
+        following = run.batch.calls[0].call
+        core.move(
+            run,
+            _NEXT_CALL,
+            tool=following.name,
+            call_id=following.id,
+            decision=verdict.decision,
+        )
+        return
+    exit_ = verdict.exit
+    if exit_.unsettled is not None:
+        _mark_unknown(core, run, exit_.unsettled)
+    trigger, key = trigger_for(exit_.decision), exit_.operation_key
+    if exit_.reason is None:  # back to the model
+        core.move(run, trigger, decision=exit_.decision, reason=None, operation_key=key)
+    else:  # the batch ends the run
+        ending = Ending(exit_.reason)
+        core.end(run, trigger, ending, decision=exit_.decision, operation_key=key)
+
+
+def _mark_unknown(core: Core, run: RunState, key: str) -> None:
+    core.runtime.store.settle(key, OperationStatus.UNKNOWN)
+    run.operations[key] = (run.operations[key][0], OperationStatus.UNKNOWN)
+
+
+async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> None:
+    """Sleep the verdict's wait (it fits before the deadline) and go back to `call`; the
+    retry's admission checks the bounds again before it dispatches."""
+    assert verdict.wait is not None
+    if len(run.batch.calls) > 1 and _inputs_taker(core, run) is not None:  # as in `call`
+        sleeping = asyncio.ensure_future(run.clock.sleep(verdict.wait))
+        try:
+            await _storing_meanwhile(core, run, sleeping)
+        except BaseException:  # the run was cancelled meanwhile: so is its wait
+            sleeping.cancel()
+            raise
+        await sleeping
+    else:
+        await run.clock.sleep(verdict.wait)
+    run.meters.waits.append(verdict.wait)
+    run.work = Retry(slot)
+    core.move(
+        run,
+        Trigger.RETRY,
+        tool=slot.call.name,
+        call_id=slot.call.id,
+        decision=_RETRY,
+        wait_s=round(verdict.wait, 6),
+        operation_key=slot.operation_key,
+    )
+
+
+def _reconcile(core: Core, run: RunState, slot: Slot) -> None:
+    """Go back to `call` to look the write up by its key."""
+    assert slot.contract is not None
+    run.work = LookUp(slot)
+    core.move(
+        run,
+        Trigger.RECONCILE,
+        tool=slot.contract.contract.reconcile_with,
+        call_id=slot.call.id,
+        decision=_RECONCILE,
+        operation_key=slot.operation_key,
+    )
+
+
+def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObservation) -> None:
+    """Give the call its one result in the transcript, and remember what it settled."""
+    attempts_left = max(0, run.setup.spec.limits.max_attempts - run.usage.attempts)
+    body, is_error = model_view(observation, attempts_left)
+    content, full_size = render_for_model(
+        body, limit=run.setup.render_limit, run_id=run.setup.run_id, call_id=slot.call.id
+    )
+    run.transcript.tool_result(
+        call_id=slot.call.id,
+        tool=slot.call.name,
+        result_class=observation.kind,
+        content=content,
+        is_error=is_error,
+        full_size=full_size,
+        fingerprint=content.replace(f'"attempts_left":{attempts_left},', "", 1),
+    )
+    if isinstance(observation, _RESULTS):
+        stamp = observation.result.get("source_timestamp")
+        run.calls.evidence.append(  # untrusted data with its provenance: which call, from when
+            {
+                "call_id": slot.call.id,
+                "tool": slot.call.name,
+                "result_class": observation.kind,
+                "result": observation.result,
+                "source_timestamp": stamp if isinstance(stamp, str) else None,
+            }
+        )
+    slot.answered = observation.kind
+    if CLASSES[observation.kind].settles_call and slot.fingerprint is not None:
+        run.calls.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))
+
+
+def _unsettled(run: RunState) -> str | None:
+    """The key of a write of this run whose outcome is still open, if any."""
+    for key, (_, status) in run.operations.items():
+        if status in (OperationStatus.PENDING, OperationStatus.UNKNOWN):
+            return key
+    return None

@@ -1,0 +1,87 @@
+"""A run's loop: `plan -> call -> observe` until a terminal state, then its summary.
+
+A cancel asked for through the run's handle ends the run `abstain` (`cancelled`) between steps,
+or abandons a model request in flight; re-driving a cancelled run ends it where it was cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from ..base.errors import OutsideRecording
+from ..core.machine import Decision, Trigger, detach
+from ..core.states import TERMINAL, State
+from ..record.spec import RunResult
+from ..store.step_commits import StepCommits
+from ._acting import call, observe
+from ._cancel import CANCELLED, take_cancellation
+from ._core import Core
+from ._planning import plan
+from ._run_ends import finish
+from ._state import Ending, RunState
+
+_PLAN: Final = State.PLAN  # read once: a member looked up on its enum class costs ~80 ns,
+_CALL: Final = State.CALL  # and the loop asks on every iteration
+
+
+async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunResult:
+    """Drive `run` to a terminal state and finish it (`commits`: the engine's step commits)."""
+    pending = core.runtime.pending
+    try:
+        while run.lifecycle.current not in TERMINAL:
+            if pending is not None:  # what the last phase recorded, before the next acts
+                await pending.flush(run.setup.run_id)
+            state = run.lifecycle.current
+            try:
+                if state is _PLAN:
+                    if run.setup.cancel.requested and _live(run):
+                        _end_cancelled(core, run)  # the batch is done: end before asking again
+                    else:
+                        await plan(core, run)
+                elif state is _CALL:
+                    await call(core, run)
+                else:
+                    await observe(core, run)
+            except asyncio.CancelledError as exc:
+                # Only a model request (in `plan`) is ever abandoned for the handle's cancel.
+                if state is not _PLAN or not take_cancellation(run.setup.cancel, exc):
+                    raise  # the loop or caller cancelled: the run stays unfinished, resumable
+                _end_cancelled(core, run)
+            except OutsideRecording:
+                if not _cancelled_next(run):
+                    raise
+                _end_cancelled(core, run)  # re-driving a cancelled run: its inputs end here
+    finally:
+        for slot in run.batch.calls:
+            if isinstance(slot.task, asyncio.Future):
+                slot.task.cancel()
+            elif slot.task is not None:
+                slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
+        detach(run.lifecycle)
+        if commits is not None:
+            commits.release(run.setup.run_id)  # whatever it did is committed, even cut
+    result = finish(core.runtime, run)
+    if pending is not None:
+        await pending.flush(run.setup.run_id)
+        pending.forget(run.setup.run_id)
+    return result
+
+
+def _end_cancelled(core: Core, run: RunState) -> None:
+    core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)
+
+
+def _live(run: RunState) -> bool:
+    """Whether `run` is past its recorded transitions (a resume re-drives those as they were: a
+    cancel asked for meanwhile ends the run only where its record ends)."""
+    return len(run.records) >= len(run.setup.known)
+
+
+def _cancelled_next(run: RunState) -> bool:
+    """Whether the stored run being re-driven was cancelled at this point (its next record)."""
+    seq = len(run.records)
+    if run.lifecycle.current is not State.PLAN or seq >= len(run.setup.known):
+        return False
+    following = run.setup.known[seq]
+    return following.trigger == Trigger.GIVE_UP.value and following.reason == CANCELLED

@@ -1,0 +1,477 @@
+"""The `plan` state: ask the model (again while its provider is unavailable), act on the reply,
+and make the one tool-free request after a bound is spent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any, Final
+
+from ..base._frozen import quick_new
+from ..base._jsonsafe import safe_str
+from ..base.errors import RunFailure
+from ..core import budget as bounds
+from ..core.budget import Bound
+from ..core.evidence import missing_evidence
+from ..core.machine import Decision, Trigger
+from ..core.policy import retry_after_or_backoff
+from ..models.base import (
+    ModelRejected,
+    ModelReply,
+    ModelUnavailable,
+    ToolChoice,
+    ToolSpec,
+)
+from ..models.pricing import usd
+from ..models.scripted import estimate_tokens
+from ..models.transcript import AssistantMessage, UserMessage
+from ..tools.retrieval import latest_turn, manifest_of, select
+from ._call_ids import unique_calls
+from ._core import Core
+from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
+
+_TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
+_COST: Final = Bound.COST
+_PROPOSE: Final = Trigger.PROPOSE
+_ASSISTANT: Final = quick_new(AssistantMessage)  # one a step (see `quick_new`)
+_ADMIT: Final = AdmitBatch()
+"""The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
+
+_UNTRUSTED: Final = {
+    "refusal": "model_refused",
+    "max_tokens": "model_truncated",
+    "incomplete": "model_incomplete",
+    "malformed": "model_malformed",
+    # OpenAI's own words, from an adapter that passes the provider's reason on: a reply cut off
+    # or filtered is not acted on, its text included (the bundled adapter maps them so)
+    "length": "model_truncated",
+    "content_filter": "model_refused",
+}
+
+_ACTED_ON: Final = frozenset({"tool_use", "end_turn"})
+
+
+def _unusable(reply: ModelReply) -> str | None:
+    """Why a reply cannot be acted on, or None.
+
+    A reply the provider cut off or did not finish, or that the adapter could not read whole, is
+    never acted on, its tool calls included: a call cut off by the token limit may still parse,
+    with arguments the model never finished (a `hotel_id` of "H-SH"). Otherwise a reply with no
+    calls and no text is empty.
+    """
+    untrusted = _UNTRUSTED.get(reply.stop_reason)
+    if untrusted is not None:
+        return untrusted
+    if reply.tool_calls:
+        # Calls are acted on only under `tool_use` or `end_turn`: an adapter passing on a stop
+        # reason the runner does not know (`length`, `content_filter`) would have a call that
+        # was cut off sent. An adapter's own reason may still end a reply of text.
+        return None if reply.stop_reason in _ACTED_ON else "model_incomplete"
+    if not reply.text.strip():
+        return "model_empty"
+    return None
+
+
+async def _ask(
+    core: Core,
+    run: RunState,
+    tools: tuple[ToolSpec, ...],
+    choice: ToolChoice,
+    *,
+    bounded: bool,
+    limit: int | None = None,
+    limiting: Bound = _TOKENS,
+) -> tuple[ModelReply | None, float, str | None, Bound]:
+    """One model request, asked again per the policy while the provider is unavailable.
+
+    Returns (reply or None, latency_ms, why there is no reply, the bound that set the output
+    limit it was asked under). A 429/5xx is retried after its Retry-After (or backoff) only
+    when the wait fits before the deadline; then (its retries spent, or a wait that does not
+    fit) the adapter's same-family fallback model is asked at once, once a run (`_fall_back`);
+    a rejected request (400/401/403...) is not retried.
+    """
+    started = run.clock.monotonic()
+    policy, limits = core.runtime.policy, run.setup.spec.limits
+    retries = 0
+    while True:
+        run.meters.model_requests += 1
+        now = run.clock.monotonic()
+        timeout = bounds.time_left(limits, run.usage, now) if bounded else None
+        try:
+            reply = await run.setup.effects.ask(
+                run.meters.model_requests,
+                run.transcript,
+                tools,
+                choice,
+                timeout,
+                max_output_tokens=limit,
+            )
+            break
+        except TimeoutError:
+            return None, core.ms_since(run, started), "deadline", limiting
+        except RunFailure:
+            raise
+        except ModelRejected as exc:
+            why = f"model_rejected: {safe_str(exc.status)} {safe_str(exc)}"
+            return None, core.ms_since(run, started), why, limiting
+        except ModelUnavailable as exc:
+            if retries < policy.max_retries:
+                retries += 1
+                if await _waited(core, run, exc, retries):
+                    continue
+                why = "deadline"  # the wait does not fit: the fallback is asked now, if any
+            else:
+                why = f"model_unavailable: {safe_str(exc.status)}"
+            if not _fall_back(run):
+                return None, core.ms_since(run, started), why, limiting
+            retries = 0
+            if limits.max_cost_usd is not None:  # worked out at the primary's price
+                limit, limiting = _output_limit(run, final=choice == "none")
+                if _unaffordable(run, limit, final=choice == "none"):
+                    return None, core.ms_since(run, started), "cost", _COST
+            continue
+        except Exception as exc:  # an adapter bug must still end the run in a declared state
+            name = getattr(exc, "type_name", type(exc).__name__)
+            return None, core.ms_since(run, started), f"model_error: {safe_str(name)}", limiting
+    usage, meters, transcript = run.usage, run.meters, run.transcript
+    tokens_in, tokens_out = reply.usage.input_tokens, reply.usage.output_tokens
+    usage.model_steps += 1
+    usage.tokens_in += tokens_in
+    usage.tokens_out += tokens_out
+    meters.model_tokens = (tokens_in, tokens_out)
+    price = run.price  # the model's that answered: the fallback's once the run switched
+    if price is not None:
+        meters.model_cost = cost = price.cost(tokens_in, tokens_out)
+        usage.cost_usd += cost
+    else:
+        meters.unpriced_replies += 1
+    elided = transcript.full_chars - transcript.chars
+    meters.prefill.append(tokens_in)
+    meters.asked_chars, meters.asked_manifest = transcript.chars, run.offering
+    meters.prefill_untruncated.append(tokens_in + estimate_tokens(elided))
+    if bounded and run.clock.monotonic() >= usage.started_at + limits.max_seconds:
+        # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
+        # it spent is counted, what it says is not acted on (the deadline is not the model's).
+        return reply, core.ms_since(run, started), "deadline", limiting
+    return reply, core.ms_since(run, started), None, limiting
+
+
+async def _waited(core: Core, run: RunState, exc: ModelUnavailable, retries: int) -> bool:
+    """Wait out the provider's Retry-After (or the policy's backoff) before retry `retries`,
+    when the wait fits before the deadline; False (no wait) when it does not."""
+    # A date is read against when the response came (as recorded), not after storing it: a
+    # replay's clock reads exactly that moment.
+    came = run.setup.started_wall + timedelta(seconds=run.setup.effects.answered_at())
+    wait = retry_after_or_backoff(core.runtime.policy, exc.retry_after, retries, run.rng, came)
+    if run.clock.monotonic() + wait >= bounds.deadline(run.setup.spec.limits, run.usage):
+        return False
+    await run.clock.sleep(wait)
+    run.meters.waits.append(wait)
+    return True
+
+
+def _fall_back(run: RunState) -> bool:
+    """Switch the run to the adapter's fallback model, priced at the fallback's price from
+    here on (both fixed at the run's start); False when there is none, or the run switched
+    already (the fallback is asked once a run, never its own fallback)."""
+    if run.fallen_back or not run.setup.effects.use_fallback():
+        return False
+    run.fallen_back, run.price = True, run.setup.spec.fallback_price
+    return True
+
+
+def _unaffordable(run: RunState, limit: int | None, *, final: bool) -> bool:
+    """Whether the money left pays for no request to the model now asked (as `plan` and
+    `_final_request` check before asking: its projected cost, and an output token)."""
+    if limit is not None and limit < 1:
+        return True
+    projected = _projected_cost(run)
+    if final:
+        return not bounds.cost_room(run.setup.spec.limits, run.usage, projected)
+    return bounds.cost_spent(run.setup.spec.limits, run.usage, projected)
+
+
+def _projected_input(run: RunState) -> int:
+    """The input tokens the next request is expected to be billed for
+    (`budget.INPUT_PROJECTION`): the last request's bill less the manifest of the tools it
+    sent, plus the estimate of what the transcript grew by since (never less than the
+    transcript's own estimate), plus the manifest of the tools this request sends
+    (`RunState.offering`: retrieval may offer others each request); before any request was
+    answered, the transcript's estimate plus that manifest. A run stored under projection 1
+    goes on with it: the larger of the last bill and the transcript's estimate."""
+    chars = run.transcript.chars
+    estimate = estimate_tokens(chars)
+    meters = run.meters
+    prefill = meters.prefill
+    if run.setup.input_projection < 2:
+        return prefill[-1] if prefill and prefill[-1] > estimate else estimate
+    if not prefill:
+        return estimate + run.offering
+    grown = chars - meters.asked_chars
+    carried = prefill[-1] - meters.asked_manifest + (estimate_tokens(grown) if grown > 0 else 0)
+    return (carried if carried > estimate else estimate) + run.offering
+
+
+def _projected_cost(run: RunState) -> Decimal:
+    """What the next request is expected to cost, at the price of the model now asked: its
+    projected input and the last reply's output."""
+    price = run.price
+    if price is None:
+        return Decimal(0)
+    return price.cost(_projected_input(run), run.meters.model_tokens[1])
+
+
+def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bound]:
+    """How many output tokens the next request may use, and the bound that sets that (None: no
+    limit, when no token is left and there is no money cap).
+
+    Tokens: what `max_tokens` leaves after the request's projected input; when that input alone
+    fills it (the request is still made: the cap is checked on tokens spent), one token, so the
+    reply cannot add to what the input passes it by. A request with no token left (the final
+    one after the token bound) is outside the token cap, as it is outside the model-step cap.
+    Under `Limits.final_within_caps` (a child run) neither passes: the limit is 0, so no such
+    request is made.
+    Money: what `max_cost_usd` leaves after the projected input, at the output price; for a
+    tool-proposing request, less the final answer's share, held back.
+
+    Worked out from what the run recorded (usage, transcript, limits, price), so a replay or a
+    resume works out the same limit; and it never stops a request the checks before it let
+    through (but a money cap that pays for no output token), so older runs replay as they ran.
+    """
+    spec, usage = run.setup.spec, run.usage
+    limits, price = spec.limits, run.price
+    tokens_in = _projected_input(run)
+    limit: int | None = None
+    left = limits.max_tokens - usage.tokens_in - usage.tokens_out
+    if left > tokens_in:
+        limit = left - tokens_in
+    elif limits.final_within_caps:  # no request passes the cap, not even by its input
+        limit = 0
+    elif left >= 1:
+        limit = 1
+    if limits.max_cost_usd is None or price is None:
+        return limit, _TOKENS
+    money = Decimal(str(limits.max_cost_usd)) - usage.cost_usd - price.cost(tokens_in, 0)
+    if not final:  # the final answer's share: its projected cost (`_projected_cost`)
+        money -= price.cost(tokens_in, run.meters.model_tokens[1])
+    affordable = price.output_tokens_for(money)
+    if affordable is not None and (limit is None or affordable < limit):
+        return affordable, _COST
+    return limit, _TOKENS
+
+
+def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
+    """A model request's tokens and cost (as `_ask` worked it out, at the price of the model
+    that answered), as its transition records them."""
+    if reply is None:
+        return {"tokens_in": None, "tokens_out": None}
+    price = run.price
+    return {
+        "tokens_in": reply.usage.input_tokens,
+        "tokens_out": reply.usage.output_tokens,
+        "cost_usd": usd(run.meters.model_cost) if price is not None else None,
+    }
+
+
+def _offer(core: Core, run: RunState) -> tuple[ToolSpec, ...]:
+    """The tools this request offers: the whole catalogue, or retrieval's choice for the task
+    and the latest turn (then only those may be called until the next request). Chosen before
+    the request's cost is projected, which counts their manifest (`RunState.offering`)."""
+    setup = run.setup
+    spec = setup.spec
+    retrieval = spec.tool_retrieval
+    if retrieval is None or run.retriever is None:
+        run.offering = setup.manifest_tokens
+        return setup.offered
+    query = f"{spec.task}\n{latest_turn(run.transcript)}"
+    tools = select(retrieval, setup.offered, run.retriever, query)
+    run.selection = tuple(tool.name for tool in tools)
+    run.offering = manifest_of(core.runtime.manifests, tools)
+    return tools
+
+
+def _offer_fields(run: RunState, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
+    """What a model request's transition records of its offer (runs with tool retrieval)."""
+    if run.setup.spec.tool_retrieval is None:
+        return {}
+    offered = [tool.name for tool in tools] if run.retriever is not None else None
+    return {"offered": offered, "manifest_tokens": run.offering}  # `_offer`'s, of these tools
+
+
+async def plan(core: Core, run: RunState) -> None:
+    now = run.clock.monotonic()
+    limits = run.setup.spec.limits
+    bound = run.tripped or bounds.spent(limits, run.usage, now)
+    tools = _offer(core, run) if bound is None else ()  # its manifest is projected (`offering`)
+    if (  # the projection is only worked out for a run with a money budget
+        bound is None
+        and limits.max_cost_usd is not None
+        and bounds.cost_spent(limits, run.usage, _projected_cost(run))
+    ):
+        bound = Bound.COST
+    limit: int | None = None
+    limiting = _TOKENS
+    if bound is None:
+        limit, limiting = _output_limit(run)
+        if limit is not None and limit < 1:  # the money left pays for no output token
+            bound = limiting
+    if bound is not None:
+        await _final_request(core, run, bound)
+        return
+    reply, latency, failure, limiting = await _ask(
+        core, run, tools, "auto", bounded=True, limit=limit, limiting=limiting
+    )
+    offer = _offer_fields(run, tools)
+    if failure == "cost":  # the fallback, at its price, is not affordable: the final request
+        run.tripped = Bound.COST
+        return
+    if failure == "deadline":
+        if reply is None:
+            run.tripped = Bound.DEADLINE  # the next iteration makes the final request
+            return
+        core.end(  # answered past the deadline, with no time left for a final request
+            run,
+            Trigger.GIVE_UP,
+            Ending(Bound.DEADLINE.value),
+            result_class="budget_exhausted",
+            decision=Decision.ABSTAIN,
+            latency_ms=latency,
+            **_usage_fields(run, reply),
+            **offer,
+        )
+        return
+    if reply is None:
+        ending = Ending(failure or "model_error")
+        core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **offer)
+        return
+    tokens = _usage_fields(run, reply)
+    if offer:
+        tokens.update(offer)
+    sent = run.setup.effects.limit_sent  # the limit the reply was asked under, if any
+    if sent is not None and (  # cut off at the budget's limit (not the adapter's own, lower
+        # one), or an adapter told the limit went past it: the bound is reached, no fault
+        reply.usage.output_tokens > sent
+        or (reply.stop_reason == "max_tokens" and reply.usage.output_tokens == sent)
+    ):
+        run.transcript.append(AssistantMessage(text=reply.text))
+        core.end(
+            run,
+            Trigger.GIVE_UP,
+            Ending(limiting.value, answer=reply.text or None),
+            result_class="budget_exhausted",
+            decision=Decision.ABSTAIN,
+            latency_ms=latency,
+            **tokens,
+        )
+        return
+    unusable = _unusable(reply)
+    if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
+        run.transcript.append(AssistantMessage(text=reply.text))
+        ending = Ending(unusable, answer=reply.text or None)
+        core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **tokens)
+        return
+    if reply.tool_calls:
+        calls = unique_calls(reply.tool_calls, run.calls.ids)
+        run.transcript.append(_ASSISTANT(text=reply.text, tool_calls=calls))
+        run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
+        run.work = _ADMIT
+        core.move(run, _PROPOSE, latency_ms=latency, **tokens)
+        return
+    run.transcript.append(AssistantMessage(text=reply.text))
+    if _gate(core, run, reply, latency, tokens):
+        return
+    core.end(
+        run,
+        Trigger.ANSWER,
+        Ending("model_final", answer=reply.text),
+        result_class="model_final",
+        latency_ms=latency,
+        **tokens,
+    )
+
+
+def _gate(
+    core: Core, run: RunState, reply: ModelReply, latency: float, tokens: dict[str, int]
+) -> bool:
+    """The completion gate: a final answer before the task's required evidence exists is told
+    once what is missing; a second one ends the run `abstain`, its answer kept as partial and
+    the missing evidence named. True when the gate stopped the answer."""
+    missing = missing_evidence(run.setup.spec.required_evidence, run.calls.evidence)
+    if not missing:
+        return False
+    reason = "missing_evidence: " + "; ".join(missing)
+    if run.premature_answers == 0:
+        run.premature_answers += 1
+        run.transcript.append(
+            UserMessage(
+                text="Not complete yet: a complete answer needs evidence from the tools for: "
+                + "; ".join(missing)
+                + ". Get it with the tools offered, or answer saying what you could not determine."
+            )
+        )
+        core.move(
+            run,
+            Trigger.INSIST,
+            result_class="model_final",
+            decision=Decision.BACK_TO_MODEL,
+            latency_ms=latency,
+            reason=reason,
+            **tokens,
+        )
+        return True
+    core.end(
+        run,
+        Trigger.GIVE_UP,
+        Ending(reason, answer=reply.text),
+        result_class="model_final",
+        decision=Decision.ABSTAIN,
+        latency_ms=latency,
+        **tokens,
+    )
+    return True
+
+
+async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
+    """The one tool-free request after a bound is spent; then `abstain`.
+
+    It is outside the model-step cap, but never outside the deadline: whichever bound was
+    spent, it gets only the time left, and none when none is left (the run then abstains with
+    its evidence and no final text), so a slow final answer cannot stretch the run. Likewise
+    with a money budget: it is made only when its projected cost fits in what is left, and pays
+    for an output token. Its output is limited to what the money and the tokens leave (see
+    `_output_limit`); a final answer cut off there is kept as the partial answer. Under
+    `Limits.final_within_caps` (a child run) it is made only when a model step is left and its
+    projected input and an output token fit in the tokens left.
+    """
+    run.transcript.append(
+        UserMessage(
+            text=f"The {bound.value} budget is spent and no more tools can be called. Answer "
+            "from the evidence you have, and say what you could not determine."
+        )
+    )
+    tools = _offer(core, run)  # before its cost is projected, which counts their manifest
+    limits = run.setup.spec.limits
+    left = bounds.time_left(limits, run.usage, run.clock.monotonic())
+    affordable = bounds.cost_room(limits, run.usage, _projected_cost(run))
+    limit, _ = _output_limit(run, final=True)
+    stepped = limits.final_within_caps and run.usage.model_steps >= limits.max_model_steps
+    reply: ModelReply | None = None
+    latency: float | None = None
+    if left > 0 and affordable and not stepped and (limit is None or limit >= 1):
+        # the tools stay declared; tool_choice none forbids them
+        reply, latency, failure, _ = await _ask(core, run, tools, "none", bounded=True, limit=limit)
+    answer = reply.text if reply is not None and failure is None else None  # not one too late
+    if reply is not None:
+        run.transcript.append(AssistantMessage(text=reply.text))
+    core.end(
+        run,
+        Trigger.GIVE_UP,
+        Ending(bound.value, answer=answer),
+        result_class="budget_exhausted",
+        decision=Decision.ABSTAIN,
+        latency_ms=latency,
+        **_usage_fields(run, reply),
+        **(_offer_fields(run, tools) if reply is not None else {}),
+    )
