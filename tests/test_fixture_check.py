@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.cli import main
+from runner.cli._fixture_check import check_script
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixture_check import check_script
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 

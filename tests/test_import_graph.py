@@ -157,8 +157,6 @@ KNOWN_UPWARD = {
     ("runner.tools.children", "runner.record.spec"),
     ("runner.tools.children", "runner.store.base"),
     ("runner.tools.mcp.tools", "runner.record.spec"),
-    ("runner.travel.fixture_check", "runner.cli._arguments"),
-    ("runner.travel.fixture_check", "runner.cli.report"),
 }
 KNOWN_CYCLES = {
     frozenset({"runner.core.policy", "runner.core.sim", "runner.core.sim.naive"}),

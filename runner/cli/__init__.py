@@ -25,7 +25,6 @@ from ..store import FanoutStore, JsonlLog
 from ..store.base import Store
 from ..tools.mcp import McpConfig, McpTools
 from ..travel import fixtures_dir
-from ..travel.fixture_check import check_command
 from ..travel.fixtures import collect_fixture_paths, load_fixture
 from ..travel.scenario import ScenarioRun, resume_fixture, run_fixture
 from ._approvals import (
@@ -59,6 +58,7 @@ from ._distributed import (
     submit_command,
     worker_command,
 )
+from ._fixture_check import check_command
 from ._serve import add_serve_parser, serve_command
 from ._stored import (
     artifact_command,

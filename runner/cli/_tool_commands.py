@@ -2,9 +2,9 @@
 
 `runner contracts export --module pkg.mod [--module ...] [--out DIR] [--check]` imports each
 module (the working directory first on the import path, as `python -m` would have it) and writes
-`<name>.json` for every contract it declares (`runner.declare.declared_in`). `runner fixtures
-check PATH...` reports what the runner would refuse in each fixture's script
-(`runner.travel.fixture_check`, wired in by the CLI). Both exit 0 when all is well, 1 when
+`<name>.json` for every contract it declares (`runner.tools.declare.declared_in`). `runner
+fixtures check PATH...` reports what the runner would refuse in each fixture's script
+(`_fixture_check.py`, over the travel world's fixtures). Both exit 0 when all is well, 1 when
 something needs a look (a warning, an exported file that differs), 2 on bad input.
 """
 
@@ -70,7 +70,7 @@ def accept_verbose_anywhere(parser: argparse.ArgumentParser) -> None:
 
 
 def run_tool_command(args: argparse.Namespace) -> int:
-    """`contracts export` (`fixtures check` is the travel world's: runner.travel.fixture_check)."""
+    """`contracts export` (`fixtures check`: `_fixture_check.py`)."""
     return _export(args)
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from ..base._jsonsafe import NotJson, json_value
 from ..base.errors import FixtureError
-from ..cli._arguments import EXIT_BAD_INPUT
-from ..cli.report import printable
 from ..tools.contracts import ContractSet
-from .fixtures import Fixture, collect_fixture_paths, expand_fixture_paths, load_fixture
+from ..travel.fixtures import Fixture, collect_fixture_paths, expand_fixture_paths, load_fixture
+from ._arguments import EXIT_BAD_INPUT
+from .report import printable
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
