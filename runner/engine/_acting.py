@@ -17,8 +17,7 @@ from ..base.tracing import ToolSpan, summarize
 from ..core import budget as bounds
 from ..core.classifier import classify
 from ..core.decide import Facts, Verdict, decide, why
-from ..core.machine import Decision, Trigger
-from ..core.machine import decide as trigger_for
+from ..core.machine import Trigger
 from ..core.observations import (
     OutcomeUnknown,
     ToolFoundNothing,
@@ -38,7 +37,6 @@ from ._core import Core
 from ._state import (
     AdmitBatch,
     Decided,
-    Ending,
     LookUp,
     NextCall,
     Retry,
@@ -47,13 +45,6 @@ from ._state import (
     WriteProgress,
 )
 
-# Read once: a member looked up on its enum class costs ~80 ns (EnumType defines
-# __getattr__), and a call and its observation ask for several.
-_RETRY: Final = Decision.RETRY
-_RECONCILE: Final = Decision.RECONCILE
-_UNKNOWN: Final = Decision.UNKNOWN
-_CLASSIFY: Final = Trigger.CLASSIFY
-_NEXT_CALL: Final = Trigger.NEXT_CALL
 _SENT: Final = WriteProgress.SENT
 _LOOKED_UP: Final = WriteProgress.LOOKED_UP
 
@@ -114,7 +105,7 @@ async def call(core: Core, run: RunState) -> None:
     run.work = _DECIDED(slot=slot, verdict=verdict, latency_ms=latency)
     core.move(
         run,
-        _CLASSIFY,
+        Trigger.CLASSIFY,  # the move that records the verdict
         tool=tool,
         call_id=slot.call.id,
         args=slot.call.arguments if slot.fingerprint is not None else None,
@@ -298,14 +289,14 @@ async def observe(core: Core, run: RunState) -> None:
     work, run.work = run.work, _NEXT
     assert isinstance(work, Decided), work
     slot, verdict = work.slot, work.verdict
-    if verdict.decision is _RETRY:
+    if verdict.then is Trigger.RETRY:
         await _retry(core, run, slot, verdict)
         return
-    if verdict.decision is _RECONCILE:
-        _reconcile(core, run, slot)
+    if verdict.then is Trigger.RECONCILE:
+        _reconcile(core, run, slot, verdict)
         return
     run.tripped = verdict.tripped
-    if verdict.decision is _UNKNOWN and slot.operation_key is not None:
+    if verdict.leaves_unknown and slot.operation_key is not None:
         _mark_unknown(core, run, slot.operation_key)
     _answer_call(core, run, slot, verdict.shown)
     run.batch.standing = verdict.batch
@@ -314,21 +305,15 @@ async def observe(core: Core, run: RunState) -> None:
         following = run.batch.calls[0].call
         core.move(
             run,
-            _NEXT_CALL,
+            verdict.then,
             tool=following.name,
             call_id=following.id,
             decision=verdict.decision,
         )
         return
-    exit_ = verdict.exit
-    if exit_.unsettled is not None:
-        _mark_unknown(core, run, exit_.unsettled)
-    trigger, key = trigger_for(exit_.decision), exit_.operation_key
-    if exit_.reason is None:  # back to the model
-        core.move(run, trigger, decision=exit_.decision, reason=None, operation_key=key)
-    else:  # the batch ends the run
-        ending = Ending(exit_.reason)
-        core.end(run, trigger, ending, decision=exit_.decision, operation_key=key)
+    if verdict.exit.unsettled is not None:
+        _mark_unknown(core, run, verdict.exit.unsettled)
+    core.carry(run, verdict.exit.move)  # back to the model, or the batch ends the run
 
 
 def _mark_unknown(core: Core, run: RunState, key: str) -> None:
@@ -354,25 +339,25 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
     run.work = Retry(slot)
     core.move(
         run,
-        Trigger.RETRY,
+        verdict.then,
         tool=slot.call.name,
         call_id=slot.call.id,
-        decision=_RETRY,
+        decision=verdict.decision,
         wait_s=round(verdict.wait, 6),
         operation_key=slot.operation_key,
     )
 
 
-def _reconcile(core: Core, run: RunState, slot: Slot) -> None:
+def _reconcile(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> None:
     """Go back to `call` to look the write up by its key."""
     assert slot.contract is not None
     run.work = LookUp(slot)
     core.move(
         run,
-        Trigger.RECONCILE,
+        verdict.then,
         tool=slot.contract.contract.reconcile_with,
         call_id=slot.call.id,
-        decision=_RECONCILE,
+        decision=verdict.decision,
         operation_key=slot.operation_key,
     )
 

@@ -10,16 +10,19 @@ import asyncio
 from typing import Final
 
 from ..base.errors import OutsideRecording
-from ..core.machine import Decision, Trigger, detach
+from ..core.decide import decide
+from ..core.machine import Trigger, detach
+from ..core.observations import CancelRequested
 from ..core.states import TERMINAL, State
+from ..core.verdicts import CANCELLED, Move
 from ..record.spec import RunResult
 from ..store.step_commits import StepCommits
 from ._acting import call, observe
-from ._cancel import CANCELLED, take_cancellation
+from ._cancel import take_cancellation
 from ._core import Core
-from ._planning import plan
+from ._planning import NO_FACTS, plan
 from ._run_ends import finish
-from ._state import Ending, RunState
+from ._state import RunState
 
 _PLAN: Final = State.PLAN  # read once: a member looked up on its enum class costs ~80 ns,
 _CALL: Final = State.CALL  # and the loop asks on every iteration
@@ -69,7 +72,9 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
 
 
 def _end_cancelled(core: Core, run: RunState) -> None:
-    core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)
+    verdict = decide(core.runtime.policy, CancelRequested(), NO_FACTS, run.rng)
+    assert isinstance(verdict, Move), verdict
+    core.carry(run, verdict)
 
 
 def _live(run: RunState) -> bool:
