@@ -52,8 +52,8 @@ from ..store.base import AsyncStore, Store
 from ..store.step_commits import StepCommits
 from ..store.writebehind import PendingWrites
 from ..tools.contracts import ContractSet, contract_digests
-from ..tools.invocation import ToolBox
 from ..tools.retrieval import DEFAULT_RETRIEVERS, RetrieverFactory
+from ..tools.toolbox import ToolBox
 from ._continuation import begin_continuation, inputs_then
 from ._core import Core, brief
 from ._driving import drive
