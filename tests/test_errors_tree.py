@@ -20,6 +20,7 @@ import runner.models.base
 from runner.base import errors
 from runner.base.errors import ModelRejected, ModelUnavailable, RunnerError
 from runner.engine._cancel import RunCancelled
+from runner.record.recording import _ResponseLost, describe_exception
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -109,3 +110,8 @@ def test_what_an_adapter_raises_is_caught_as_a_runner_error_where_it_always_was(
         assert getattr(runner.models.base, cls.__name__) is cls
     unavailable = ModelUnavailable("busy", status=429, retry_after="2")
     assert (str(unavailable), unavailable.status, unavailable.retry_after) == ("busy", 429, "2")
+
+
+def test_a_lost_response_is_still_described_as_stored_runs_recorded_it() -> None:
+    """The stand-in went private; the name a write's unknown outcome carries did not."""
+    assert describe_exception(_ResponseLost("stopped")) == "ResponseLost: stopped"
