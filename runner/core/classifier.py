@@ -3,7 +3,7 @@
 Raw outcomes are a `ToolResponse` (whatever payload the tool returned) or the exception the call
 ended with. Nothing reaches the model as an empty string or a traceback: a payload that fails its
 result schema is `malformed_result`, an exception is named by its type. An answer that is not a
-`ToolResponse` of plain JSON arrives as `MalformedOutput` (see `effects.py`) and is malformed too.
+`ToolResponse` of plain JSON arrives as `_MalformedOutput` (`effects.py`) and is malformed too.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..base._frozen import quick_new
-from ..record.recording import MalformedOutput, describe_exception
+from ..record.recording import _MalformedOutput, describe_exception
 from ..tools.contracts import CompiledContract
 from ..tools.invocation import ToolResponse
 from .observations import (
@@ -46,7 +46,7 @@ def classify(
     """Map one raw outcome of a dispatched call to its observation."""
     tool = contract.name
     is_write = contract.contract.side_effect == "write"
-    if isinstance(outcome, MalformedOutput):  # not a ToolResponse of plain JSON
+    if isinstance(outcome, _MalformedOutput):  # not a ToolResponse of plain JSON
         if is_write:
             return OutcomeUnknown(call_id=call_id, tool=tool, reason=f"malformed result: {outcome}")
         return ResultMalformed(call_id=call_id, tool=tool, errors=(str(outcome),))

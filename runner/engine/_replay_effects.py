@@ -36,8 +36,8 @@ from ..record.recording import (
     Recorded,
     RecordedOutput,
     RecordedTurn,
-    ReplayedError,
-    ResponseLost,
+    _ReplayedError,
+    _ResponseLost,
     rebuild_outcome,
 )
 from ..record.trace import TransitionRecord
@@ -268,7 +268,7 @@ class ReplayEffects:
                 )
             if kind == "ModelRejected":
                 raise ModelRejected(turn.text, status=turn.error_status)
-            raise ReplayedError(kind, turn.text)
+            raise _ReplayedError(kind, turn.text)
         reply = turn.reply()
         if (
             self.counterfactual
@@ -327,7 +327,7 @@ class ReplayEffects:
             if ordinal in self.in_flight:
                 # The runner died with this write in flight: nobody saw its response.
                 self.in_flight.discard(ordinal)
-                lost = ResponseLost("the runner stopped before this write's response was recorded")
+                lost = _ResponseLost("the runner stopped before this write's response was recorded")
                 live.record(ordinal, invocation, lost, live.since_start())
                 return lost
             return await live.call(ordinal, invocation, implementation)

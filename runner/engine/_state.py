@@ -46,8 +46,9 @@ from ..record.trace import TransitionRecord
 from ..store.base import Store
 from ..store.writebehind import PendingWrites
 from ..tools.contracts import CompiledContract, ContractSet
-from ..tools.invocation import BudgetLeft, ToolBox, ToolResponse
+from ..tools.invocation import BudgetLeft, ToolResponse
 from ..tools.retrieval import Retriever
+from ..tools.toolbox import ToolBox
 from ._cancel import Cancellation
 from .effects import Effects
 

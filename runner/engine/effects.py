@@ -4,7 +4,7 @@ The engine decides; an `Effects` object performs. `LiveEffects` calls the real m
 records every reply and outcome before the engine acts on it. `ReplayEffects` (`_replay_effects.py`)
 serves a recording instead, and past its end either stops (`OutsideRecording`, for replay) or hands
 over to live effects (for resuming a killed run). A write that was in flight when the runner died is
-answered `ResponseLost`, which the engine reconciles before anything else.
+answered as lost, which the engine reconciles before anything else.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from ..models.base import (
 )
 from ..models.transcript import Transcript
 from ..record.recording import (
-    MalformedOutput,
     Recorded,
     RecordedOutput,
     RecordedTurn,
-    ReplayedError,
+    _MalformedOutput,
+    _ReplayedError,
     raw_outcome,
 )
 from ..record.redaction import Redactor
@@ -182,7 +182,7 @@ class LiveEffects:
                     raise
                 raise redacted from None  # the original's message holds a credential
             # SystemExit, KeyboardInterrupt... raised by the adapter, not the user: a model error
-            raise ReplayedError(kind, failed.text) from exc
+            raise _ReplayedError(kind, failed.text) from exc
         if self.cancellation is not None and self.cancellation.requested:
             # answered after a cancel its adapter did not honour: abandoned all the same, so
             # nothing it proposes is sent (and, as an abandoned request, it is not recorded)
@@ -347,17 +347,17 @@ def _run_cancelled(exc: BaseException, run_task: asyncio.Task[Any] | None) -> bo
     return task is None or task.cancelling() > 0
 
 
-def _plain(answer: object) -> ToolResponse | MalformedOutput:
+def _plain(answer: object) -> ToolResponse | _MalformedOutput:
     """The tool's answer as a `ToolResponse` of plain JSON, or why it is not one."""
     if not isinstance(answer, ToolResponse):
-        return MalformedOutput(f"the tool returned {type(answer).__name__}, not a ToolResponse")
+        return _MalformedOutput(f"the tool returned {type(answer).__name__}, not a ToolResponse")
     retry_after = answer.retry_after
     if retry_after is not None and type(retry_after) is not str:
-        return MalformedOutput(f"retry_after is {type(retry_after).__name__}, not a string")
+        return _MalformedOutput(f"retry_after is {type(retry_after).__name__}, not a string")
     try:
         payload = json_value(answer.payload)
     except NotJson as exc:
-        return MalformedOutput(f"the payload is not plain JSON: {exc}")
+        return _MalformedOutput(f"the payload is not plain JSON: {exc}")
     if type(answer) is ToolResponse and payload is answer.payload and retry_after is None:
         return answer  # plain already (frozen): nothing to rebuild
     return ToolResponse(

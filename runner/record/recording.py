@@ -54,7 +54,7 @@ quick_init(Responded)  # one a dispatch
 RawOutcome = Annotated[Responded | Raised | Lost, Discriminator("form")]
 
 
-class ReplayedError(Exception):
+class _ReplayedError(Exception):
     """An exception re-raised from a recording, keeping the original's type name."""
 
     def __init__(self, type_name: str, message: str) -> None:
@@ -62,22 +62,29 @@ class ReplayedError(Exception):
         self.type_name = type_name
 
 
-class ResponseLost(TimeoutError):
+class _ResponseLost(TimeoutError):
     """A write's response was never recorded because the runner stopped while it was in flight."""
 
 
-class MalformedOutput(Exception):
+class _MalformedOutput(Exception):
     """A tool answered with something other than a `ToolResponse` whose payload is plain JSON."""
 
 
 MALFORMED_OUTPUT: Final = "runner:MalformedOutput"
-"""The recorded type name of `MalformedOutput`: no tool's own exception class is named so."""
+"""The recorded type name of `_MalformedOutput`: no tool's own exception class is named so."""
+
+
+RESPONSE_LOST: Final = "ResponseLost"
+"""The name a lost response is described by (`ResponseLost: ...` in a write's unknown outcome),
+as runs recorded it before the class went private."""
 
 
 def exception_name(exc: BaseException) -> str:
-    if isinstance(exc, MalformedOutput):
+    if isinstance(exc, _MalformedOutput):
         return MALFORMED_OUTPUT
-    return exc.type_name if isinstance(exc, ReplayedError) else clean_text(type(exc).__name__)
+    if isinstance(exc, _ResponseLost):
+        return RESPONSE_LOST
+    return exc.type_name if isinstance(exc, _ReplayedError) else clean_text(type(exc).__name__)
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -89,13 +96,13 @@ def describe_exception(exc: BaseException) -> str:
 def raw_outcome(outcome: ToolResponse | BaseException) -> Responded | Raised | Lost:
     if isinstance(outcome, ToolResponse):
         return _new_responded(payload=outcome.payload, retry_after=outcome.retry_after)
-    if isinstance(outcome, ResponseLost):
+    if isinstance(outcome, _ResponseLost):
         return Lost(detail=str(outcome))
     return Raised(type=exception_name(outcome), message=safe_str(outcome))
 
 
 _REBUILT: dict[str, type[BaseException]] = {
-    MALFORMED_OUTPUT: MalformedOutput,
+    MALFORMED_OUTPUT: _MalformedOutput,
     "TimeoutError": TimeoutError,
     "ConnectionError": ConnectionError,
     "ConnectionResetError": ConnectionResetError,
@@ -111,10 +118,10 @@ def rebuild_outcome(raw: Responded | Raised | Lost) -> ToolResponse | BaseExcept
         case Responded(payload=payload, retry_after=retry_after):
             return ToolResponse(payload=payload, retry_after=retry_after)
         case Lost(detail=detail):
-            return ResponseLost(detail)
+            return _ResponseLost(detail)
         case Raised(type=name, message=message):
             known = _REBUILT.get(name)
-            return known(message) if known is not None else ReplayedError(name, message)
+            return known(message) if known is not None else _ReplayedError(name, message)
 
 
 class RecordedCall(TypedDict):
