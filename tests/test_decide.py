@@ -18,9 +18,9 @@ from runner.core.observations import (
     ToolSucceeded,
 )
 from runner.core.policy import Policy
+from runner.harness.fixtures import load_fixture
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

@@ -94,7 +94,7 @@ def test_the_boundary_is_what_the_docstring_says() -> None:
 
 def test_the_check_sees_an_import_of_the_world(tmp_path: Path) -> None:
     """The detector itself: the CLI (outermost) does import the world, and so would these."""
-    cli = imported_names("runner.cli", PACKAGE / "cli" / "__init__.py")
+    cli = imported_names("runner.cli._common", PACKAGE / "cli" / "_common.py")
     assert any(_is_world(name) for name in cli)
     for source in (
         "def f():\n    from .travel.rules import SEMANTIC_RULES\n",  # lazy, relative
@@ -138,6 +138,7 @@ LAYERS = (
     "store",
     "engine",
     "proof",
+    "harness",
     "travel",
     "faces",
     "facade",
@@ -147,29 +148,10 @@ FACADE = {"testing", "_moved"}
 
 # What the layout still breaks, each to go in a later step of the redesign: the test fails on
 # any import or cycle not listed here, and on a listed one that is gone (strike it then).
-KNOWN_UPWARD = {
-    ("runner.core.classifier", "runner.record.recording"),
-    ("runner.core.classifier", "runner.tools.contracts"),
-    ("runner.core.classifier", "runner.tools.invocation"),
-    ("runner.core.result_classes", "runner.record.operations"),
-    ("runner.tools.children", "runner.engine.engine"),
-    ("runner.tools.children", "runner.engine.handle"),
-    ("runner.tools.children", "runner.record.spec"),
-    ("runner.tools.children", "runner.store.base"),
-    ("runner.tools.mcp.tools", "runner.record.spec"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 KNOWN_CYCLES = {
     frozenset({"runner.core.policy", "runner.core.sim", "runner.core.sim.naive"}),
     frozenset({"runner.cli", "runner.cli._approvals"}),
-    frozenset(
-        {
-            "runner.engine._acting",
-            "runner.engine._admission",
-            "runner.engine._driving",
-            "runner.engine.engine",
-            "runner.tools.children",
-        }
-    ),
     frozenset(
         {
             "runner.models",

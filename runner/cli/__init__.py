@@ -1,6 +1,7 @@
 """The `runner` command: run fixtures; resume, show and list stored runs; check contracts.
 
-A face: it may import every layer, the travel world included.
+A face: it may import every layer, the travel world included; it wires the travel world
+(`_common.WORLD`) to the harness that runs fixtures.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 
 from ..base import log
 from ..base.errors import LoadError, RunnerError, StoreError
+from ..harness.fixtures import collect_fixture_paths, load_fixture
+from ..harness.scenario import ScenarioRun, resume_fixture, run_fixture
 from ..models import live_model
 from ..models.base import ModelAdapter
 from ..proof.replay import Recording
@@ -24,9 +27,6 @@ from ..record.trace import Durability
 from ..store import FanoutStore, JsonlLog
 from ..store.base import Store
 from ..tools.mcp import McpConfig, McpTools
-from ..travel import fixtures_dir
-from ..travel.fixtures import collect_fixture_paths, load_fixture
-from ..travel.scenario import ScenarioRun, resume_fixture, run_fixture
 from ._approvals import (
     add_approval_commands,
     approvals_command,
@@ -44,6 +44,7 @@ from ._arguments import (
 )
 from ._common import (
     EXIT_EXPECTATION_FAILED,
+    WORLD,
     contracts_for,
     database,
     default_database,
@@ -294,6 +295,7 @@ def _run(args: argparse.Namespace) -> int:
                         fixture,
                         contracts,
                         store,
+                        world=WORLD,
                         seed=args.seed + index - 1,  # each copy its own draws, as grade's trials
                         policy=policy,
                         world_dir=world,
@@ -341,6 +343,7 @@ def _resume(args: argparse.Namespace) -> int:
                 args.run_id,
                 contracts,
                 store,
+                world=WORLD,
                 model=_model(args),
                 store_dir=args.db.folder,
                 mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
@@ -362,7 +365,7 @@ def _check_contracts(args: argparse.Namespace) -> int:
 
 def _fixtures(args: argparse.Namespace) -> int:
     if args.fixtures_command == "path":
-        print(fixtures_dir())
+        print(WORLD.fixtures_dir())
         return 0
     return check_command(args.paths, contracts_for(args.contracts))
 

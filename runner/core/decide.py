@@ -28,7 +28,6 @@ from typing import Final, assert_never
 
 from ..base._frozen import quick_init, quick_new
 from .budget import Bound
-from .classifier import malformed_reason
 from .machine import Decision
 from .observations import (
     AccessDenied,
@@ -47,6 +46,7 @@ from .observations import (
     ToolSucceeded,
     ToolUnknown,
     WriteNotApplied,
+    malformed_reason,
 )
 from .policy import Policy, retry_delay
 

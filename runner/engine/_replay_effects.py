@@ -36,12 +36,11 @@ from ..record.recording import (
     Recorded,
     RecordedOutput,
     RecordedTurn,
-    ReplayedError,
-    ResponseLost,
     rebuild_outcome,
 )
 from ..record.trace import TransitionRecord
 from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
+from ..tools.outcomes import ReplayedError, ResponseLost
 from .effects import FAILED_PREFIX, LiveEffects
 
 STAND_IN_ANSWER = "[the final answer is not in the recording]"

@@ -32,15 +32,14 @@ from ..models.base import (
 )
 from ..models.transcript import Transcript
 from ..record.recording import (
-    MalformedOutput,
     Recorded,
     RecordedOutput,
     RecordedTurn,
-    ReplayedError,
     raw_outcome,
 )
 from ..record.redaction import Redactor
 from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
+from ..tools.outcomes import MalformedOutput, ReplayedError
 from ._cancel import Cancellation, RunCancelled, abandonable
 
 FAILED_PREFIX = "failed:"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.base.errors import ResumeRefused
+from runner.harness.fixtures import load_fixture
 from runner.models.anthropic import AnthropicModel
 from runner.models.identity import ModelIdentity, identity_of, model_for_resume, redact_url
 from runner.models.openai import OpenAIChatModel
@@ -17,7 +18,6 @@ from runner.models.scripted import ScriptedModel
 from runner.record.trace import read_log
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from ..conftest import FIXTURES

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from runner.harness.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.models.anthropic import AnthropicModel
 from runner.models.openai import OpenAIChatModel
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import ScenarioRun, run_fixture
 
 from ..conftest import FIXTURES, make_fixture
