@@ -15,10 +15,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from runner import Engine, FakeClock, Limits, ScriptedModel
+from runner.engine.children import ChildRun
 from runner.harness.fixtures import Fixture
 from runner.record.spec import RunResult
 from runner.store.base import Store
-from runner.engine.children import ChildRun
 from runner.tools.children import child_contracts, child_run_id, lookup_name
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolBox, ToolImplementation

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..base import log
 from ..base.errors import LoadError, RunnerError, StoreError
 from ..harness.fixtures import collect_fixture_paths, load_fixture
-from ..harness.scenario import ScenarioRun, resume_fixture, run_fixture
+from ..harness.scenario import resume_fixture, run_fixture
 from ..models import live_model
 from ..models.base import ModelAdapter
 from ..proof.replay import Recording
@@ -60,6 +60,7 @@ from ._distributed import (
     worker_command,
 )
 from ._fixture_check import check_command
+from ._outcome import print_scenario
 from ._serve import add_serve_parser, serve_command
 from ._stored import (
     artifact_command,
@@ -70,7 +71,7 @@ from ._stored import (
     stored_holds,
 )
 from ._tool_commands import add_tool_commands, ended_run_json, run_tool_command
-from .report import RunView, printable, run_json, run_text
+from .report import printable
 
 
 def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
@@ -223,26 +224,6 @@ def _contracts_and_fixtures_parsers(
     fixture_commands = fixtures.add_subparsers(dest="fixtures_command", required=True)
     fixture_commands.add_parser("path", help="print the bundled fixtures folder (any install)")
     add_tool_commands(parser, contract_commands, fixture_commands)  # last: adds --verbose to all
-
-
-def print_scenario(
-    outcome: ScenarioRun, heading: str, as_json: bool, *, continuation: bool = False
-) -> None:
-    """One scenario run as `run` prints it; a `continuation` is checked against the fixture's
-    `approval.expect` (what the run comes to after the decision), not its `expect`."""
-    view = RunView.of_result(outcome.result, outcome.holds)
-    expect = {"passed": outcome.passed, "failures": outcome.failures}
-    if as_json:
-        print(json.dumps(run_json(view, expect), sort_keys=True))
-        return
-    print(run_text(view, heading))
-    declared = (
-        outcome.fixture.approval.expect if continuation and outcome.fixture.approval else None
-    )
-    if outcome.fixture.expect is not None or declared is not None:
-        verdict = "met" if outcome.passed else "FAILED: " + "; ".join(outcome.failures)
-        print(f"  expect: {printable(verdict)}")
-    print()
 
 
 def _model(args: argparse.Namespace) -> ModelAdapter | None:

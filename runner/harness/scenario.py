@@ -28,10 +28,11 @@ from ..base.clock import Clock, FakeClock, InstantLatency, SystemClock
 from ..base.errors import ResumeRefused, StoreCorrupt, StoreError
 from ..core.confirm import ApprovalSecret
 from ..core.policy import Policy
+from ..core.stored_policy import stored_policy
 from ..engine.engine import Engine
 from ..engine.handle import RunHandle
 from ..models.base import ModelAdapter
-from ..models.identity import model_for_resume
+from ..models.live import model_for_resume
 from ..models.scripted import ScriptedModel
 from ..record.spec import RunResult, RunSpec
 from ..record.trace import Durability, RunHeader
@@ -268,7 +269,7 @@ def _stored_run(
         raise StoreError(f"run {run_id} was not started from a fixture; {refusal}")
     try:
         fixture = Fixture.model_validate(document)
-        policy = policy or Policy.recorded(header.policy)
+        policy = policy or stored_policy(header.policy)
     except ValidationError as exc:
         raise StoreCorrupt(
             f"run {run_id}: its stored fixture or policy no longer loads: {exc.errors()[0]['msg']}"

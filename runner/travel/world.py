@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..base.clock import Clock
 from ..base.errors import ResumeRefused
@@ -21,6 +21,9 @@ from .bundled import fixtures_dir
 from .environment import HoldRoom, LookupHold, ScriptedEnvironment
 from .prompt import SYSTEM_PROMPT
 from .supplier import SupplierDatabase, has_schema, locate, recorded_holds
+
+if TYPE_CHECKING:
+    from ..harness.world import World
 
 SUPPLIER_TOOLS: Final = frozenset({HoldRoom.name, LookupHold.name})
 
@@ -89,5 +92,5 @@ class TravelWorld:
         return recorded_holds(recorded.get("supplier_db"), store_dir, must_exist=must_exist)
 
 
-TRAVEL: Final = TravelWorld()
+TRAVEL: Final[World] = TravelWorld()  # typed as the protocol: checked to implement it
 """The travel world: what the command line and the service are wired to by default."""
