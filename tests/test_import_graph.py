@@ -253,3 +253,15 @@ def test_the_harness_is_a_layer_of_its_own_below_the_travel_world() -> None:
 def test_the_cycle_finder_finds_a_loop_and_nothing_else() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert _cycles(graph) == {frozenset({"a", "b", "c"})}
+
+
+def test_every_package_says_what_it_may_import() -> None:
+    """Each package's docstring is the map: what it holds, and which layers it may import."""
+    silent = [
+        _module_name(init)
+        for init in sorted(PACKAGE.rglob("__init__.py"))
+        if init.parent != PACKAGE  # the facade: the README teaches what it exports
+        and "may import"
+        not in (ast.get_docstring(ast.parse(init.read_text("utf-8"))) or "").lower()
+    ]
+    assert silent == []
