@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from runner import Engine, FakeClock, Limits, ScriptedModel
 from runner.engine.children import ChildRun
+from runner.harness.expectations import check_expectations
 from runner.harness.fixtures import Fixture
 from runner.record.spec import RunResult
 from runner.store.base import Store
@@ -25,7 +26,7 @@ from runner.tools.invocation import ToolBox, ToolImplementation
 from runner.travel import load_travel_contracts
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.prompt import SYSTEM_PROMPT
-from runner.travel.scenario import check_expectations, spec_for
+from runner.travel.scenario import spec_for
 from runner.travel.supplier import SupplierDatabase
 
 CHILD_TOOL = "research_trip"
