@@ -28,9 +28,9 @@ from runner.core.observations import (
 )
 from runner.core.policy import Policy
 from runner.core.verdicts import AskAgain, Ending, FallBack, FinalRequest, Move, NoReply, Trip
+from runner.harness.fixtures import load_fixture
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

@@ -20,7 +20,7 @@ import runner.models.base
 from runner.base import errors
 from runner.base.errors import ModelRejected, ModelUnavailable, RunnerError
 from runner.engine._cancel import RunCancelled
-from runner.record.recording import _ResponseLost, describe_exception
+from runner.tools._outcomes import ResponseLost, describe_exception
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -114,4 +114,4 @@ def test_what_an_adapter_raises_is_caught_as_a_runner_error_where_it_always_was(
 
 def test_a_lost_response_is_still_described_as_stored_runs_recorded_it() -> None:
     """The stand-in went private; the name a write's unknown outcome carries did not."""
-    assert describe_exception(_ResponseLost("stopped")) == "ResponseLost: stopped"
+    assert describe_exception(ResponseLost("stopped")) == "ResponseLost: stopped"

@@ -31,7 +31,6 @@ from typing import Final, assert_never, overload
 from ..base._frozen import quick_init, quick_new
 from ._plan_rules import PlanFacts, RequestFacts, decide_plan, decide_request
 from .budget import Bound
-from .classifier import malformed_reason
 from .machine import DECISION_TRIGGER, Decision, Trigger
 from .observations import (
     AccessDenied,
@@ -52,6 +51,7 @@ from .observations import (
     ToolSucceeded,
     ToolUnknown,
     WriteNotApplied,
+    malformed_reason,
 )
 from .policy import Policy, retry_delay
 from .verdicts import Ending, Move, PlanVerdict, RequestVerdict

@@ -7,7 +7,7 @@ Every raw outcome maps to exactly one of these (see `classifier.py`). Each is a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Discriminator, TypeAdapter
 
@@ -108,6 +108,18 @@ class ResultMalformed:
     tool: str
     errors: tuple[str, ...]
     kind: Literal["malformed_result"] = "malformed_result"
+
+
+_REASON_CHARS: Final = 200
+
+
+def malformed_reason(errors: tuple[str, ...]) -> str:
+    """A `malformed_result`'s reason: the first schema error (`path: message`), cut to one short
+    line (a schema message may quote the whole payload), and how many more there are."""
+    first = " ".join((errors[0] if errors else "does not match its result schema").split())
+    if len(first) > _REASON_CHARS:
+        first = first[: _REASON_CHARS - 3] + "..."
+    return f"{first} (and {len(errors) - 1} more)" if len(errors) > 1 else first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,6 @@ from typing import Final, assert_never
 from ..base._frozen import quick_new
 from ..base.tracing import ToolSpan, summarize
 from ..core import budget as bounds
-from ..core.classifier import classify
 from ..core.decide import Facts, Verdict, decide, why
 from ..core.machine import Trigger
 from ..core.observations import (
@@ -26,11 +25,12 @@ from ..core.observations import (
     WriteNotApplied,
 )
 from ..core.result_classes import CLASSES
+from ..core.states import OperationStatus
 from ..record._render import model_view, render_for_model
-from ..record.operations import OperationStatus
 from ..record.recording import Recorded
 from ..record.trace import recorded_observation
 from ..tools.children import answer_of_child, charge, is_child_contract
+from ..tools.classifier import classify
 from ..tools.invocation import ToolResponse
 from ._admission import admit, admit_lookup, refuse_duplicate
 from ._core import Core

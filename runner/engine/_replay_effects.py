@@ -36,11 +36,10 @@ from ..record.recording import (
     Recorded,
     RecordedOutput,
     RecordedTurn,
-    _ReplayedError,
-    _ResponseLost,
     rebuild_outcome,
 )
 from ..record.trace import TransitionRecord
+from ..tools._outcomes import ReplayedError, ResponseLost
 from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 from .effects import FAILED_PREFIX, LiveEffects
 
@@ -268,7 +267,7 @@ class ReplayEffects:
                 )
             if kind == "ModelRejected":
                 raise ModelRejected(turn.text, status=turn.error_status)
-            raise _ReplayedError(kind, turn.text)
+            raise ReplayedError(kind, turn.text)
         reply = turn.reply()
         if (
             self.counterfactual
@@ -327,7 +326,7 @@ class ReplayEffects:
             if ordinal in self.in_flight:
                 # The runner died with this write in flight: nobody saw its response.
                 self.in_flight.discard(ordinal)
-                lost = _ResponseLost("the runner stopped before this write's response was recorded")
+                lost = ResponseLost("the runner stopped before this write's response was recorded")
                 live.record(ordinal, invocation, lost, live.since_start())
                 return lost
             return await live.call(ordinal, invocation, implementation)

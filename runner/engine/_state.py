@@ -36,11 +36,11 @@ from ..core.decide import UNDECIDED, Batch, Verdict
 from ..core.machine import Lifecycle
 from ..core.observations import ToolObservation
 from ..core.policy import Policy
+from ..core.states import OperationStatus
 from ..core.verdicts import Ending
 from ..models.base import ToolCall, ToolSpec
 from ..models.pricing import ModelPrice
 from ..models.transcript import Transcript
-from ..record.operations import OperationStatus
 from ..record.spec import RunSpec
 from ..record.trace import TransitionRecord
 from ..store.base import Store

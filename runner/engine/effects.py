@@ -35,11 +35,10 @@ from ..record.recording import (
     Recorded,
     RecordedOutput,
     RecordedTurn,
-    _MalformedOutput,
-    _ReplayedError,
     raw_outcome,
 )
 from ..record.redaction import Redactor
+from ..tools._outcomes import MalformedOutput, ReplayedError
 from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 from ._cancel import Cancellation, RunCancelled, abandonable
 
@@ -182,7 +181,7 @@ class LiveEffects:
                     raise
                 raise redacted from None  # the original's message holds a credential
             # SystemExit, KeyboardInterrupt... raised by the adapter, not the user: a model error
-            raise _ReplayedError(kind, failed.text) from exc
+            raise ReplayedError(kind, failed.text) from exc
         if self.cancellation is not None and self.cancellation.requested:
             # answered after a cancel its adapter did not honour: abandoned all the same, so
             # nothing it proposes is sent (and, as an abandoned request, it is not recorded)
@@ -347,17 +346,17 @@ def _run_cancelled(exc: BaseException, run_task: asyncio.Task[Any] | None) -> bo
     return task is None or task.cancelling() > 0
 
 
-def _plain(answer: object) -> ToolResponse | _MalformedOutput:
+def _plain(answer: object) -> ToolResponse | MalformedOutput:
     """The tool's answer as a `ToolResponse` of plain JSON, or why it is not one."""
     if not isinstance(answer, ToolResponse):
-        return _MalformedOutput(f"the tool returned {type(answer).__name__}, not a ToolResponse")
+        return MalformedOutput(f"the tool returned {type(answer).__name__}, not a ToolResponse")
     retry_after = answer.retry_after
     if retry_after is not None and type(retry_after) is not str:
-        return _MalformedOutput(f"retry_after is {type(retry_after).__name__}, not a string")
+        return MalformedOutput(f"retry_after is {type(retry_after).__name__}, not a string")
     try:
         payload = json_value(answer.payload)
     except NotJson as exc:
-        return _MalformedOutput(f"the payload is not plain JSON: {exc}")
+        return MalformedOutput(f"the payload is not plain JSON: {exc}")
     if type(answer) is ToolResponse and payload is answer.payload and retry_after is None:
         return answer  # plain already (frozen): nothing to rebuild
     return ToolResponse(

@@ -15,8 +15,15 @@ from pydantic import ConfigDict, Discriminator, TypeAdapter, with_config
 from typing_extensions import TypedDict  # pydantic needs it, not typing's, before 3.12
 
 from ..base._frozen import quick_init, quick_new
-from ..base._jsonsafe import clean_text, safe_str
+from ..base._jsonsafe import safe_str
 from ..models.base import ModelReply, TokenUsage, ToolCall
+from ..tools._outcomes import (
+    MALFORMED_OUTPUT,
+    MalformedOutput,
+    ReplayedError,
+    ResponseLost,
+    exception_name,
+)
 from ..tools.invocation import ToolResponse
 
 _DEFERRED: Final = ConfigDict(defer_build=True)
@@ -54,55 +61,16 @@ quick_init(Responded)  # one a dispatch
 RawOutcome = Annotated[Responded | Raised | Lost, Discriminator("form")]
 
 
-class _ReplayedError(Exception):
-    """An exception re-raised from a recording, keeping the original's type name."""
-
-    def __init__(self, type_name: str, message: str) -> None:
-        super().__init__(message)
-        self.type_name = type_name
-
-
-class _ResponseLost(TimeoutError):
-    """A write's response was never recorded because the runner stopped while it was in flight."""
-
-
-class _MalformedOutput(Exception):
-    """A tool answered with something other than a `ToolResponse` whose payload is plain JSON."""
-
-
-MALFORMED_OUTPUT: Final = "runner:MalformedOutput"
-"""The recorded type name of `_MalformedOutput`: no tool's own exception class is named so."""
-
-
-RESPONSE_LOST: Final = "ResponseLost"
-"""The name a lost response is described by (`ResponseLost: ...` in a write's unknown outcome),
-as runs recorded it before the class went private."""
-
-
-def exception_name(exc: BaseException) -> str:
-    if isinstance(exc, _MalformedOutput):
-        return MALFORMED_OUTPUT
-    if isinstance(exc, _ResponseLost):
-        return RESPONSE_LOST
-    return exc.type_name if isinstance(exc, _ReplayedError) else clean_text(type(exc).__name__)
-
-
-def describe_exception(exc: BaseException) -> str:
-    """`Type: message`, stable across a recording and its replay (and always valid UTF-8)."""
-    text = safe_str(exc)
-    return f"{exception_name(exc)}: {text}" if text else exception_name(exc)
-
-
 def raw_outcome(outcome: ToolResponse | BaseException) -> Responded | Raised | Lost:
     if isinstance(outcome, ToolResponse):
         return _new_responded(payload=outcome.payload, retry_after=outcome.retry_after)
-    if isinstance(outcome, _ResponseLost):
+    if isinstance(outcome, ResponseLost):
         return Lost(detail=str(outcome))
     return Raised(type=exception_name(outcome), message=safe_str(outcome))
 
 
 _REBUILT: dict[str, type[BaseException]] = {
-    MALFORMED_OUTPUT: _MalformedOutput,
+    MALFORMED_OUTPUT: MalformedOutput,
     "TimeoutError": TimeoutError,
     "ConnectionError": ConnectionError,
     "ConnectionResetError": ConnectionResetError,
@@ -118,10 +86,10 @@ def rebuild_outcome(raw: Responded | Raised | Lost) -> ToolResponse | BaseExcept
         case Responded(payload=payload, retry_after=retry_after):
             return ToolResponse(payload=payload, retry_after=retry_after)
         case Lost(detail=detail):
-            return _ResponseLost(detail)
+            return ResponseLost(detail)
         case Raised(type=name, message=message):
             known = _REBUILT.get(name)
-            return known(message) if known is not None else _ReplayedError(name, message)
+            return known(message) if known is not None else ReplayedError(name, message)
 
 
 class RecordedCall(TypedDict):

@@ -1,7 +1,9 @@
-"""Tools: what a tool receives and returns (`ToolInvocation`, `ToolResponse`), how an engine is
-handed them (`ToolBox` and its implementations, `toolbox.py`), contracts and the formats and
-patterns they assert, tools declared in Python, retrieval over large catalogues, child-run tools
-(`runner.tools.children`), and tools from MCP servers (`runner.tools.mcp`).
+"""Tools: what a tool receives and returns (`ToolInvocation`, `ToolResponse`, and how a call ended
+otherwise: `_outcomes.py`), how an engine is handed them (`ToolBox` and its implementations,
+`toolbox.py`), contracts and the formats and patterns they assert, the classifier that reads a raw
+outcome by its contract into core's observations, tools declared in Python, retrieval over large
+catalogues, what a child-run tool is (`children.py`; the tool that runs one drives an engine:
+`runner.engine.children`), and tools from MCP servers (`mcp/`).
 
 May import: `base`, `core`, `models`.
 """

@@ -36,18 +36,30 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ...base._jsonsafe import NotJson, json_value
 from ...base.clock import Clock
 from ...base.errors import ConfigError
-from ...record.spec import RunSpec
 from ..contracts import CompiledContract, ContractSet
 from ..declare import checked_contract_set
 from ..invocation import ToolImplementation, ToolInvocation, ToolResponse
 from ..toolbox import ComposesInOrder
 from .config import McpConfig
 from .pinning import ANNOTATION, KEY_META, NO_LOOKUP, SEPARATOR, Pin, PinnedTool, recorded_pin
+
+
+class AnnotatedSpec(Protocol):
+    """What `McpTools.pinned_spec` needs of a run's spec (`RunSpec` is one): a dataclass with
+    annotations, declared here so the tools layer names nothing of the record layer above it."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def annotations(self) -> Mapping[str, Any]: ...
+
+
+SpecT = TypeVar("SpecT", bound=AnnotatedSpec)
 
 if TYPE_CHECKING:
     from ._link import ServerLink
@@ -218,7 +230,7 @@ class McpTools(ComposesInOrder):
     def annotations(self) -> dict[str, Any]:
         return {ANNOTATION: self.pin.to_json()}
 
-    def pinned_spec(self, spec: RunSpec) -> RunSpec:
+    def pinned_spec(self, spec: SpecT) -> SpecT:
         """`spec` with the pin in its annotations, so the run's header records the tool list."""
         return dataclasses.replace(spec, annotations={**spec.annotations, **self.annotations()})
 
