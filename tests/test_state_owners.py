@@ -16,6 +16,7 @@ import dataclasses
 import textwrap
 from pathlib import Path
 
+from runner.core.machine import Lifecycle
 from runner.engine import _state
 from runner.engine._state import WRITERS, RunSetup, RunState
 
@@ -175,3 +176,14 @@ def test_the_check_sees_a_writer_elsewhere() -> None:
         "waits",
         "work",
     ]
+
+
+def test_the_machine_is_fired_by_the_writer_of_the_moves_alone() -> None:
+    """`Lifecycle` is moved by `machine.fire` (the `transitions` library keeps its state)."""
+    firing = {
+        _module_name(path)
+        for path in SOURCES
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "fire"
+    }
+    assert firing == {WRITERS[Lifecycle]}

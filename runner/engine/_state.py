@@ -362,7 +362,7 @@ class RunState:
 _ENGINE: Final = "runner.engine."
 WRITERS: Final[Mapping[type, str]] = {
     Moves: _ENGINE + "_core",
-    Lifecycle: _ENGINE + "_core",
+    Lifecycle: _ENGINE + "_core",  # moved by `machine.fire`, which `Core.move` alone calls
     Spending: _ENGINE + "_spending",
     Usage: _ENGINE + "_spending",
     Meters: _ENGINE + "_spending",
