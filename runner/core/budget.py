@@ -77,7 +77,7 @@ def changed_limits(before: Limits, after: Limits) -> list[str]:
 
 @dataclass(slots=True)
 class Usage:
-    """What a run has spent so far. Mutated only by the engine."""
+    """What a run has spent so far. Changed only by `engine/_spending.py`."""
 
     started_at: float
     """The clock's monotonic reading when the run started."""

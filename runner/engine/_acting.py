@@ -29,11 +29,29 @@ from ..core.states import OperationStatus
 from ..record._render import model_view, render_for_model
 from ..record.recording import Recorded
 from ..record.trace import recorded_observation
-from ..tools.children import answer_of_child, charge, is_child_contract
+from ..tools.children import answer_of_child, child_in, is_child_contract
 from ..tools.classifier import classify
 from ..tools.invocation import ToolResponse
 from ._admission import admit, admit_lookup, refuse_duplicate
+from ._calls import (
+    answer_now,
+    answered,
+    charged,
+    close_call,
+    count_correction,
+    hand_on,
+    keep_evidence,
+    looked_up,
+    mark_unknown,
+    note_operation,
+    outcome_taken,
+    released,
+    resend,
+    settle,
+    take_work,
+)
 from ._core import Core
+from ._spending import charge_child, count_wait, release, trip
 from ._state import (
     AdmitBatch,
     Decided,
@@ -52,23 +70,20 @@ _RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a
 # Built every step: as plain functions (see `quick_new`).
 _FACTS: Final = quick_new(Facts)
 _DECIDED: Final = quick_new(Decided)
-_NEXT: Final = NextCall()
-"""The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
-work while they run, twice a step."""
 
 
 async def call(core: Core, run: RunState) -> None:
     runtime = core.runtime
-    work, run.work = run.work, _NEXT
+    work = take_work(run.calls)
+    batch = run.calls.batch
     lookup = False
     match work:
         case AdmitBatch():
             # Admission in call order; the dispatched calls run concurrently.
-            for slot in run.batch.calls:
+            for slot in batch.calls:
                 await admit(runtime, run, slot)
         case Retry(slot=slot):
-            slot.retries += 1
-            slot.progress = _SENT  # a new dispatch may need its own lookup
+            resend(slot)  # a new dispatch may need its own lookup
             await admit(runtime, run, slot)
         case LookUp(slot=slot):
             admit_lookup(runtime, run, slot)
@@ -79,30 +94,33 @@ async def call(core: Core, run: RunState) -> None:
             raise AssertionError("a decided outcome is observed, never called")
         case unreachable:
             assert_never(unreachable)
-    slot = run.batch.calls[0]
+    slot = batch.calls[0]
     latency: float | None = None
     if slot.duplicate_of is not None and slot.observation is None:
-        slot.observation = refuse_duplicate(slot)  # the first call has been answered by now
-    if slot.observation is not None:
-        observation, slot.came_at = slot.observation, None
+        answer_now(slot, refuse_duplicate(slot))  # the first call has been answered by now
+    answer = slot.observation
+    if answer is not None:
+        observation = answer
+        outcome_taken(slot, None)
     else:
-        assert slot.task is not None and slot.contract is not None
-        if len(run.batch.calls) > 1:  # later calls in flight: what they bring is stored meanwhile
-            await _storing_meanwhile(core, run, slot.task)
-        outcome, ended, slot.came_at = await slot.task
-        slot.task = None
+        assert slot.sending is not None and slot.contract is not None
+        if len(batch.calls) > 1:  # later calls in flight: what they bring is stored meanwhile
+            await _storing_meanwhile(core, run, slot.sending)
+        outcome, ended, came_at = await slot.sending
+        outcome_taken(slot, came_at)
         _account_child(run, slot, outcome)
-        latency = round((ended - slot.started) * 1000, 3)
+        latency = round((ended - slot.sent_at) * 1000, 3)
         observation = _classify(core, slot, outcome, lookup=lookup)
-    slot.observation = None
     _settle_operation(core, run, slot, observation)
     verdict = decide(runtime.policy, observation, _facts(core, run, slot), run.rng)
     tool = slot.call.name
-    if observation.kind == "invalid_arguments":
-        run.calls.invalid_streak[tool] = run.calls.invalid_streak.get(tool, 0) + 1
-    elif slot.fingerprint is not None:  # its arguments passed validation
-        run.calls.invalid_streak.pop(tool, None)
-    run.work = _DECIDED(slot=slot, verdict=verdict, latency_ms=latency)
+    count_correction(
+        run.calls,
+        tool,
+        invalid=observation.kind == "invalid_arguments",
+        validated=slot.fingerprint is not None,  # its arguments passed validation
+    )
+    hand_on(run.calls, _DECIDED(slot=slot, verdict=verdict, latency_ms=latency))
     core.move(
         run,
         Trigger.CLASSIFY,  # the move that records the verdict
@@ -123,7 +141,7 @@ async def call(core: Core, run: RunState) -> None:
 
 def _inputs_taker(core: Core, run: RunState) -> Callable[[str, list[Recorded]], None] | None:
     """The store's `append_inputs`, unless it has none or the run is being re-driven."""
-    if len(run.records) < len(run.setup.known):
+    if len(run.moves.records) < len(run.setup.known):
         return None
     taker: Callable[[str, list[Recorded]], None] | None
     taker = getattr(core.runtime.store, "append_inputs", None)
@@ -141,9 +159,9 @@ async def _storing_meanwhile(core: Core, run: RunState, waited: Awaitable[object
     if take is None or not isinstance(waited, asyncio.Future):
         return
     others = {
-        s.task
-        for s in itertools.islice(run.batch.calls, 1, None)
-        if isinstance(s.task, asyncio.Future) and not s.task.done()
+        s.sending
+        for s in itertools.islice(run.calls.batch.calls, 1, None)
+        if isinstance(s.sending, asyncio.Future) and not s.sending.done()
     }
     pending = core.runtime.pending
     while others and not waited.done():
@@ -160,10 +178,14 @@ async def _storing_meanwhile(core: Core, run: RunState, waited: Awaitable[object
 
 def _account_child(run: RunState, slot: Slot, outcome: object) -> None:
     """A child-run call has ended: release what it held, and charge what its child spent."""
-    if slot.held is not None and run.held is not None:
-        run.held, slot.held = run.held.minus(slot.held), None
+    if slot.held is not None and run.spending.held_by_children is not None:
+        release(run.spending, slot.held)
+        released(slot)
     if not slot.charged and isinstance(outcome, ToolResponse) and is_child_contract(slot.contract):
-        slot.charged = charge(run.usage, outcome.payload)
+        child = child_in(outcome.payload)
+        if child is not None:
+            charge_child(run.spending, child)
+            charged(slot)
 
 
 def _trace_call(
@@ -182,11 +204,11 @@ def _trace_call(
         call_id=slot.call.id,
         arguments=summarize(slot.call.arguments),
         result_class=observation.kind,
-        attempt=run.usage.attempts,
+        attempt=run.spending.usage.attempts,
         latency_ms=latency,
         operation_key=slot.operation_key,
-        model_tokens_in=run.meters.model_tokens[0],
-        model_tokens_out=run.meters.model_tokens[1],
+        model_tokens_in=run.spending.meters.model_tokens[0],
+        model_tokens_out=run.spending.meters.model_tokens[1],
         started_at=started,
         ended_at=ended,
     )
@@ -203,7 +225,7 @@ def _classify(
     if not lookup:
         return classify(slot.contract, slot.call.id, outcome)
     # A reconciliation lookup: its answer says what became of the write.
-    slot.progress = _LOOKED_UP
+    looked_up(slot)
     lookup_name = slot.contract.contract.reconcile_with or ""
     found = classify(core.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
     key = slot.operation_key or ""
@@ -234,7 +256,7 @@ def _settle_operation(core: Core, run: RunState, slot: Slot, observation: ToolOb
         observation.result if isinstance(observation, ToolSucceeded | ToolFoundNothing) else None
     )
     core.runtime.store.settle(key, status, result)
-    run.operations[key] = (slot.call.name, status)
+    note_operation(run.calls, key, slot.call.name, status)
 
 
 # -- observe --------------------------------------------------------------------------------
@@ -242,10 +264,11 @@ def _settle_operation(core: Core, run: RunState, slot: Slot, observation: ToolOb
 
 def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
     """What the decision on `slot`'s outcome needs to know about the run."""
-    limits, usage, clock = run.setup.spec.limits, run.usage, run.clock
+    limits, usage, clock = run.setup.spec.limits, run.spending.usage, run.clock
     contract = slot.contract.contract if slot.contract is not None else None
     now = clock.monotonic()
-    last = len(run.batch.calls) == 1
+    batch = run.calls.batch
+    last = len(batch.calls) == 1
     return _FACTS(
         call_id=slot.call.id,
         tool=slot.call.name,
@@ -267,8 +290,8 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
         now=now,
         deadline=bounds.deadline(limits, usage),
         wall=_answered_wall(core, run, slot),
-        tripped=run.tripped,
-        batch=run.batch.standing,
+        tripped=run.spending.tripped,
+        batch=batch.standing,
         last=last,
         unsettled=_unsettled(run) if last else None,
     )
@@ -286,7 +309,7 @@ def _answered_wall(core: Core, run: RunState, slot: Slot) -> datetime:
 
 async def observe(core: Core, run: RunState) -> None:
     """Carry out the verdict `call` recorded: nothing here decides."""
-    work, run.work = run.work, _NEXT
+    work = take_work(run.calls)
     assert isinstance(work, Decided), work
     slot, verdict = work.slot, work.verdict
     if verdict.then is Trigger.RETRY:
@@ -295,14 +318,13 @@ async def observe(core: Core, run: RunState) -> None:
     if verdict.then is Trigger.RECONCILE:
         _reconcile(core, run, slot, verdict)
         return
-    run.tripped = verdict.tripped
+    trip(run.spending, verdict.tripped)
     if verdict.leaves_unknown and slot.operation_key is not None:
         _mark_unknown(core, run, slot.operation_key)
     _answer_call(core, run, slot, verdict.shown)
-    run.batch.standing = verdict.batch
-    run.batch.calls.popleft()
+    close_call(run.calls, verdict.batch)
     if verdict.exit is None:
-        following = run.batch.calls[0].call
+        following = run.calls.batch.calls[0].call
         core.move(
             run,
             verdict.then,
@@ -318,14 +340,14 @@ async def observe(core: Core, run: RunState) -> None:
 
 def _mark_unknown(core: Core, run: RunState, key: str) -> None:
     core.runtime.store.settle(key, OperationStatus.UNKNOWN)
-    run.operations[key] = (run.operations[key][0], OperationStatus.UNKNOWN)
+    mark_unknown(run.calls, key)
 
 
 async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> None:
     """Sleep the verdict's wait (it fits before the deadline) and go back to `call`; the
     retry's admission checks the bounds again before it dispatches."""
     assert verdict.wait is not None
-    if len(run.batch.calls) > 1 and _inputs_taker(core, run) is not None:  # as in `call`
+    if len(run.calls.batch.calls) > 1 and _inputs_taker(core, run) is not None:  # as in `call`
         sleeping = asyncio.ensure_future(run.clock.sleep(verdict.wait))
         try:
             await _storing_meanwhile(core, run, sleeping)
@@ -335,8 +357,8 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
         await sleeping
     else:
         await run.clock.sleep(verdict.wait)
-    run.meters.waits.append(verdict.wait)
-    run.work = Retry(slot)
+    count_wait(run.spending, verdict.wait)
+    hand_on(run.calls, Retry(slot))
     core.move(
         run,
         verdict.then,
@@ -351,7 +373,7 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
 def _reconcile(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> None:
     """Go back to `call` to look the write up by its key."""
     assert slot.contract is not None
-    run.work = LookUp(slot)
+    hand_on(run.calls, LookUp(slot))
     core.move(
         run,
         verdict.then,
@@ -364,7 +386,7 @@ def _reconcile(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> None:
 
 def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObservation) -> None:
     """Give the call its one result in the transcript, and remember what it settled."""
-    attempts_left = max(0, run.setup.spec.limits.max_attempts - run.usage.attempts)
+    attempts_left = max(0, run.setup.spec.limits.max_attempts - run.spending.usage.attempts)
     body, is_error = model_view(observation, attempts_left)
     content, full_size = render_for_model(
         body, limit=run.setup.render_limit, run_id=run.setup.run_id, call_id=slot.call.id
@@ -380,23 +402,24 @@ def _answer_call(core: Core, run: RunState, slot: Slot, observation: ToolObserva
     )
     if isinstance(observation, _RESULTS):
         stamp = observation.result.get("source_timestamp")
-        run.calls.evidence.append(  # untrusted data with its provenance: which call, from when
+        keep_evidence(  # untrusted data with its provenance: which call, from when
+            run.calls,
             {
                 "call_id": slot.call.id,
                 "tool": slot.call.name,
                 "result_class": observation.kind,
                 "result": observation.result,
                 "source_timestamp": stamp if isinstance(stamp, str) else None,
-            }
+            },
         )
-    slot.answered = observation.kind
+    answered(slot, observation.kind)
     if CLASSES[observation.kind].settles_call and slot.fingerprint is not None:
-        run.calls.settled.setdefault(slot.fingerprint, (slot.call.id, observation.kind))
+        settle(run.calls, slot.fingerprint, slot.call.id, observation.kind)
 
 
 def _unsettled(run: RunState) -> str | None:
     """The key of a write of this run whose outcome is still open, if any."""
-    for key, (_, status) in run.operations.items():
+    for key, (_, status) in run.calls.operations.items():
         if status in (OperationStatus.PENDING, OperationStatus.UNKNOWN):
             return key
     return None

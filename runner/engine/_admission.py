@@ -20,6 +20,7 @@ from ..core.observations import (
     OutcomeUnknown,
     RepeatRefused,
     ToolFailedPermanently,
+    ToolObservation,
     ToolUnknown,
 )
 from ..core.states import OperationStatus
@@ -29,7 +30,19 @@ from ..tools.children import budget_left, is_child_contract
 from ..tools.contracts import CompiledContract
 from ..tools.invocation import ToolImplementation, ToolInvocation
 from ._approval_gate import gate
-from ._state import RunState, Runtime, Slot, WriteProgress
+from ._calls import (
+    answer_now,
+    claimed,
+    dispatched,
+    duplicates,
+    first_claim,
+    known_tool,
+    looked_up,
+    note_operation,
+    validated,
+)
+from ._spending import count_attempt, count_dispatch, hold
+from ._state import RunState, Runtime, Slot
 
 _INVOCATION: Final = quick_new(ToolInvocation)  # one a dispatch, 11 fields (see `quick_new`)
 
@@ -45,68 +58,72 @@ def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
 
 async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
     """Count the attempt, then answer the call at once or start its dispatch."""
+    answer = await _answer_or_dispatch(runtime, run, slot)
+    if answer is not None:
+        answer_now(slot, answer)
+
+
+async def _answer_or_dispatch(
+    runtime: Runtime, run: RunState, slot: Slot
+) -> ToolObservation | None:
+    """The answer to a call admission refuses; None when it is dispatched (or, a write
+    repeating an earlier call of its batch, answered as that call is: `slot.duplicate_of`)."""
     call, spec = slot.call, run.setup.spec
     now = run.clock.monotonic()
-    blocked = bounds.blocks_dispatch(spec.limits, run.usage, now)
+    blocked = bounds.blocks_dispatch(spec.limits, run.spending.usage, now)
     if blocked is not None:
-        slot.observation = BudgetExhausted(
+        return BudgetExhausted(
             bound=blocked, call_id=call.id, tool=call.name, detail="not dispatched"
         )
-        return
-    run.usage.attempts += 1
+    count_attempt(run.spending)
     contract = runtime.contracts.get(call.name)
-    may_use = run.selection or ()  # a narrowed offer: say what the model may call
+    selection = run.planning.selection
+    may_use = selection or ()  # a narrowed offer: say what the model may call
     if contract is None or contract.contract.audience != "model":
-        slot.observation = ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
-        return
+        return ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
     if contract.contract.scope not in spec.principal.scopes:
-        slot.observation = AccessDenied(
+        return AccessDenied(
             call_id=call.id,
             tool=call.name,
             source="runner",
             detail=f"scope {contract.contract.scope} is not granted to {spec.principal.id}",
         )
-        return
-    offered = run.setup.offered_names if run.selection is None else run.selection
+    offered = run.setup.offered_names if selection is None else selection
     if call.name not in offered:
-        slot.observation = ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
-        return
-    slot.contract = contract
+        return ToolUnknown(call_id=call.id, tool=call.name, may_use=may_use)
+    known_tool(slot, contract)
     if call.arguments_error is not None:  # the provider's arguments were not even JSON
-        slot.observation = ArgumentsRejected(
+        return ArgumentsRejected(
             call_id=call.id,
             tool=call.name,
             field=None,
             reason=f"arguments are not a JSON object: {call.arguments_error}",
         )
-        return
     problem = contract.check_arguments(call.arguments, spec.context)
     if problem is not None:
-        slot.observation = ArgumentsRejected(
+        return ArgumentsRejected(
             call_id=call.id, tool=call.name, field=problem.field, reason=problem.reason
         )
-        return
-    slot.fingerprint = slot.fingerprint or call_fingerprint(call.name, call.arguments)
-    earlier = run.calls.settled.get(slot.fingerprint)
+    fingerprint = slot.fingerprint  # a retry's, worked out when it was first admitted
+    if fingerprint is None:
+        fingerprint = call_fingerprint(call.name, call.arguments)
+        validated(slot, fingerprint)
+    earlier = run.calls.settled.get(fingerprint)
     if earlier is not None:
-        slot.observation = RepeatRefused(
+        return RepeatRefused(
             call_id=call.id, tool=call.name, first_call_id=earlier[0], first_kind=earlier[1]
         )
-        return
     implementation = runtime.toolbox.implementation(call.name)
     if implementation is None:
-        slot.observation = ToolUnknown(call_id=call.id, tool=call.name)
-        return
+        return ToolUnknown(call_id=call.id, tool=call.name)
     if contract.contract.side_effect == "write":
         params_hash = parameter_hash(call.arguments)
         key = _key(runtime, run, slot, params_hash)
-        slot.observation = gate(
-            runtime, run, slot, contract=contract, key=key, params_hash=params_hash
-        )
-        if slot.observation is not None:
-            return
+        refused = gate(runtime, run, slot, contract=contract, key=key, params_hash=params_hash)
+        if refused is not None:
+            return refused
         if not await _claim_intent(runtime, run, slot, key, params_hash):
-            return
+            return None  # a duplicate, or refused by the store (answered there)
     _dispatch(
         run,
         slot,
@@ -116,6 +133,7 @@ async def admit(runtime: Runtime, run: RunState, slot: Slot) -> None:
         implementation=implementation,
         contract=contract,
     )
+    return None
 
 
 def unavailable(lookup: str) -> str:
@@ -140,16 +158,19 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     assert slot.contract is not None and slot.operation_key is not None
     if not is_child_contract(slot.contract):
         now = run.clock.monotonic()
-        blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.usage, now)
+        blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.spending.usage, now)
         if blocked is not None:
-            slot.observation = BudgetExhausted(
-                bound=blocked,
-                call_id=slot.call.id,
-                tool=slot.call.name,
-                detail="lookup not dispatched",
+            answer_now(
+                slot,
+                BudgetExhausted(
+                    bound=blocked,
+                    call_id=slot.call.id,
+                    tool=slot.call.name,
+                    detail="lookup not dispatched",
+                ),
             )
             return
-        run.usage.attempts += 1
+        count_attempt(run.spending)
     lookup = slot.contract.contract.reconcile_with or ""
     lookup_contract = runtime.contracts.get(lookup)
     implementation = runtime.toolbox.implementation(lookup)
@@ -159,8 +180,8 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
         needed, principal = lookup_contract.contract.scope, run.setup.spec.principal
         reason = None if needed in principal.scopes else not_granted(lookup, needed, principal.id)
     if reason is not None:
-        slot.progress = WriteProgress.LOOKED_UP  # nothing can: the outcome stays unknown
-        slot.observation = OutcomeUnknown(call_id=slot.call.id, tool=slot.call.name, reason=reason)
+        looked_up(slot)  # nothing can: the outcome stays unknown
+        answer_now(slot, OutcomeUnknown(call_id=slot.call.id, tool=slot.call.name, reason=reason))
         return
     assert lookup_contract is not None and implementation is not None
     _dispatch(
@@ -201,9 +222,9 @@ async def _claim_intent(
     """Commit the write's intent under `key` before dispatch; False if refused (or if an
     earlier call of the batch holds the key: then `slot.duplicate_of` says which)."""
     call, spec = slot.call, run.setup.spec
-    first = run.batch.writes.setdefault(key, slot)
+    first = first_claim(run.calls, key, slot)
     if first is not slot:  # the same write twice in one reply: it goes out once
-        slot.duplicate_of = first
+        duplicates(slot, first)
         return False
     wall = runtime.clock.now()
     intent = Operation(
@@ -215,19 +236,22 @@ async def _claim_intent(
         status=OperationStatus.PENDING,
         created_at=wall,
         expires_at=wall + runtime.retry_horizon,
-        dispatch=run.meters.dispatches + 1,  # the ordinal `_dispatch` is about to take
+        dispatch=run.spending.meters.dispatches + 1,  # the ordinal `_dispatch` is about to take
     )
     try:
         pending = runtime.pending  # an awaited store: the claim is awaited before dispatch
         stored = await pending.claim_awaited(intent) if pending else runtime.store.claim(intent)
     except StoreConflict as exc:
-        slot.observation = ToolFailedPermanently(
-            call_id=call.id, tool=call.name, reason="idempotency_mismatch", detail=str(exc)
+        answer_now(
+            slot,
+            ToolFailedPermanently(
+                call_id=call.id, tool=call.name, reason="idempotency_mismatch", detail=str(exc)
+            ),
         )
         return False
     del stored  # the claim itself marked the intent pending for this dispatch
-    slot.operation_key, slot.params_hash = key, params_hash
-    run.operations[key] = (call.name, OperationStatus.PENDING)
+    claimed(slot, key, params_hash)
+    note_operation(run.calls, key, call.name, OperationStatus.PENDING)
     return True
 
 
@@ -241,14 +265,16 @@ def _dispatch(
     implementation: ToolImplementation,
     contract: CompiledContract,
 ) -> None:
-    spec = run.setup.spec
+    spec, spending = run.setup.spec, run.spending
+    batch = run.calls.batch
     now = run.clock.monotonic()
     left = None
     if is_child_contract(contract):  # carved for the child, held till it ends
         # Calls of the batch not admitted yet will each take an attempt: never carve those.
-        waiting = sum(1 for s in run.batch.calls if s.task is None and s.observation is None)
-        left = budget_left(spec.limits, run.usage, now, run.held, waiting=waiting - 1)
-        slot.held, run.held = left, left if run.held is None else run.held.plus(left)
+        waiting = sum(1 for s in batch.calls if s.sending is None and s.observation is None)
+        held = spending.held_by_children
+        left = budget_left(spec.limits, spending.usage, now, held, waiting=waiting - 1)
+        hold(spending, left)
     invocation = _INVOCATION(
         call_id=call_id,
         tool=tool,
@@ -257,15 +283,17 @@ def _dispatch(
         principal=spec.principal,
         credentials=spec.credentials,
         operation_key=slot.operation_key,
-        timeout_s=min(contract.contract.timeout_s, bounds.time_left(spec.limits, run.usage, now)),
+        timeout_s=min(
+            contract.contract.timeout_s, bounds.time_left(spec.limits, spending.usage, now)
+        ),
         run_id=run.setup.run_id,
         budget_left=left,
         cancel_requested=run.setup.cancel.signal,
     )
-    run.meters.dispatches += 1
-    slot.started = now
-    outcome = _outcome(run, run.meters.dispatches, invocation, implementation)
-    slot.task = asyncio.ensure_future(outcome) if len(run.batch.calls) > 1 else outcome
+    ordinal = count_dispatch(spending)
+    outcome = _outcome(run, ordinal, invocation, implementation)
+    sending = asyncio.ensure_future(outcome) if len(batch.calls) > 1 else outcome
+    dispatched(slot, sending, now, left)
 
 
 async def _outcome(

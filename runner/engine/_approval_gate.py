@@ -2,7 +2,7 @@
 
 A write needs approval when its contract says so, when the policy lists its tool, or when the
 policy requires it for arguments whose values first appeared in a tool result. Such a write is sent
-only under an approval decision the run was continued with (`RunState.grants`, from the runtime,
+only under an approval decision the run was continued with (`RunSetup.grants`, from the runtime,
 never from the model) for exactly its operation key, which binds tenant, tool and parameter hash.
 Otherwise it is recorded as a proposal in the store's approval ledger and answered
 `approval_required`; a denied one is answered `approval_denied`. Nothing a tool returns can change
@@ -19,6 +19,7 @@ from ..models.transcript import render_json
 from ..record.operations import canonical
 from ..store.approvals import Proposal
 from ..tools.contracts import CompiledContract
+from ._calls import approval_noted, traced
 from ._state import RunState, Runtime, Slot
 from .approvals import ledger_of, summarize_write
 
@@ -81,12 +82,17 @@ def gate(
     if not reasons:
         return None
     if untrusted:  # recorded where approval is in play (runs without it record as they always did)
-        slot.provenance = sources
+        traced(slot, sources)
     grant = run.setup.grants.get(key)
     if grant is not None and grant.get("params_hash") == params_hash:
-        slot.approval = {
-            key_: str(grant[key_]) for key_ in ("verdict", "approver", "token_id") if key_ in grant
-        }
+        approval_noted(
+            slot,
+            {
+                key_: str(grant[key_])
+                for key_ in ("verdict", "approver", "token_id")
+                if key_ in grant
+            },
+        )
         if grant.get("verdict") == "approved":
             return None
         return ApprovalDenied(
@@ -112,8 +118,7 @@ def gate(
             provenance=sources,
         )
     )
-    slot.proposed_key = key
-    slot.approval = {"verdict": "required", "reasons": ",".join(reasons)}
+    approval_noted(slot, {"verdict": "required", "reasons": ",".join(reasons)}, proposed=key)
     return ApprovalRequired(
         call_id=call.id, tool=call.name, operation_key=key, reasons=tuple(reasons)
     )

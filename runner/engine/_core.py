@@ -2,7 +2,8 @@
 
 `move` fires a trigger on the shared machine and records the transition it made (checking it
 against the stored one when a run is being re-driven); `carry` carries a verdict's `Move` out,
-and is the one way into a terminal state, and the one place a run's `Ending` is set.
+and is the one way into a terminal state, and the one place a run's `Ending` is set. They are
+the only writers of a run's `Moves` (`_state.WRITERS`).
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ class Core:
 
     def move(self, run: RunState, trigger: Trigger, **fields: Any) -> None:
         """Fire `trigger` on the machine and record the transition it made."""
-        lifecycle, setup, records = run.lifecycle, run.setup, run.records
-        source = lifecycle.current
-        dest = fire(lifecycle, trigger)
-        assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.carry"
+        moves, setup = run.moves, run.setup
+        records = moves.records
+        source = moves.lifecycle.current
+        dest = fire(moves.lifecycle, trigger)
+        assert dest not in TERMINAL or moves.ending is not None, "a run ends through Core.carry"
         seq = len(records) + 1
         runtime = self.runtime
         record = _RECORD(
@@ -55,7 +57,7 @@ class Core:
             from_state=source,
             to_state=dest,
             trigger=trigger,
-            attempt=run.usage.attempts,
+            attempt=run.spending.usage.attempts,
             **fields,
         )
         records.append(record)
@@ -93,8 +95,8 @@ class Core:
         reason = verdict.reason
         ending = verdict.ending
         if ending is not None:
-            assert run.ending is None, "a run ends once"
-            run.ending = ending
+            assert run.moves.ending is None, "a run ends once"
+            run.moves.ending = ending
             reason = ending.reason
         self.move(
             run,

@@ -32,10 +32,10 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
     """Drive `run` to a terminal state and finish it (`commits`: the engine's step commits)."""
     pending = core.runtime.pending
     try:
-        while run.lifecycle.current not in TERMINAL:
+        while run.moves.lifecycle.current not in TERMINAL:
             if pending is not None:  # what the last phase recorded, before the next acts
                 await pending.flush(run.setup.run_id)
-            state = run.lifecycle.current
+            state = run.moves.lifecycle.current
             try:
                 if state is _PLAN:
                     if run.setup.cancel.requested and _live(run):
@@ -56,12 +56,12 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
                     raise
                 _end_cancelled(core, run)  # re-driving a cancelled run: its inputs end here
     finally:
-        for slot in run.batch.calls:
-            if isinstance(slot.task, asyncio.Future):
-                slot.task.cancel()
-            elif slot.task is not None:
-                slot.task.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
-        detach(run.lifecycle)
+        for slot in run.calls.batch.calls:
+            if isinstance(slot.sending, asyncio.Future):
+                slot.sending.cancel()
+            elif slot.sending is not None:
+                slot.sending.close()  # type: ignore[attr-defined]  # a never-awaited coroutine
+        detach(run.moves.lifecycle)
         if commits is not None:
             commits.release(run.setup.run_id)  # whatever it did is committed, even cut
     result = finish(core.runtime, run)
@@ -80,13 +80,13 @@ def _end_cancelled(core: Core, run: RunState) -> None:
 def _live(run: RunState) -> bool:
     """Whether `run` is past its recorded transitions (a resume re-drives those as they were: a
     cancel asked for meanwhile ends the run only where its record ends)."""
-    return len(run.records) >= len(run.setup.known)
+    return len(run.moves.records) >= len(run.setup.known)
 
 
 def _cancelled_next(run: RunState) -> bool:
     """Whether the stored run being re-driven was cancelled at this point (its next record)."""
-    seq = len(run.records)
-    if run.lifecycle.current is not State.PLAN or seq >= len(run.setup.known):
+    seq = len(run.moves.records)
+    if run.moves.lifecycle.current is not State.PLAN or seq >= len(run.setup.known):
         return False
     following = run.setup.known[seq]
     return following.trigger == Trigger.GIVE_UP.value and following.reason == CANCELLED

@@ -8,7 +8,6 @@ transcript, the meters, the request itself.
 
 from __future__ import annotations
 
-from collections import deque
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any, Final, assert_never
@@ -48,9 +47,10 @@ from ..models.pricing import usd
 from ..models.scripted import estimate_tokens
 from ..models.transcript import AssistantMessage, UserMessage
 from ..tools.retrieval import latest_turn, manifest_of, select
-from ._call_ids import unique_calls
+from ._calls import take_batch
 from ._core import Core
-from ._state import AdmitBatch, InFlight, RunState, Slot
+from ._spending import count_reply, count_request, count_wait, fall_back, trip
+from ._state import RunState
 
 _TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
 _COST: Final = Bound.COST
@@ -58,8 +58,6 @@ _PRICED_OUT: Final = ModelOutOfBudget(bound=Bound.COST)
 NO_FACTS: Final = PlanFacts()
 """The facts of every decision in `plan` but a final answer's (which reads the evidence)."""
 _ASSISTANT: Final = quick_new(AssistantMessage)  # one a step (see `quick_new`)
-_ADMIT: Final = AdmitBatch()
-"""The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
 
 _UNTRUSTED: Final = {
     "refusal": "model_refused",
@@ -116,13 +114,14 @@ async def _ask(
     started = run.clock.monotonic()
     limits = run.setup.spec.limits
     retries = 0
+    spending = run.spending
     while True:
-        run.meters.model_requests += 1
+        ordinal = count_request(spending)
         now = run.clock.monotonic()
-        timeout = bounds.time_left(limits, run.usage, now) if bounded else None
+        timeout = bounds.time_left(limits, spending.usage, now) if bounded else None
         try:
             reply = await run.setup.effects.ask(
-                run.meters.model_requests,
+                ordinal,
                 run.transcript,
                 tools,
                 choice,
@@ -139,7 +138,7 @@ async def _ask(
             case AskAgain(wait=wait):
                 retries += 1
                 await run.clock.sleep(wait)
-                run.meters.waits.append(wait)
+                count_wait(spending, wait)
                 continue
             case NoReply(came_to=came_to):
                 return None, core.ms_since(run, started), came_to, limiting
@@ -153,23 +152,11 @@ async def _ask(
                         return None, core.ms_since(run, started), _PRICED_OUT, _COST
             case unreachable:
                 assert_never(unreachable)
-    usage, meters, transcript = run.usage, run.meters, run.transcript
-    tokens_in, tokens_out = reply.usage.input_tokens, reply.usage.output_tokens
-    usage.model_steps += 1
-    usage.tokens_in += tokens_in
-    usage.tokens_out += tokens_out
-    meters.model_tokens = (tokens_in, tokens_out)
-    price = run.price  # the model's that answered: the fallback's once the run switched
-    if price is not None:
-        meters.model_cost = cost = price.cost(tokens_in, tokens_out)
-        usage.cost_usd += cost
-    else:
-        meters.unpriced_replies += 1
-    elided = transcript.full_chars - transcript.chars
-    meters.prefill.append(tokens_in)
-    meters.asked_chars, meters.asked_manifest = transcript.chars, run.offering
-    meters.prefill_untruncated.append(tokens_in + estimate_tokens(elided))
-    if bounded and run.clock.monotonic() >= usage.started_at + limits.max_seconds:
+    tokens = reply.usage
+    count_reply(
+        spending, tokens.input_tokens, tokens.output_tokens, run.transcript, run.planning.offering
+    )
+    if bounded and run.clock.monotonic() >= spending.usage.started_at + limits.max_seconds:
         # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
         # it spent is counted, what it says is not acted on (the deadline is not the model's).
         return reply, core.ms_since(run, started), ModelLate(), limiting
@@ -195,7 +182,7 @@ def _request_facts(run: RunState, retries: int) -> RequestFacts:
     return RequestFacts(
         retries=retries,
         now=run.clock.monotonic(),
-        deadline=bounds.deadline(run.setup.spec.limits, run.usage),
+        deadline=bounds.deadline(run.setup.spec.limits, run.spending.usage),
         came=came,
     )
 
@@ -204,9 +191,9 @@ def _fall_back(run: RunState) -> bool:
     """Switch the run to the adapter's fallback model, priced at the fallback's price from
     here on (both fixed at the run's start); False when there is none, or the run switched
     already (the fallback is asked once a run, never its own fallback)."""
-    if run.fallen_back or not run.setup.effects.use_fallback():
+    if run.spending.fallen_back or not run.setup.effects.use_fallback():
         return False
-    run.fallen_back, run.price = True, run.setup.spec.fallback_price
+    fall_back(run.spending, run.setup.spec.fallback_price)
     return True
 
 
@@ -217,8 +204,8 @@ def _unaffordable(run: RunState, limit: int | None, *, final: bool) -> bool:
         return True
     projected = _projected_cost(run)
     if final:
-        return not bounds.cost_room(run.setup.spec.limits, run.usage, projected)
-    return bounds.cost_spent(run.setup.spec.limits, run.usage, projected)
+        return not bounds.cost_room(run.setup.spec.limits, run.spending.usage, projected)
+    return bounds.cost_spent(run.setup.spec.limits, run.spending.usage, projected)
 
 
 def _projected_input(run: RunState) -> int:
@@ -226,29 +213,30 @@ def _projected_input(run: RunState) -> int:
     (`budget.INPUT_PROJECTION`): the last request's bill less the manifest of the tools it
     sent, plus the estimate of what the transcript grew by since (never less than the
     transcript's own estimate), plus the manifest of the tools this request sends
-    (`RunState.offering`: retrieval may offer others each request); before any request was
+    (`Planning.offering`: retrieval may offer others each request); before any request was
     answered, the transcript's estimate plus that manifest. A run stored under projection 1
     goes on with it: the larger of the last bill and the transcript's estimate."""
     chars = run.transcript.chars
     estimate = estimate_tokens(chars)
-    meters = run.meters
+    meters = run.spending.meters
     prefill = meters.prefill
+    offering = run.planning.offering
     if run.setup.input_projection < 2:
         return prefill[-1] if prefill and prefill[-1] > estimate else estimate
     if not prefill:
-        return estimate + run.offering
+        return estimate + offering
     grown = chars - meters.asked_chars
     carried = prefill[-1] - meters.asked_manifest + (estimate_tokens(grown) if grown > 0 else 0)
-    return (carried if carried > estimate else estimate) + run.offering
+    return (carried if carried > estimate else estimate) + offering
 
 
 def _projected_cost(run: RunState) -> Decimal:
     """What the next request is expected to cost, at the price of the model now asked: its
     projected input and the last reply's output."""
-    price = run.price
+    price = run.spending.price
     if price is None:
         return Decimal(0)
-    return price.cost(_projected_input(run), run.meters.model_tokens[1])
+    return price.cost(_projected_input(run), run.spending.meters.model_tokens[1])
 
 
 def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bound]:
@@ -268,8 +256,8 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     resume works out the same limit; and it never stops a request the checks before it let
     through (but a money cap that pays for no output token), so older runs replay as they ran.
     """
-    spec, usage = run.setup.spec, run.usage
-    limits, price = spec.limits, run.price
+    spec, usage = run.setup.spec, run.spending.usage
+    limits, price = spec.limits, run.spending.price
     tokens_in = _projected_input(run)
     limit: int | None = None
     left = limits.max_tokens - usage.tokens_in - usage.tokens_out
@@ -283,7 +271,7 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
         return limit, _TOKENS
     money = Decimal(str(limits.max_cost_usd)) - usage.cost_usd - price.cost(tokens_in, 0)
     if not final:  # the final answer's share: its projected cost (`_projected_cost`)
-        money -= price.cost(tokens_in, run.meters.model_tokens[1])
+        money -= price.cost(tokens_in, run.spending.meters.model_tokens[1])
     affordable = price.output_tokens_for(money)
     if affordable is not None and (limit is None or affordable < limit):
         return affordable, _COST
@@ -295,28 +283,28 @@ def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
     that answered), as its transition records them."""
     if reply is None:
         return {"tokens_in": None, "tokens_out": None}
-    price = run.price
+    price = run.spending.price
     return {
         "tokens_in": reply.usage.input_tokens,
         "tokens_out": reply.usage.output_tokens,
-        "cost_usd": usd(run.meters.model_cost) if price is not None else None,
+        "cost_usd": usd(run.spending.meters.model_cost) if price is not None else None,
     }
 
 
 def _offer(core: Core, run: RunState) -> tuple[ToolSpec, ...]:
     """The tools this request offers: the whole catalogue, or retrieval's choice for the task
     and the latest turn (then only those may be called until the next request). Chosen before
-    the request's cost is projected, which counts their manifest (`RunState.offering`)."""
+    the request's cost is projected, which counts their manifest (`Planning.offering`)."""
     setup = run.setup
     spec = setup.spec
     retrieval = spec.tool_retrieval
     if retrieval is None or run.retriever is None:
-        run.offering = setup.manifest_tokens
+        run.planning.offering = setup.manifest_tokens
         return setup.offered
     query = f"{spec.task}\n{latest_turn(run.transcript)}"
     tools = select(retrieval, setup.offered, run.retriever, query)
-    run.selection = tuple(tool.name for tool in tools)
-    run.offering = manifest_of(core.runtime.manifests, tools)
+    run.planning.selection = tuple(tool.name for tool in tools)
+    run.planning.offering = manifest_of(core.runtime.manifests, tools)
     return tools
 
 
@@ -325,18 +313,19 @@ def _offer_fields(run: RunState, tools: tuple[ToolSpec, ...]) -> dict[str, Any]:
     if run.setup.spec.tool_retrieval is None:
         return {}
     offered = [tool.name for tool in tools] if run.retriever is not None else None
-    return {"offered": offered, "manifest_tokens": run.offering}  # `_offer`'s, of these tools
+    # `_offer`'s manifest, of these tools
+    return {"offered": offered, "manifest_tokens": run.planning.offering}
 
 
 async def plan(core: Core, run: RunState) -> None:
     now = run.clock.monotonic()
-    limits = run.setup.spec.limits
-    bound = run.tripped or bounds.spent(limits, run.usage, now)
+    limits, usage = run.setup.spec.limits, run.spending.usage
+    bound = run.spending.tripped or bounds.spent(limits, usage, now)
     tools = _offer(core, run) if bound is None else ()  # its manifest is projected (`offering`)
     if (  # the projection is only worked out for a run with a money budget
         bound is None
         and limits.max_cost_usd is not None
-        and bounds.cost_spent(limits, run.usage, _projected_cost(run))
+        and bounds.cost_spent(limits, usage, _projected_cost(run))
     ):
         bound = Bound.COST
     limit: int | None = None
@@ -394,11 +383,11 @@ async def _carry(
     facts = NO_FACTS
     if isinstance(observation, ModelAnswered):
         missing = missing_evidence(run.setup.spec.required_evidence, run.calls.evidence)
-        facts = PlanFacts(missing=tuple(missing), refused_answers=run.premature_answers)
+        facts = PlanFacts(missing=tuple(missing), refused_answers=run.planning.premature_answers)
     verdict = decide(core.runtime.policy, observation, facts, run.rng)
     match verdict:
         case Trip(bound=bound):
-            run.tripped = bound  # the next iteration makes the final request
+            trip(run.spending, bound)  # the next iteration makes the final request
             return
         case FinalRequest(bound=bound):
             await _final_request(core, run, bound)
@@ -409,15 +398,13 @@ async def _carry(
             assert_never(unreachable)
     if isinstance(observation, ModelProposed):
         assert reply is not None
-        calls = unique_calls(reply.tool_calls, run.calls.ids)
+        calls = take_batch(run.calls, reply.tool_calls)
         run.transcript.append(_ASSISTANT(text=reply.text, tool_calls=calls))
-        run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
-        run.work = _ADMIT
     elif isinstance(observation, ModelAnswered | ModelCutOff | ModelUnusable):
         assert reply is not None
         run.transcript.append(AssistantMessage(text=reply.text))
         if isinstance(observation, ModelAnswered) and verdict.ending is None:  # the gate
-            run.premature_answers += 1
+            run.planning.premature_answers += 1
             run.transcript.append(
                 UserMessage(
                     text="Not complete yet: a complete answer needs evidence from the tools for: "
@@ -449,10 +436,11 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     )
     tools = _offer(core, run)  # before its cost is projected, which counts their manifest
     limits = run.setup.spec.limits
-    left = bounds.time_left(limits, run.usage, run.clock.monotonic())
-    affordable = bounds.cost_room(limits, run.usage, _projected_cost(run))
+    usage = run.spending.usage
+    left = bounds.time_left(limits, usage, run.clock.monotonic())
+    affordable = bounds.cost_room(limits, usage, _projected_cost(run))
     limit, _ = _output_limit(run, final=True)
-    stepped = limits.final_within_caps and run.usage.model_steps >= limits.max_model_steps
+    stepped = limits.final_within_caps and usage.model_steps >= limits.max_model_steps
     reply: ModelReply | None = None
     latency: float | None = None
     if left > 0 and affordable and not stepped and (limit is None or limit >= 1):

@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import logging
 import secrets
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -25,8 +26,8 @@ from ..models.transcript import SystemMessage, UserMessage
 from ..record.redaction import model_secrets
 from ..record.spec import RunResult, RunSpec
 from ..record.trace import Durability, OperationSummary, RunHeader, RunSummary, TransitionRecord
-from ..tools.retrieval import manifest_of
-from ._state import RunSetup, RunState, Runtime, SeededLater
+from ..tools.retrieval import Retriever, manifest_of
+from ._state import Moves, RunSetup, RunState, Runtime, SeededLater, Spending
 from .effects import Effects
 
 
@@ -40,10 +41,12 @@ def new_run(
     known: list[TransitionRecord],
     system_prompt: str,
     render_limit: int,
+    choose_retriever: Callable[[tuple[ToolSpec, ...]], Retriever | None],
     clock: Clock | None = None,
     started_wall: datetime | None = None,
 ) -> RunState:
     """The state of a run about to start (or to be re-driven): its setup fixed once here.
+    `choose_retriever`: the run's retriever for the tools it is offered (`_run_resources`).
     `clock`: the run's own time (a re-driven run's `clock.CatchUp`); the engine's by default.
     `started_wall`: when it began (a resumed run's header's); now by default."""
     contracts = runtime.contracts
@@ -82,13 +85,15 @@ def new_run(
         render_limit=spec.render_limit or render_limit,
         manifest_tokens=manifest_of(runtime.manifests, offered),
     )
+    # Built last: nothing can fail once the run is attached to the machine.
+    retriever = choose_retriever(offered)
     run = RunState(
         setup=setup,
         clock=clock or runtime.clock,
         rng=SeededLater(seed),
-        lifecycle=attach(),
-        usage=Usage(started_at=started),
-        price=spec.price,
+        retriever=retriever,
+        moves=Moves(lifecycle=attach()),
+        spending=Spending(usage=Usage(started_at=started), price=spec.price),
     )
     run.transcript.append(SystemMessage(text=system_prompt))
     run.transcript.append(UserMessage(text=spec.task))
@@ -138,38 +143,41 @@ def header(
 
 def finish(runtime: Runtime, run: RunState) -> RunResult:
     """Store the ended run's summary and return its result."""
-    ending = run.ending
+    ending, usage = run.moves.ending, run.spending.usage
     assert ending is not None, "a run that left the loop has ended"
-    meters = run.meters
+    meters = run.spending.meters
     summary = RunSummary(
         run_id=run.setup.run_id,
-        terminal=run.lifecycle.state,
+        terminal=run.moves.lifecycle.state,
         reason=ending.reason,
-        attempts=run.usage.attempts,
-        model_steps=run.usage.model_steps,
-        tokens_in=run.usage.tokens_in,
-        tokens_out=run.usage.tokens_out,
-        elapsed_s=run.clock.monotonic() - run.usage.started_at,
+        attempts=usage.attempts,
+        model_steps=usage.model_steps,
+        tokens_in=usage.tokens_in,
+        tokens_out=usage.tokens_out,
+        elapsed_s=run.clock.monotonic() - usage.started_at,
         waits_s=meters.waits,
         answer=ending.answer,
         operations=[
             OperationSummary(key=key, tool=tool, status=status.value)
-            for key, (tool, status) in run.operations.items()
+            for key, (tool, status) in run.calls.operations.items()
         ],
         prefill_per_step=meters.prefill,
         prefill_untruncated=sum(meters.prefill_untruncated),
-        cost_usd=usd(run.usage.cost_usd) if _priced_whole(run) else None,
+        cost_usd=usd(usage.cost_usd) if _priced_whole(run) else None,
     )
     runtime.store.end_run(summary)
     return RunResult.of(
-        summary, name=run.setup.spec.name, transitions=run.records, evidence=run.calls.evidence
+        summary,
+        name=run.setup.spec.name,
+        transitions=run.moves.records,
+        evidence=run.calls.evidence,
     )
 
 
 def _priced_whole(run: RunState) -> bool:
     """Whether every reply the run was answered was priced (a reply from a fallback no price
     was found for was not): else its total cost is not known."""
-    return run.setup.spec.price is not None and not run.meters.unpriced_replies
+    return run.setup.spec.price is not None and not run.spending.meters.unpriced_replies
 
 
 def with_seed(spec: RunSpec, stored: RunHeader | None) -> RunSpec:

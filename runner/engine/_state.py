@@ -1,21 +1,17 @@
 """The state of one run, owned by one `Engine` call and dropped when the run ends.
 
-It is split by who may change what:
-- `RunSetup` (frozen): what the run was started with, built once by `engine._new_run`.
-- `Meters`: counters that only ever grow (model requests, dispatches, waits, prefill); the
-  phase that spends the thing counts it (`_planning._ask` the model's, `_admission` dispatches,
-  `_acting._retry` and `_ask` the waits).
-- `Ending` (frozen, `core.verdicts`): why the run ended and its answer, from the verdict of the
-  one move into a terminal state, set once by `_core.Core.carry`.
-- `RunState`, the rest: the machine (`lifecycle`, fired only by `Core.move`), `usage` (the
-  budget; `_admission` counts attempts, `_ask` steps and tokens), the transcript, the records
-  (`Core.move` alone appends), the batch in flight and what happens next (`work`, set by each
-  phase for the next: `plan` a fresh batch, `call` a verdict, `observe` a retry or lookup),
-  `tripped` (a spent bound the next `plan` answers with its final request: set by `observe`
-  from the verdict, or by `plan` on a deadline), and what calls have come to across batches
-  (`CallHistory`: `plan` gives out ids, `call` counts corrections, `observe` remembers what
-  settled) and `operations` (every write key the run minted: `_admission` claims, `_acting`
-  settles).
+`RunState` is frozen: the run's setup (`RunSetup`, what it was started with) and what is fixed
+once at its start (its clock, its random generator, its retriever), and the parts that change.
+Each part is written by one module, named in `WRITERS` below (`tests/test_state_owners.py` holds
+every assignment and mutating call to it there); every other module only reads it:
+- `Moves` (`_core`): the machine, the transition records, the ending.
+- `Spending` (`_spending`): the budget used (`Usage`), the meters, the price of the model now
+  asked, what child-run calls hold, a spent bound waiting for the final request.
+- `Calls` (`_calls`): the batch in flight (each call's `Slot` in it) and the next work on it,
+  and what calls have come to across batches (ids, settled calls, corrections, evidence, the
+  write keys minted).
+- `Planning` (`_planning`): what `plan` keeps between requests (its offer, refused answers).
+- the `Transcript`, written through its own methods (`models/transcript.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import Enum
-from typing import Any
+from typing import Any, Final
 
 from ..base._frozen import quick_init
 from ..base.clock import Clock
@@ -79,6 +75,10 @@ class WriteProgress(Enum):
     """Looked up by its operation key since it was last sent (or nothing could look it up)."""
 
 
+Outcome = tuple[ToolResponse | BaseException, float, float | None]
+"""What a dispatch comes to: the outcome, when it came on the run's clock, and when as recorded."""
+
+
 @dataclass(slots=True, kw_only=True)
 class Slot:
     """One proposed call on its way through admission, dispatch and classification."""
@@ -90,11 +90,12 @@ class Slot:
     when, they have passed validation (so it also says that they have)."""
     observation: ToolObservation | None = None
     """Set at admission when the call is answered without dispatch."""
-    task: Awaitable[tuple[ToolResponse | BaseException, float, float | None]] | None = None
+    sending: Awaitable[Outcome] | None = None
     """The dispatch in flight: a task when the batch has several calls (they run concurrently),
     the bare coroutine when it has one (awaited in place; no task to schedule). It gives the
     outcome, when it came on the run's clock, and when as recorded (`Effects.output_ended`)."""
-    started: float = 0.0
+    sent_at: float = 0.0
+    """When its latest dispatch started, on the run's clock."""
     came_at: float | None = None
     """When its last dispatch's outcome came as recorded, in seconds from the run's start
     (None: none dispatched, or not recorded): the wall time a Retry-After date is read at."""
@@ -207,7 +208,8 @@ class RunSetup:
 
 @dataclass(slots=True, kw_only=True)
 class Meters:
-    """What the run has spent, counted where it is spent; read into its summary and spans."""
+    """What the run has spent, counted (by `_spending`) where it is spent; read into its summary
+    and spans."""
 
     model_requests: int = 0
     dispatches: int = 0
@@ -227,22 +229,8 @@ class Meters:
     """The transcript's length when the latest answered request was sent: what it grew by
     since is what the next request adds to that one's billed input."""
     asked_manifest: int = 0
-    """The manifest tokens of the tools that request sent (`RunState.offering` then): the part
+    """The manifest tokens of the tools that request sent (`Planning.offering` then): the part
     of its bill the next request's own tools replace."""
-
-
-@dataclass(slots=True, kw_only=True)
-class CallHistory:
-    """What the run's calls came to across batches."""
-
-    ids: set[str] = field(default_factory=set)
-    """Every call id given out in this run (ids are made unique at `plan`)."""
-    settled: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Fingerprint of a call that settled -> (its call id, its result class): not sent again."""
-    invalid_streak: dict[str, int] = field(default_factory=dict)
-    """Tool -> invalid arguments in a row (the corrections the model has had)."""
-    evidence: list[dict[str, Any]] = field(default_factory=list)
-    """Every result the model was shown (ok or empty), for the run's result."""
 
 
 class SeededLater(random.Random):
@@ -288,43 +276,102 @@ class SeededLater(random.Random):
 
 
 @dataclass(slots=True, kw_only=True)
-class RunState:
-    setup: RunSetup
-    clock: Clock
-    """Where the run reads monotonic time and waits: the engine's, or for a re-driven run the
-    engine's seen through `clock.CatchUp` (its recorded waits skipped)."""
-    rng: random.Random
-    """The run's own jitter source, seeded with `setup.seed` (never shared between runs)."""
+class Moves:
+    """How the run has moved: written by `_core.Core` alone (`move`, `carry`)."""
+
     lifecycle: Lifecycle
-    usage: Usage
-    meters: Meters = field(default_factory=Meters)
-    transcript: Transcript = field(default_factory=Transcript)
+    """The run's model on the shared machine (`transitions` keeps its state; `fire` moves it)."""
     records: list[TransitionRecord] = field(default_factory=list)
-    batch: InFlight = field(default_factory=InFlight)
-    """The batch of calls in flight (replaced whole when the model proposes the next)."""
-    work: Work = field(default_factory=NextCall)
-    """What the next `call` or `observe` does."""
-    tripped: Bound | None = None
+    """Every transition the run made, in order (`Core.move` appends each)."""
+    ending: Ending | None = None
+    """Set once, from the verdict of the move into a terminal state (`Core.carry`)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Spending:
+    """What the run has spent and may still spend: written by `_spending`'s functions alone."""
+
+    usage: Usage
+    """What the budget's bounds are checked against."""
+    meters: Meters = field(default_factory=Meters)
     price: ModelPrice | None = None
     """The price of the model now asked: the spec's, then, once the run has switched to the
     adapter's fallback (`fallen_back`), the fallback's (`spec.fallback_price`)."""
     fallen_back: bool = False
     """Whether the run's requests now go to the adapter's fallback model: switched once, for
     the rest of the run, where `_planning._ask` does (a re-drive switches at the same request)."""
-    calls: CallHistory = field(default_factory=CallHistory)
+    held_by_children: BudgetLeft | None = None
+    """What child-run calls in flight hold of the budget (carved for them, not yet charged)."""
+    tripped: Bound | None = None
+    """A spent bound the next `plan` answers with its final request (set from a verdict)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Calls:
+    """The batch in flight and what the run's calls came to across batches: written by
+    `_calls`'s functions alone."""
+
+    batch: InFlight = field(default_factory=InFlight)
+    """The batch of calls in flight (replaced whole when the model proposes the next)."""
+    work: Work = field(default_factory=NextCall)
+    """What the next `call` or `observe` does (each phase leaves it for the next)."""
+    ids: set[str] = field(default_factory=set)
+    """Every call id given out in this run (ids are made unique at `plan`)."""
+    settled: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Fingerprint of a call that settled -> (its call id, its result class): not sent again."""
+    invalid_streak: dict[str, int] = field(default_factory=dict)
+    """Tool -> invalid arguments in a row (the corrections the model has had)."""
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    """Every result the model was shown (ok or empty), for the run's result."""
     operations: dict[str, tuple[str, OperationStatus]] = field(default_factory=dict)
     """Every key this run minted: key -> (tool, status)."""
-    ending: Ending | None = None
-    """Set once, from the verdict of the move into a terminal state (`Core.carry`)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Planning:
+    """What `plan` keeps between model requests: written by `_planning` alone."""
+
     premature_answers: int = 0
     """Final answers the completion gate has refused (`_planning._gate`: once, then abstain)."""
-    retriever: Retriever | None = None
-    """Scores the catalogue when `spec.tool_retrieval` narrows it (None: offered whole)."""
     selection: tuple[str, ...] | None = None
     """The tools the latest model request offered, when retrieval chose them (only these may
     be called until the next request)."""
     offering: int = 0
     """The manifest tokens of the tools the next model request sends, set as they are chosen
     (`_planning._offer`): what its projected input counts beside the transcript."""
-    held: BudgetLeft | None = None
-    """What child-run calls in flight hold of the budget (carved for them, not yet charged)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class RunState:
+    """One run: what it is fixed with (frozen here) and its parts, each written by one module."""
+
+    setup: RunSetup
+    clock: Clock
+    """Where the run reads monotonic time and waits: the engine's, or for a re-driven run the
+    engine's seen through `clock.CatchUp` (its recorded waits skipped)."""
+    rng: random.Random
+    """The run's own jitter source, seeded with `setup.seed` (never shared between runs)."""
+    retriever: Retriever | None = None
+    """Scores the catalogue when `spec.tool_retrieval` narrows it (None: offered whole)."""
+    moves: Moves
+    spending: Spending
+    calls: Calls = field(default_factory=Calls)
+    planning: Planning = field(default_factory=Planning)
+    transcript: Transcript = field(default_factory=Transcript)
+
+
+_ENGINE: Final = "runner.engine."
+WRITERS: Final[Mapping[type, str]] = {
+    Moves: _ENGINE + "_core",
+    Lifecycle: _ENGINE + "_core",  # moved by `machine.fire`, which `Core.move` alone calls
+    Spending: _ENGINE + "_spending",
+    Usage: _ENGINE + "_spending",
+    Meters: _ENGINE + "_spending",
+    Calls: _ENGINE + "_calls",
+    InFlight: _ENGINE + "_calls",
+    Slot: _ENGINE + "_calls",
+    Planning: _ENGINE + "_planning",
+    Transcript: Transcript.__module__,
+}
+"""Each mutable part of a run (and each mutable value inside one) -> the one module that
+assigns to its fields or changes them in place. `RunState` and `RunSetup` are frozen."""

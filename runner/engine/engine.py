@@ -412,10 +412,11 @@ class Engine:
         try:
             result = await self._drive(run)
         except OutsideRecording as exc:
-            return ReplayedRun(records=run.records, result=None, outside=exc.what)
-        if expected is not None and len(run.records) != len(expected):
-            seq = min(len(run.records), len(expected)) + 1
-            got = brief(run.records[seq - 1]) if seq <= len(run.records) else "the run ended"
+            return ReplayedRun(records=run.moves.records, result=None, outside=exc.what)
+        records = run.moves.records
+        if expected is not None and len(records) != len(expected):
+            seq = min(len(records), len(expected)) + 1
+            got = brief(records[seq - 1]) if seq <= len(records) else "the run ended"
             want = brief(expected[seq - 1]) if seq <= len(expected) else "the run ended"
             raise ReplayDivergence(f"seq {seq}", want, got)
         unserved = effects.unserved() if expected is not None else []
@@ -423,7 +424,7 @@ class Engine:
             raise ReplayDivergence(
                 "the end of the run", f"{', '.join(unserved)} used", "the run ended without them"
             )
-        return ReplayedRun(records=run.records, result=result, stood_in=effects.stood_in)
+        return ReplayedRun(records=records, result=result, stood_in=effects.stood_in)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -494,7 +495,7 @@ class Engine:
         try:
             self.runtime.store.begin_run(self._header(run, identity_of(model)))
         except BaseException:
-            detach(run.lifecycle)
+            detach(run.moves.lifecycle)
             self._let_go(run_id)
             raise
         self._hold(run)
@@ -532,7 +533,7 @@ class Engine:
         clock: Clock | None = None,
         started_wall: datetime | None = None,
     ) -> RunState:
-        run = new_run(
+        return new_run(
             self.runtime,
             run_id=run_id,
             spec=spec,
@@ -541,16 +542,12 @@ class Engine:
             known=known,
             system_prompt=self._prompt(spec),
             render_limit=self._core.render_limit,
+            choose_retriever=lambda offered: retriever_for(
+                spec, offered, self.retrievers, self._indexes
+            ),
             clock=clock,
             started_wall=started_wall,
         )
-        try:
-            offered = run.setup.offered
-            run.retriever = retriever_for(spec, offered, self.retrievers, self._indexes)
-        except BaseException:
-            detach(run.lifecycle)  # refused before anything is stored
-            raise
-        return run
 
     def _header(self, run: RunState, model: ModelIdentity | None = None) -> RunHeader:
         spec = run.setup.spec
@@ -587,7 +584,7 @@ class Engine:
             try:
                 renewed = await take_renewed(self._renewed, header.run_id)
             except BaseException:
-                detach(run.lifecycle)
+                detach(run.moves.lifecycle)
                 raise
             self.runtime.store.begin_run(header)
         if renewed is not None:

@@ -160,21 +160,11 @@ def budget_left(
     return left if held is None else left.minus(held)
 
 
-def charge(usage: Usage, payload: object) -> bool:
-    """Charge a run with what the child in `payload` spent; whether it carried one."""
-    if not isinstance(payload, dict):
-        return False
-    child = payload.get(CHILD_FIELD)
-    if not isinstance(child, dict):
-        return False
-    usage.attempts += _count(child.get("attempts"))
-    usage.model_steps += _count(child.get("model_steps"))  # absent in runs stored before it
-    usage.tokens_in += _count(child.get("tokens_in"))
-    usage.tokens_out += _count(child.get("tokens_out"))
-    cost = child.get("cost_usd")
-    if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0:
-        usage.cost_usd += Decimal(str(cost))
-    return True
+def child_in(payload: object) -> dict[str, Any] | None:
+    """The child a child-run tool's answer (or its lookup's) names, or None: what its run is
+    charged (`engine/_spending.charge_child`)."""
+    child = payload.get(CHILD_FIELD) if isinstance(payload, dict) else None
+    return child if isinstance(child, dict) else None
 
 
 def _count(value: object) -> int:
