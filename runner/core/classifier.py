@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..base._frozen import quick_new
 from ..record.recording import MalformedOutput, describe_exception
 from ..tools.contracts import CompiledContract
 from ..tools.invocation import ToolResponse
@@ -28,7 +27,6 @@ from .observations import (
 )
 
 _REASON_CHARS: Final = 200
-_SUCCEEDED: Final = quick_new(ToolSucceeded)  # most outcomes (see `quick_new`)
 
 
 def malformed_reason(errors: tuple[str, ...]) -> str:
@@ -65,7 +63,7 @@ def classify(
         field = contract.contract.results_field
         if field is not None and not payload.get(field):
             return ToolFoundNothing(call_id=call_id, tool=tool, result=payload)
-        return _SUCCEEDED(call_id=call_id, tool=tool, result=payload)
+        return ToolSucceeded(call_id=call_id, tool=tool, result=payload)
     broken = _convention_broken(status, payload, is_write=is_write)
     if broken is not None:  # the schema let it through, but it says neither ok nor what failed
         if is_write:

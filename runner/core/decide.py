@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, assert_never
 
-from ..base._frozen import quick_init, quick_new
 from .budget import Bound
 from .classifier import malformed_reason
 from .machine import Decision
@@ -76,7 +75,6 @@ _PRECEDENCE: Final[dict[Decision, int]] = {
 }
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batch:
     """Where the batch in flight stands: its strongest decision so far, and why."""
@@ -88,7 +86,6 @@ class Batch:
     """The operation key of the call that decided it (handed over when it is `unknown`)."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
     """What the decision needs to know about the run, gathered by the engine before it asks."""
@@ -123,7 +120,6 @@ class Facts:
     """When `last`: the key of a write of this run whose outcome is still open."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Exit:
     """How the batch leaves `observe` (set on the verdict of its last call)."""
@@ -137,7 +133,6 @@ class Exit:
     """A write found still open at the end of the batch (the engine marks it `unknown`)."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
     """The decision on one observation, and everything the engine needs to carry it out."""
@@ -267,7 +262,7 @@ def decide(
     if _PRECEDENCE[decision] > _PRECEDENCE[batch.decision]:
         reason = shown.bound.value if isinstance(shown, BudgetExhausted) else shown.kind
         batch = Batch(decision=decision, reason=reason, key=facts.operation_key)
-    return _VERDICT(  # the usual way out: as a plain function (see `quick_new`)
+    return Verdict(
         decision=decision,
         reason=why(shown),
         shown=shown,
@@ -275,9 +270,6 @@ def decide(
         batch=batch,
         exit=_exit(batch, facts.unsettled, tripped) if facts.last else None,
     )
-
-
-_VERDICT: Final = quick_new(Verdict)
 
 
 def _exit(batch: Batch, unsettled: str | None, tripped: Bound | None) -> Exit:

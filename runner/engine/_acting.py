@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Final, assert_never
 
-from ..base._frozen import quick_new
 from ..base.tracing import ToolSpan, summarize
 from ..core import budget as bounds
 from ..core.classifier import classify
@@ -58,9 +57,6 @@ _SENT: Final = WriteProgress.SENT
 _LOOKED_UP: Final = WriteProgress.LOOKED_UP
 
 _RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a union is slower)
-# Built every step: as plain functions (see `quick_new`).
-_FACTS: Final = quick_new(Facts)
-_DECIDED: Final = quick_new(Decided)
 _NEXT: Final = NextCall()
 """The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
 work while they run, twice a step."""
@@ -111,7 +107,7 @@ async def call(core: Core, run: RunState) -> None:
         run.calls.invalid_streak[tool] = run.calls.invalid_streak.get(tool, 0) + 1
     elif slot.fingerprint is not None:  # its arguments passed validation
         run.calls.invalid_streak.pop(tool, None)
-    run.work = _DECIDED(slot=slot, verdict=verdict, latency_ms=latency)
+    run.work = Decided(slot=slot, verdict=verdict, latency_ms=latency)
     core.move(
         run,
         _CLASSIFY,
@@ -255,7 +251,7 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
     contract = slot.contract.contract if slot.contract is not None else None
     now = clock.monotonic()
     last = len(run.batch.calls) == 1
-    return _FACTS(
+    return Facts(
         call_id=slot.call.id,
         tool=slot.call.name,
         retries=slot.retries,

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
-from ..base._frozen import quick_new
 from ..base.errors import StoreConflict
 from ..core import budget as bounds
 from ..core.observations import (
@@ -29,8 +28,6 @@ from ..tools.contracts import CompiledContract
 from ..tools.invocation import ToolImplementation, ToolInvocation
 from ._approval_gate import gate
 from ._state import RunState, Runtime, Slot, WriteProgress
-
-_INVOCATION: Final = quick_new(ToolInvocation)  # one a dispatch, 11 fields (see `quick_new`)
 
 
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
@@ -248,7 +245,7 @@ def _dispatch(
         waiting = sum(1 for s in run.batch.calls if s.task is None and s.observation is None)
         left = budget_left(spec.limits, run.usage, now, run.held, waiting=waiting - 1)
         slot.held, run.held = left, left if run.held is None else run.held.plus(left)
-    invocation = _INVOCATION(
+    invocation = ToolInvocation(
         call_id=call_id,
         tool=tool,
         arguments=arguments,

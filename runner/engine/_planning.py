@@ -9,7 +9,6 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any, Final
 
-from ..base._frozen import quick_new
 from ..base._jsonsafe import safe_str
 from ..base.errors import RunFailure
 from ..core import budget as bounds
@@ -35,7 +34,6 @@ from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
 _TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
 _COST: Final = Bound.COST
 _PROPOSE: Final = Trigger.PROPOSE
-_ASSISTANT: Final = quick_new(AssistantMessage)  # one a step (see `quick_new`)
 _ADMIT: Final = AdmitBatch()
 """The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
 
@@ -374,7 +372,7 @@ async def plan(core: Core, run: RunState) -> None:
         return
     if reply.tool_calls:
         calls = unique_calls(reply.tool_calls, run.calls.ids)
-        run.transcript.append(_ASSISTANT(text=reply.text, tool_calls=calls))
+        run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
         run.work = _ADMIT
         core.move(run, _PROPOSE, latency_ms=latency, **tokens)

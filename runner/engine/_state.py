@@ -29,7 +29,6 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Final
 
-from ..base._frozen import quick_init
 from ..base.clock import Clock
 from ..core.budget import INPUT_PROJECTION, Bound, Usage
 from ..core.decide import Batch, Verdict
@@ -142,7 +141,6 @@ class LookUp:
     slot: Slot
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decided:
     """`observe`: carry out the verdict on `slot`'s outcome."""

@@ -46,7 +46,6 @@ from pydantic import (
 )
 
 from ..base._documents import TOO_LONG_NUMBER, DocumentProblem, read_text
-from ..base._frozen import quick_init
 from ..base.errors import LogFormatError, StoreCorrupt
 from ..core.machine import Decision, Trigger
 from ..core.observations import (
@@ -121,9 +120,6 @@ class TransitionRecord:
         data["to"] = data.pop("to_state")
         data["time"] = self.time.isoformat()
         return data
-
-
-quick_init(TransitionRecord)  # built three times a step: half the generated one's time
 
 
 def recorded_observation(observation: ToolObservation) -> ToolObservation:
