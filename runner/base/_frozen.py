@@ -1,29 +1,27 @@
-"""`quick_new`: a plain function that builds a frozen, slotted, keyword-only dataclass.
+"""`quick_init`: a quicker `__init__` for a frozen, slotted, keyword-only dataclass.
 
-Kept for the one value it pays for: the `TransitionRecord` a move builds (25 fields, three a
-step), where it saves about 9% of a step's instructions (see the README's "Performance").
-Calling a class with keywords goes through `type.__call__`, which on Python 3.11 packs the
-keywords into a dict and unpacks them again for `__init__`, and a frozen dataclass's `__init__`
-sets each field through `object.__setattr__`; the function takes the keywords as they are, fills
-a plain slotted twin of the same layout (not frozen) and gives the value its class once.
+Kept for the one class it pays for: `TransitionRecord` (25 fields, three built a step), where it
+saves about 8% of a step's instructions (see the README's "Performance"). A frozen dataclass's
+generated `__init__` sets each field through `object.__setattr__`; this one gives the new value
+the class of a plain slotted twin of the same layout (not frozen), stores the fields as into any
+slotted object and gives the value its class back. The same keyword-only parameters, defaults,
+annotations and frozenness.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
-P = ParamSpec("P")
-R = TypeVar("R")
+T = TypeVar("T", bound=type[Any])
 
 
-def quick_new(kind: Callable[P, R]) -> Callable[P, R]:
-    """A function that builds a `kind` as `kind(...)` does: the same keyword-only parameters
-    and defaults, for a frozen dataclass whose `__slots__` are its fields (no base class
-    layout), keyword-only, with no `default_factory`, `init=False` field or `__post_init__`."""
-    assert isinstance(kind, type)
+def quick_init(kind: T) -> T:
+    """Replace `kind`'s generated `__init__`; returns `kind` (a decorator). `kind` is a frozen
+    dataclass whose `__slots__` are its fields, keyword-only, with no `default_factory`,
+    `init=False` field or `__post_init__`. A subclass (another layout) is built as usual, through
+    `object.__setattr__`."""
     params = getattr(kind, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in vars(kind):
         raise TypeError(f"{kind.__name__}: not a frozen, slotted dataclass")
@@ -33,7 +31,7 @@ def quick_new(kind: Callable[P, R]) -> Callable[P, R]:
     slots = vars(kind)["__slots__"]
     if tuple(slots) != tuple(item.name for item in fields):
         raise TypeError(f"{kind.__name__}: its slots are not its fields")
-    # The module's globals, so that defaults and names resolve as in the class's own module.
+    # The module's globals, so that the annotations resolve as the generated `__init__`'s do.
     namespace: dict[str, Any] = dict(vars(sys.modules[kind.__module__]))
     signature = []
     for item in fields:
@@ -44,14 +42,19 @@ def quick_new(kind: Callable[P, R]) -> Callable[P, R]:
         else:
             namespace[f"_default_{item.name}"] = item.default
             signature.append(f"{item.name}=_default_{item.name}")
-    namespace["_kind"], namespace["_new"] = kind, object.__new__
-    namespace["_twin"] = type(f"_{kind.__name__}New", (), {"__slots__": slots})
-    lines = [f"def new({', '.join(['*', *signature]) if signature else ''}):"]
-    lines.append("    self = _new(_twin)")
-    lines += [f"    self.{item.name} = {item.name}" for item in fields]
-    lines += ["    self.__class__ = _kind", "    return self"]
+    namespace["_kind"], namespace["_swap"] = kind, object.__setattr__
+    namespace["_twin"] = type(f"_{kind.__name__}Building", (), {"__slots__": slots})
+    head = ", ".join(["self", *(["*", *signature] if signature else [])])
+    lines = [f"def __init__({head}):"]
+    lines += ["    if type(self) is _kind:", "        _swap(self, '__class__', _twin)"]
+    lines += [f"        self.{item.name} = {item.name}" for item in fields]
+    lines += ["        self.__class__ = _kind", "    else:"]
+    lines += [f"        _swap(self, {item.name!r}, {item.name})" for item in fields]
+    lines += ["        pass"]  # a dataclass without fields
     exec("\n".join(lines), namespace)  # field names only, from the dataclass
-    new: Callable[P, R] = namespace["new"]
-    new.__qualname__ = new.__name__ = f"new_{kind.__name__}"
-    new.__module__ = kind.__module__
-    return new
+    init = namespace["__init__"]
+    init.__qualname__ = f"{kind.__qualname__}.__init__"
+    init.__module__ = kind.__module__
+    init.__annotations__ = {item.name: item.type for item in fields} | {"return": None}
+    kind.__init__ = init
+    return kind

@@ -11,7 +11,6 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..base._frozen import quick_new
 from ..base.clock import Clock
 from ..base.errors import ReplayDivergence
 from ..base.tracing import SpanSink
@@ -19,8 +18,6 @@ from ..core.machine import Trigger, fire
 from ..core.states import TERMINAL
 from ..record.trace import TransitionRecord
 from ._state import Ending, RunState, Runtime
-
-_RECORD: Final = quick_new(TransitionRecord)  # three a step (see `quick_new`)
 
 
 class Core:
@@ -47,7 +44,7 @@ class Core:
         assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.end"
         seq = len(records) + 1
         runtime = self.runtime
-        record = _RECORD(
+        record = TransitionRecord(
             run_id=setup.run_id,
             seq=seq,
             time=self.clock.now(),
