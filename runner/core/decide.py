@@ -49,16 +49,6 @@ from .observations import (
 )
 from .policy import Policy, retry_delay
 
-# The members the decision reads, once: a member looked up on its enum class costs ~80 ns
-# (EnumType defines __getattr__), and a decision asks for several on every call.
-_ABSTAIN: Final = Decision.ABSTAIN
-_BACK_TO_MODEL: Final = Decision.BACK_TO_MODEL
-_FINAL_ANSWER: Final = Decision.FINAL_ANSWER
-_RECONCILE: Final = Decision.RECONCILE
-_RETRY: Final = Decision.RETRY
-_UNKNOWN: Final = Decision.UNKNOWN
-_DEADLINE: Final = Bound.DEADLINE
-
 ENDING: Final = frozenset({Decision.ABSTAIN, Decision.ESCALATE, Decision.UNKNOWN})
 
 # When several calls in one batch decide differently, the run follows the strongest.
@@ -198,16 +188,16 @@ def _by_rules(policy: Policy, observation: ToolObservation, facts: Facts) -> Dec
     kind = observation.kind
     decision = policy.decision_for(kind)
     if kind == "invalid_arguments" and facts.corrections + 1 > policy.corrections_per_tool:
-        return _ABSTAIN
-    if kind == "unknown_outcome" and decision is _RETRY and facts.resend_unsafe:
-        decision = _RECONCILE  # a write that may not be re-sent is looked up instead
-    if decision is _RECONCILE and not facts.can_look_up:
-        return _UNKNOWN
-    if decision is _RETRY:
+        return Decision.ABSTAIN
+    if kind == "unknown_outcome" and decision is Decision.RETRY and facts.resend_unsafe:
+        decision = Decision.RECONCILE  # a write that may not be re-sent is looked up instead
+    if decision is Decision.RECONCILE and not facts.can_look_up:
+        return Decision.UNKNOWN
+    if decision is Decision.RETRY:
         if facts.retries >= policy.max_retries or facts.batch.decision in ENDING:
-            return _UNKNOWN if kind == "unknown_outcome" else _BACK_TO_MODEL
+            return Decision.UNKNOWN if kind == "unknown_outcome" else Decision.BACK_TO_MODEL
         if facts.resend_unsafe:
-            return _BACK_TO_MODEL  # never re-send a write the destination may duplicate
+            return Decision.BACK_TO_MODEL  # never re-send a write the destination may duplicate
     return decision
 
 
@@ -217,11 +207,11 @@ def decide(
     """The one decision on a tool call's observation."""
     decision = _by_rules(policy, observation, facts)
     shown, tripped = observation, facts.tripped
-    if decision is _RETRY:
+    if decision is Decision.RETRY:
         wait = retry_delay(policy, observation, facts.retries + 1, rng, facts.wall)
         blocked = facts.blocked
         if blocked is None and facts.now + wait >= facts.deadline:
-            blocked = _DEADLINE  # the wait would outlast the deadline: never retry early
+            blocked = Bound.DEADLINE  # the wait would outlast the deadline: never retry early
         if blocked is None:
             verdict = Verdict(
                 decision=decision,
@@ -232,14 +222,14 @@ def decide(
                 batch=facts.batch,
             )
             return verdict
-        decision = _FINAL_ANSWER
+        decision = Decision.FINAL_ANSWER
         shown = BudgetExhausted(
             bound=blocked,
             call_id=facts.call_id,
             tool=facts.tool,
             detail=f"retry needed a wait of {wait:.3f} s; {observation.kind} not retried",
         )
-    elif decision is _RECONCILE:
+    elif decision is Decision.RECONCILE:
         if facts.blocked is None:
             return Verdict(
                 decision=decision,
@@ -248,7 +238,7 @@ def decide(
                 tripped=tripped,
                 batch=facts.batch,
             )
-        decision, tripped = _UNKNOWN, facts.blocked
+        decision, tripped = Decision.UNKNOWN, facts.blocked
         shown = OutcomeUnknown(
             call_id=facts.call_id,
             tool=facts.tool,
@@ -257,7 +247,7 @@ def decide(
     if isinstance(shown, BudgetExhausted):
         tripped = tripped or shown.bound
         if facts.operation_key is not None and not facts.looked_up:
-            decision = _UNKNOWN  # a write we cannot look up is not a partial answer
+            decision = Decision.UNKNOWN  # a write we cannot look up is not a partial answer
     batch = facts.batch
     if _PRECEDENCE[decision] > _PRECEDENCE[batch.decision]:
         reason = shown.bound.value if isinstance(shown, BudgetExhausted) else shown.kind
@@ -276,19 +266,19 @@ def _exit(batch: Batch, unsettled: str | None, tripped: Bound | None) -> Exit:
     """The batch's way out of `observe`: its strongest decision, or `unknown` while a write of
     this run is still open (the only way to `complete` goes through `plan`)."""
     final, reason, key = batch.decision, batch.reason, batch.key
-    if final is not _UNKNOWN and unsettled is not None:
-        final, reason, key = _UNKNOWN, "write_not_settled", unsettled
+    if final is not Decision.UNKNOWN and unsettled is not None:
+        final, reason, key = Decision.UNKNOWN, "write_not_settled", unsettled
     else:
         unsettled = None
     if final not in ENDING:
         return _BACK_TO_PLAN[final]
     ending = reason or final.value
-    if final is _UNKNOWN and tripped is not None:
+    if final is Decision.UNKNOWN and tripped is not None:
         ending = tripped.value  # the bound that left the write unresolved
     return Exit(
         decision=final,
         reason=ending,
-        operation_key=key if final is _UNKNOWN else None,
+        operation_key=key if final is Decision.UNKNOWN else None,
         unsettled=unsettled,
     )
 

@@ -46,16 +46,6 @@ from ._state import (
     WriteProgress,
 )
 
-# Read once: a member looked up on its enum class costs ~80 ns (EnumType defines
-# __getattr__), and a call and its observation ask for several.
-_RETRY: Final = Decision.RETRY
-_RECONCILE: Final = Decision.RECONCILE
-_UNKNOWN: Final = Decision.UNKNOWN
-_CLASSIFY: Final = Trigger.CLASSIFY
-_NEXT_CALL: Final = Trigger.NEXT_CALL
-_SENT: Final = WriteProgress.SENT
-_LOOKED_UP: Final = WriteProgress.LOOKED_UP
-
 _RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a union is slower)
 _NEXT: Final = NextCall()
 """The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
@@ -73,7 +63,7 @@ async def call(core: Core, run: RunState) -> None:
                 await admit(runtime, run, slot)
         case Retry(slot=slot):
             slot.retries += 1
-            slot.progress = _SENT  # a new dispatch may need its own lookup
+            slot.progress = WriteProgress.SENT  # a new dispatch may need its own lookup
             await admit(runtime, run, slot)
         case LookUp(slot=slot):
             admit_lookup(runtime, run, slot)
@@ -110,7 +100,7 @@ async def call(core: Core, run: RunState) -> None:
     run.work = Decided(slot=slot, verdict=verdict, latency_ms=latency)
     core.move(
         run,
-        _CLASSIFY,
+        Trigger.CLASSIFY,
         tool=tool,
         call_id=slot.call.id,
         args=slot.call.arguments if slot.fingerprint is not None else None,
@@ -208,7 +198,7 @@ def _classify(
     if not lookup:
         return classify(slot.contract, slot.call.id, outcome)
     # A reconciliation lookup: its answer says what became of the write.
-    slot.progress = _LOOKED_UP
+    slot.progress = WriteProgress.LOOKED_UP
     lookup_name = slot.contract.contract.reconcile_with or ""
     found = classify(core.runtime.contracts[lookup_name], f"{slot.call.id}~lookup", outcome)
     key = slot.operation_key or ""
@@ -259,11 +249,11 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
         resend_unsafe=contract is not None
         and contract.side_effect == "write"
         and not contract.suppresses_duplicates,
-        can_look_up=slot.progress is _SENT
+        can_look_up=slot.progress is WriteProgress.SENT
         and contract is not None
         and contract.reconcile_with is not None,
         operation_key=slot.operation_key,
-        looked_up=slot.progress is _LOOKED_UP,
+        looked_up=slot.progress is WriteProgress.LOOKED_UP,
         # A child-run call is reconciled whatever is spent: its lookup reads the child from the
         # store and admits no attempt (`_admission.admit_lookup`); nothing else of it is re-sent.
         blocked=None
@@ -294,14 +284,14 @@ async def observe(core: Core, run: RunState) -> None:
     work, run.work = run.work, _NEXT
     assert isinstance(work, Decided), work
     slot, verdict = work.slot, work.verdict
-    if verdict.decision is _RETRY:
+    if verdict.decision is Decision.RETRY:
         await _retry(core, run, slot, verdict)
         return
-    if verdict.decision is _RECONCILE:
+    if verdict.decision is Decision.RECONCILE:
         _reconcile(core, run, slot)
         return
     run.tripped = verdict.tripped
-    if verdict.decision is _UNKNOWN and slot.operation_key is not None:
+    if verdict.decision is Decision.UNKNOWN and slot.operation_key is not None:
         _mark_unknown(core, run, slot.operation_key)
     _answer_call(core, run, slot, verdict.shown)
     run.batch.standing = verdict.batch
@@ -310,7 +300,7 @@ async def observe(core: Core, run: RunState) -> None:
         following = run.batch.calls[0].call
         core.move(
             run,
-            _NEXT_CALL,
+            Trigger.NEXT_CALL,
             tool=following.name,
             call_id=following.id,
             decision=verdict.decision,
@@ -353,7 +343,7 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
         Trigger.RETRY,
         tool=slot.call.name,
         call_id=slot.call.id,
-        decision=_RETRY,
+        decision=Decision.RETRY,
         wait_s=round(verdict.wait, 6),
         operation_key=slot.operation_key,
     )
@@ -368,7 +358,7 @@ def _reconcile(core: Core, run: RunState, slot: Slot) -> None:
         Trigger.RECONCILE,
         tool=slot.contract.contract.reconcile_with,
         call_id=slot.call.id,
-        decision=_RECONCILE,
+        decision=Decision.RECONCILE,
         operation_key=slot.operation_key,
     )
 

@@ -7,7 +7,6 @@ or abandons a model request in flight; re-driving a cancelled run ends it where 
 from __future__ import annotations
 
 import asyncio
-from typing import Final
 
 from ..base.errors import OutsideRecording
 from ..core.machine import Decision, Trigger, detach
@@ -21,9 +20,6 @@ from ._planning import plan
 from ._run_ends import finish
 from ._state import Ending, RunState
 
-_PLAN: Final = State.PLAN  # read once: a member looked up on its enum class costs ~80 ns,
-_CALL: Final = State.CALL  # and the loop asks on every iteration
-
 
 async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunResult:
     """Drive `run` to a terminal state and finish it (`commits`: the engine's step commits)."""
@@ -34,18 +30,18 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
                 await pending.flush(run.setup.run_id)
             state = run.lifecycle.current
             try:
-                if state is _PLAN:
+                if state is State.PLAN:
                     if run.setup.cancel.requested and _live(run):
                         _end_cancelled(core, run)  # the batch is done: end before asking again
                     else:
                         await plan(core, run)
-                elif state is _CALL:
+                elif state is State.CALL:
                     await call(core, run)
                 else:
                     await observe(core, run)
             except asyncio.CancelledError as exc:
                 # Only a model request (in `plan`) is ever abandoned for the handle's cancel.
-                if state is not _PLAN or not take_cancellation(run.setup.cancel, exc):
+                if state is not State.PLAN or not take_cancellation(run.setup.cancel, exc):
                     raise  # the loop or caller cancelled: the run stays unfinished, resumable
                 _end_cancelled(core, run)
             except OutsideRecording:

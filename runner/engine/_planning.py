@@ -31,9 +31,6 @@ from ._call_ids import unique_calls
 from ._core import Core
 from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
 
-_TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
-_COST: Final = Bound.COST
-_PROPOSE: Final = Trigger.PROPOSE
 _ADMIT: Final = AdmitBatch()
 """The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
 
@@ -80,7 +77,7 @@ async def _ask(
     *,
     bounded: bool,
     limit: int | None = None,
-    limiting: Bound = _TOKENS,
+    limiting: Bound = Bound.TOKENS,
 ) -> tuple[ModelReply | None, float, str | None, Bound]:
     """One model request, asked again per the policy while the provider is unavailable.
 
@@ -128,7 +125,7 @@ async def _ask(
             if limits.max_cost_usd is not None:  # worked out at the primary's price
                 limit, limiting = _output_limit(run, final=choice == "none")
                 if _unaffordable(run, limit, final=choice == "none"):
-                    return None, core.ms_since(run, started), "cost", _COST
+                    return None, core.ms_since(run, started), "cost", Bound.COST
             continue
         except Exception as exc:  # an adapter bug must still end the run in a declared state
             name = getattr(exc, "type_name", type(exc).__name__)
@@ -250,14 +247,14 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     elif left >= 1:
         limit = 1
     if limits.max_cost_usd is None or price is None:
-        return limit, _TOKENS
+        return limit, Bound.TOKENS
     money = Decimal(str(limits.max_cost_usd)) - usage.cost_usd - price.cost(tokens_in, 0)
     if not final:  # the final answer's share: its projected cost (`_projected_cost`)
         money -= price.cost(tokens_in, run.meters.model_tokens[1])
     affordable = price.output_tokens_for(money)
     if affordable is not None and (limit is None or affordable < limit):
-        return affordable, _COST
-    return limit, _TOKENS
+        return affordable, Bound.COST
+    return limit, Bound.TOKENS
 
 
 def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
@@ -310,7 +307,7 @@ async def plan(core: Core, run: RunState) -> None:
     ):
         bound = Bound.COST
     limit: int | None = None
-    limiting = _TOKENS
+    limiting = Bound.TOKENS
     if bound is None:
         limit, limiting = _output_limit(run)
         if limit is not None and limit < 1:  # the money left pays for no output token
@@ -375,7 +372,7 @@ async def plan(core: Core, run: RunState) -> None:
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
         run.work = _ADMIT
-        core.move(run, _PROPOSE, latency_ms=latency, **tokens)
+        core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
         return
     run.transcript.append(AssistantMessage(text=reply.text))
     if _gate(core, run, reply, latency, tokens):
