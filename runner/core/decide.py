@@ -271,7 +271,7 @@ def _exit(batch: Batch, unsettled: str | None, tripped: Bound | None) -> Exit:
     else:
         unsettled = None
     if final not in ENDING:
-        return _BACK_TO_PLAN[final]
+        return Exit(decision=final, reason=None, operation_key=None, unsettled=None)
     ending = reason or final.value
     if final is Decision.UNKNOWN and tripped is not None:
         ending = tripped.value  # the bound that left the write unresolved
@@ -281,12 +281,3 @@ def _exit(batch: Batch, unsettled: str | None, tripped: Bound | None) -> Exit:
         operation_key=key if final is Decision.UNKNOWN else None,
         unsettled=unsettled,
     )
-
-
-_BACK_TO_PLAN: Final = {
-    decision: Exit(decision=decision, reason=None, operation_key=None, unsettled=None)
-    for decision in Decision
-    if decision not in ENDING
-}
-"""The exits back to the model, one per decision, shared (an `Exit` is frozen): the usual end of
-a batch takes one instead of building one (0.9 -> 0.15 us)."""

@@ -46,15 +46,14 @@ from ._state import (
     WriteProgress,
 )
 
-_RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a union is slower)
-_NEXT: Final = NextCall()
+_RESULTS: Final = (ToolSucceeded, ToolFoundNothing)
 """The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
 work while they run, twice a step."""
 
 
 async def call(core: Core, run: RunState) -> None:
     runtime = core.runtime
-    work, run.work = run.work, _NEXT
+    work, run.work = run.work, NextCall()
     lookup = False
     match work:
         case AdmitBatch():
@@ -281,7 +280,7 @@ def _answered_wall(core: Core, run: RunState, slot: Slot) -> datetime:
 
 async def observe(core: Core, run: RunState) -> None:
     """Carry out the verdict `call` recorded: nothing here decides."""
-    work, run.work = run.work, _NEXT
+    work, run.work = run.work, NextCall()
     assert isinstance(work, Decided), work
     slot, verdict = work.slot, work.verdict
     if verdict.decision is Decision.RETRY:

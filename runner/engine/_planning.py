@@ -31,9 +31,6 @@ from ._call_ids import unique_calls
 from ._core import Core
 from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
 
-_ADMIT: Final = AdmitBatch()
-"""The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
-
 _UNTRUSTED: Final = {
     "refusal": "model_refused",
     "max_tokens": "model_truncated",
@@ -371,7 +368,7 @@ async def plan(core: Core, run: RunState) -> None:
         calls = unique_calls(reply.tool_calls, run.calls.ids)
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
-        run.work = _ADMIT
+        run.work = AdmitBatch()
         core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
         return
     run.transcript.append(AssistantMessage(text=reply.text))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import random
 import secrets
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,7 @@ from ..record.redaction import model_secrets
 from ..record.spec import RunResult, RunSpec
 from ..record.trace import Durability, OperationSummary, RunHeader, RunSummary, TransitionRecord
 from ..tools.retrieval import manifest_of
-from ._state import RunSetup, RunState, Runtime, SeededLater
+from ._state import RunSetup, RunState, Runtime
 from .effects import Effects
 
 
@@ -85,7 +86,7 @@ def new_run(
     run = RunState(
         setup=setup,
         clock=clock or runtime.clock,
-        rng=SeededLater(seed),
+        rng=random.Random(seed),
         lifecycle=attach(),
         usage=Usage(started_at=started),
         price=spec.price,

@@ -252,48 +252,6 @@ class CallHistory:
     """Every result the model was shown (ok or empty), for the run's result."""
 
 
-class SeededLater(random.Random):
-    """`random.Random(seed)`, seeded when it is first drawn from, not when it is made.
-
-    A run's generator draws only for a retry's jitter, and most runs never retry, while seeding
-    Mersenne Twister costs about 10 us (a tenth of a run's fixed cost). Every draw of `Random`
-    goes through `random()` or `getrandbits()` (`uniform`, `randrange`, `choice`, `gauss`...),
-    and the state through `getstate()`, so each of these seeds first: the draws are those of
-    `random.Random(seed)`, whenever the first one comes.
-    """
-
-    def __init__(self, seed: int) -> None:  # not Random.__init__, which seeds at once
-        self._unseeded: int | None = seed
-        self.gauss_next = None  # as `seed` leaves it (`gauss` reads it before drawing)
-
-    def _seed_now(self) -> None:
-        seed, self._unseeded = self._unseeded, None
-        if seed is not None:
-            super().seed(seed)
-
-    def seed(self, a: Any = None, version: int = 2) -> None:
-        self._unseeded = None
-        super().seed(a, version)
-
-    def random(self) -> float:
-        if self._unseeded is not None:
-            self._seed_now()
-        return super().random()
-
-    def getrandbits(self, k: int, /) -> int:
-        if self._unseeded is not None:
-            self._seed_now()
-        return super().getrandbits(k)
-
-    def getstate(self) -> tuple[Any, ...]:
-        self._seed_now()
-        return super().getstate()
-
-    def setstate(self, state: tuple[Any, ...]) -> None:
-        self._unseeded = None
-        super().setstate(state)
-
-
 @dataclass(slots=True, kw_only=True)
 class RunState:
     setup: RunSetup
