@@ -33,8 +33,7 @@ from ._state import RunState, Runtime, Slot, WriteProgress
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     """A tool name and its canonical arguments, as canonical JSON (for refusing repeats).
 
-    The text itself, not a hash of it: it is only ever compared within the run, in memory (a
-    SHA-256 cost about a microsecond a call, most of it setting the digest up).
+    The text itself, not a hash of it: it is only ever compared within the run, in memory.
     """
     return render_json({"tool": tool, "args": canonical(arguments)})
 
