@@ -32,12 +32,12 @@ from runner.base.clock import SystemClock
 from runner.cli._distributed import fixture_job
 from runner.distributed.queue import ensure_queue_schema, make_app, submit
 from runner.engine.engine import Engine
+from runner.harness.fixtures import collect_fixture_paths, load_fixture
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import AsyncStore, Store
 from runner.store.postgres import PostgresStore
 from runner.tools.contracts import ContractSet
 from runner.travel import fixtures_dir, load_travel_contracts
-from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from tests.pg import start_cluster, stop_cluster
 
 from . import workloads

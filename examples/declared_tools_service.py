@@ -1,6 +1,6 @@
 """Tools declared in Python in a service: a write and its lookup declared with pydantic models and
-the `Toolset` decorator, a JSON contract file implemented through the same `Toolset`, your own
-model adapter and `runner.testing.FunctionModel` side by side, a SQLite store, handles at once.
+the `DeclaredTools` decorator, a JSON contract file implemented through the same `DeclaredTools`,
+your own model adapter and `FunctionModel` side by side, a SQLite store, handles at once.
 
 One run is cancelled while its write is in flight and the write's response is lost: the run looks
 the write up by its key first (it committed), then ends `abstain` (`cancelled`) with one terminal
@@ -19,8 +19,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from runner import (
-    TERMINAL,
+    DeclaredTools,
     Engine,
+    FunctionModel,
     ModelReply,
     Principal,
     RunSpec,
@@ -32,13 +33,14 @@ from runner import (
     ToolInvocation,
     ToolResponse,
     ToolSpec,
+    Transcript,
     load_contracts,
+    replay_run,
+    run_status,
 )
+from runner.core.states import TERMINAL
 from runner.models import ToolChoice
-from runner.models.transcript import Transcript
-from runner.proof.api import replay_run, run_status
-from runner.testing import FunctionModel, call, latest_results
-from runner.tools.declare import Toolset
+from runner.testing import call, latest_results
 
 FILE_CONTRACTS = load_contracts(Path(__file__).resolve().parent / "contracts")
 
@@ -80,7 +82,7 @@ class Warehouse:
 
 
 WAREHOUSE = Warehouse()
-tools = Toolset()
+tools = DeclaredTools()
 
 
 @tools.tool(

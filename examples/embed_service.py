@@ -17,22 +17,25 @@ from pathlib import Path
 
 from runner import (
     Engine,
+    FunctionTools,
     ModelReply,
     Principal,
     RunSpec,
+    RunStatus,
     SqliteStore,
     SystemClock,
     TokenUsage,
     ToolCall,
     ToolInvocation,
-    ToolRegistry,
     ToolResponse,
     ToolSpec,
+    Transcript,
+    list_runs,
     load_contracts,
+    replay_run,
 )
 from runner.models import ToolChoice
-from runner.models.transcript import ToolResultMessage, Transcript
-from runner.proof.api import RunStatus, list_runs, replay_run
+from runner.models.transcript import ToolResultMessage
 
 CONTRACTS = Path(__file__).resolve().parent / "contracts"
 
@@ -70,8 +73,8 @@ class OrderDesk:
         found = {"refund_id": refund_id} if refund_id else {}
         return ToolResponse(payload={"status": "ok", "found": refund_id is not None, **found})
 
-    def registry(self) -> ToolRegistry:
-        tools = ToolRegistry()
+    def registry(self) -> FunctionTools:
+        tools = FunctionTools()
         tools.register("lookup_order", self.lookup_order)
         tools.register("refund_order", self.refund_order)
         tools.register("find_refund", self.find_refund)

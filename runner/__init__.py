@@ -1,5 +1,11 @@
 """runner: drive a language model's tool-calling loop as an explicit, persisted state machine.
 
+What the README teaches is importable from here: the engine and a run's spec and result, the ways
+of handing an engine its tools (`ToolBox`: `FunctionTools`, `DeclaredTools`, `FirstOf`), contracts,
+the model types and the scripted and function models, stores, clocks, the transition log, reading
+the store (`replay_run`, `list_runs`, `run_status`) and the common errors. The rest lives in its
+layer's package (`runner.core`, `runner.tools`, `runner.models`, ...).
+
 Every name below is imported on first use (PEP 562), so `import runner` loads nothing heavy: a
 program that only reads a log does not pay for the engine, and none pays for the command line,
 YAML, OpenTelemetry, the provider SDKs or jsonschema until it uses them.
@@ -8,6 +14,7 @@ YAML, OpenTelemetry, the provider SDKs or jsonschema until it uses them.
 # Aliased: every public name at the top level is an export (tests/test_exports.py).
 import importlib as _importlib
 import typing as _typing
+import warnings as _warnings
 
 from ._moved import install as _install_moved
 
@@ -23,40 +30,46 @@ if _typing.TYPE_CHECKING:
         IllegalTransition,
         LoadError,
         LogFormatError,
+        ModelRejected,
+        ModelUnavailable,
         RunFailure,
         RunnerError,
         StoreError,
     )
-    from .core.budget import Bound, Limits
-    from .core.machine import Decision, Trigger
+    from .core.budget import Limits
     from .core.policy import Backoff, Policy
-    from .core.states import TERMINAL, State
+    from .core.states import State
     from .engine.engine import Engine
     from .engine.handle import RunHandle
     from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolCall, ToolSpec
     from .models.scripted import ScriptedModel
+    from .models.transcript import Transcript
+    from .proof.api import RunStatus, list_runs, replay_run, run_status
     from .record.spec import RunResult, RunSpec
     from .record.trace import TransitionRecord, read_log
     from .store import FanoutStore, JsonlLog, MemoryStore, SqliteStore, Store
-    from .tools.contracts import CompiledContract, Contract, ContractSet, load_contracts
-    from .tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+    from .testing import FunctionModel
+    from .tools.contracts import CompiledContract, ContractSet, load_contracts
+    from .tools.declare import DeclaredTools
+    from .tools.invocation import Principal, ToolInvocation, ToolResponse
+    from .tools.toolbox import FirstOf, FunctionTools, ToolBox
 
 _HOMES: _typing.Final[dict[str, str]] = {
-    "TERMINAL": ".core.states",
     "Backoff": ".core.policy",
-    "Bound": ".core.budget",
     "BudgetExceeded": ".base.errors",
     "Clock": ".base.clock",
     "CompiledContract": ".tools.contracts",
     "ConfigError": ".base.errors",
-    "Contract": ".tools.contracts",
     "ContractError": ".base.errors",
     "ContractSet": ".tools.contracts",
-    "Decision": ".core.machine",
+    "DeclaredTools": ".tools.declare",
     "Engine": ".engine.engine",
     "FakeClock": ".base.clock",
     "FanoutStore": ".store",
+    "FirstOf": ".tools.toolbox",
     "FixtureError": ".base.errors",
+    "FunctionModel": ".testing",
+    "FunctionTools": ".tools.toolbox",
     "IllegalTransition": ".base.errors",
     "JsonlLog": ".store",
     "Limits": ".core.budget",
@@ -64,13 +77,16 @@ _HOMES: _typing.Final[dict[str, str]] = {
     "LogFormatError": ".base.errors",
     "MemoryStore": ".store",
     "ModelAdapter": ".models.base",
+    "ModelRejected": ".base.errors",
     "ModelReply": ".models.base",
+    "ModelUnavailable": ".base.errors",
     "Policy": ".core.policy",
     "Principal": ".tools.invocation",
     "RunFailure": ".base.errors",
     "RunHandle": ".engine.handle",
     "RunResult": ".record.spec",
     "RunSpec": ".record.spec",
+    "RunStatus": ".proof.api",
     "RunnerError": ".base.errors",
     "ScriptedModel": ".models.scripted",
     "SqliteStore": ".store",
@@ -79,34 +95,48 @@ _HOMES: _typing.Final[dict[str, str]] = {
     "StoreError": ".base.errors",
     "SystemClock": ".base.clock",
     "TokenUsage": ".models.base",
+    "ToolBox": ".tools.toolbox",
     "ToolCall": ".models.base",
     "ToolInvocation": ".tools.invocation",
-    "ToolRegistry": ".tools.invocation",
     "ToolResponse": ".tools.invocation",
     "ToolSpec": ".models.base",
+    "Transcript": ".models.transcript",
     "TransitionRecord": ".record.trace",
-    "Trigger": ".core.machine",
+    "list_runs": ".proof.api",
     "load_contracts": ".tools.contracts",
     "read_log": ".record.trace",
+    "replay_run": ".proof.api",
+    "run_status": ".proof.api",
 }
 """Where each exported name lives, relative to this package."""
 
+_DROPPED: _typing.Final[dict[str, tuple[str, str]]] = {
+    "TERMINAL": (".core.states", "TERMINAL"),
+    "Bound": (".core.budget", "Bound"),
+    "Contract": (".tools.contracts", "Contract"),
+    "Decision": (".core.machine", "Decision"),
+    "ToolRegistry": (".tools.toolbox", "FunctionTools"),
+    "Trigger": (".core.machine", "Trigger"),
+}
+"""Names no longer exported here (a rule's own types, or renamed): each still imports for one
+release, with a warning naming where it lives now."""
+
 __all__ = [
-    "TERMINAL",
     "Backoff",
-    "Bound",
     "BudgetExceeded",
     "Clock",
     "CompiledContract",
     "ConfigError",
-    "Contract",
     "ContractError",
     "ContractSet",
-    "Decision",
+    "DeclaredTools",
     "Engine",
     "FakeClock",
     "FanoutStore",
+    "FirstOf",
     "FixtureError",
+    "FunctionModel",
+    "FunctionTools",
     "IllegalTransition",
     "JsonlLog",
     "Limits",
@@ -114,13 +144,16 @@ __all__ = [
     "LogFormatError",
     "MemoryStore",
     "ModelAdapter",
+    "ModelRejected",
     "ModelReply",
+    "ModelUnavailable",
     "Policy",
     "Principal",
     "RunFailure",
     "RunHandle",
     "RunResult",
     "RunSpec",
+    "RunStatus",
     "RunnerError",
     "ScriptedModel",
     "SqliteStore",
@@ -129,25 +162,38 @@ __all__ = [
     "StoreError",
     "SystemClock",
     "TokenUsage",
+    "ToolBox",
     "ToolCall",
     "ToolInvocation",
-    "ToolRegistry",
     "ToolResponse",
     "ToolSpec",
+    "Transcript",
     "TransitionRecord",
-    "Trigger",
+    "list_runs",
     "load_contracts",
     "read_log",
+    "replay_run",
+    "run_status",
 ]
 
 
 def __getattr__(name: str) -> _typing.Any:
     home = _HOMES.get(name)
-    if home is None:
+    if home is not None:
+        value = getattr(_importlib.import_module(home, __name__), name)
+        globals()[name] = value  # once imported, found without coming back here
+        return value
+    dropped = _DROPPED.get(name)
+    if dropped is None:
         raise AttributeError(f"module 'runner' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(home, __name__), name)
-    globals()[name] = value  # once imported, found without coming back here
-    return value
+    module, new = dropped
+    where = f"runner{module}.{new}"
+    _warnings.warn(
+        f"runner.{name} is no longer exported from runner: use {where}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(_importlib.import_module(module, __name__), new)
 
 
 def __dir__() -> list[str]:

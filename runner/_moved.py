@@ -22,7 +22,8 @@ MOVED: Final[dict[str, str]] = {
     "runner.states": "runner.core.states",
     "runner.machine": "runner.core.machine",
     "runner.observations": "runner.core.observations",
-    "runner.classifier": "runner.core.classifier",
+    "runner.classifier": "runner.tools.classifier",
+    "runner.core.classifier": "runner.tools.classifier",
     "runner.decide": "runner.core.decide",
     "runner.policy": "runner.core.policy",
     "runner.budget": "runner.core.budget",
@@ -35,7 +36,7 @@ MOVED: Final[dict[str, str]] = {
     "runner.contracts": "runner.tools.contracts",
     "runner.declare": "runner.tools.declare",
     "runner.retrieval": "runner.tools.retrieval",
-    "runner.children": "runner.tools.children",
+    "runner.children": "runner.engine.children",
     "runner.mcp": "runner.tools.mcp",
     "runner.mcp.config": "runner.tools.mcp.config",
     "runner.mcp.pinning": "runner.tools.mcp.pinning",
@@ -53,6 +54,7 @@ MOVED: Final[dict[str, str]] = {
     "runner.grading": "runner.proof.grading",
     "runner.api": "runner.proof.api",
     "runner.report": "runner.cli.report",
+    "runner.travel.fixtures": "runner.harness.fixtures",
 }
 """Old public module path -> where it lives now (private `_` modules moved without an alias)."""
 

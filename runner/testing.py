@@ -138,7 +138,7 @@ class ToolDouble:
     """A tool implementation that answers from a list and records every invocation.
 
     Answers are used in order and the last one repeats. Register it like any tool:
-    `ToolRegistry({"search_flights": double})`.
+    `FunctionTools({"search_flights": double})`.
     """
 
     def __init__(self, *answers: Answer) -> None:

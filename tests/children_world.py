@@ -15,16 +15,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from runner import Engine, FakeClock, Limits, ScriptedModel
+from runner.engine.children import ChildRun
+from runner.harness.expectations import check_expectations
+from runner.harness.fixtures import Fixture
 from runner.record.spec import RunResult
 from runner.store.base import Store
-from runner.tools.children import ChildRun, child_contracts, child_run_id, lookup_name
+from runner.tools.children import child_contracts, child_run_id, lookup_name
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolBox, ToolImplementation
 from runner.travel import load_travel_contracts
 from runner.travel.environment import ScriptedEnvironment
-from runner.travel.fixtures import Fixture
 from runner.travel.prompt import SYSTEM_PROMPT
-from runner.travel.scenario import check_expectations, spec_for
+from runner.travel.scenario import spec_for
 from runner.travel.supplier import SupplierDatabase
 
 CHILD_TOOL = "research_trip"

@@ -19,9 +19,9 @@ from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from runner.cli import main
+from runner.harness.fixtures import Fixture
 from runner.tools.contracts import ContractSet
 from runner.travel import load_travel_contracts
-from runner.travel.fixtures import Fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

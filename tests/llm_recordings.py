@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from runner.base import log
+from runner.harness.fixtures import collect_fixture_paths, load_fixture
 from runner.models.base import ModelReply, ToolCall
 from runner.models.scripted import ScriptedModel
 from runner.store import MemoryStore
 from runner.travel import load_travel_contracts
-from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 
 HERE = Path(__file__).resolve().parent

@@ -14,13 +14,13 @@ from runner.base.errors import ConfigError, TokenReused
 from runner.core.confirm import ApprovalSecret
 from runner.core.policy import ApprovalRules, Policy
 from runner.engine.engine import Engine
+from runner.harness.fixtures import load_fixture
 from runner.models.scripted import ScriptedModel
 from runner.proof.api import replay_run_sync
 from runner.store import MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.approval_play import holds_of, play_approval
 from runner.travel.environment import ScriptedEnvironment
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture, spec_for
 
 from .conftest import FIXTURES

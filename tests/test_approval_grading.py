@@ -12,13 +12,13 @@ import pytest
 
 from runner.cli import main
 from runner.core.confirm import ApprovalSecret
+from runner.harness.fixtures import load_fixture
 from runner.proof._approval_checks import tokens_used_by_several_runs
 from runner.proof.grading import grade
 from runner.proof.replay import Recording
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.approval_play import play_approval
-from runner.travel.fixtures import load_fixture
 
 from .conftest import FIXTURES
 

@@ -4,8 +4,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 from pydantic.json_schema import SkipJsonSchema
 
-from runner.core.classifier import classify
 from runner.core.observations import RESULT_CLASSES
+from runner.tools.classifier import classify
 from runner.tools.contracts import CompiledContract, ContractSet
 from runner.tools.declare import declare_contract
 from runner.tools.invocation import ToolResponse

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
+from runner.harness.fixtures import load_fixture
 from runner.models.scripted import ScriptedModel
 from runner.models.transcript import render_json
 from runner.record._render import render_for_model
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 
 from .conftest import FIXTURES
 from .test_engine import RecordingModel, drive

@@ -18,13 +18,13 @@ from runner import Engine, FakeClock, Limits, MemoryStore, ScriptedModel, Sqlite
 from runner.base.errors import ConfigError, FixtureError
 from runner.cli import main
 from runner.core.budget import Bound
+from runner.harness.fixtures import load_fixture
 from runner.models.identity import ModelIdentity
 from runner.models.pricing import FixedPrices, GenaiPrices, ModelPrice, NoPrices, default_prices
 from runner.proof.api import replay_run_sync
 from runner.record.trace import read_log
 from runner.testing import FunctionModel
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture, spec_for
 
 from .conftest import FIXTURES, FLIGHT_ARGS, make_fixture

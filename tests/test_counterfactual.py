@@ -14,13 +14,14 @@ import pytest
 from runner.cli import main
 from runner.core.budget import Limits
 from runner.core.policy import Backoff, Policy
+from runner.harness.fixtures import Fixture, collect_fixture_paths, load_fixture
+from runner.harness.scenario import ScenarioRun
 from runner.proof.replay import Recording, Replay, describe, replay
 from runner.record.spec import RunResult
 from runner.record.trace import states_visited
 from runner.store.memory import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
-from runner.travel.scenario import ScenarioRun, run_fixture
+from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from runner.harness.fixtures import load_fixture
 from runner.proof.replay import Recording, describe, replay
 from runner.record.spec import RunResult
 from runner.record.trace import states_visited
 from runner.store.memory import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from runner.harness.fixtures import load_fixture
 from runner.store import SqliteStore
 from runner.travel import load_travel_contracts
-from runner.travel.fixtures import load_fixture
 from runner.travel.supplier import SupplierDatabase
 
 from .conftest import FIXTURES

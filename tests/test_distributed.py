@@ -24,8 +24,8 @@ import psycopg
 
 from runner.cli._distributed import fixture_job
 from runner.distributed.queue import ensure_queue_schema, make_app, submit
+from runner.harness.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.store.postgres import PostgresStore
-from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.supplier import SupplierDatabase
 from tests.conftest import FIXTURES
 

@@ -16,10 +16,10 @@ from runner.base._documents import DocumentProblem, load_json, load_yaml
 from runner.base.errors import ConfigError, ContractError, FixtureError
 from runner.cli import main
 from runner.core.policy import Policy
+from runner.harness.fixtures import load_fixture
 from runner.service.config import ServiceConfig
 from runner.tools.contracts import ContractSet, load_contract_file
 from runner.tools.mcp.config import McpConfig
-from runner.travel.fixtures import load_fixture
 
 from .conftest import FIXTURES
 

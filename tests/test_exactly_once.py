@@ -10,11 +10,11 @@ import pytest
 
 from runner.base.clock import FakeClock
 from runner.core.sim import naive_policy
+from runner.harness.fixtures import load_fixture
 from runner.store import MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal, ToolInvocation
 from runner.travel.environment import HoldRoom
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import resume_fixture, run_fixture
 from runner.travel.supplier import SupplierDatabase
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from runner.cli import main
 from runner.cli._fixture_check import check_script
+from runner.harness.fixtures import load_fixture
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK, make_fixture

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from runner.base.errors import FixtureError
+from runner.harness.fixtures import collect_fixture_paths, load_fixture, parse_fixture
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import collect_fixture_paths, load_fixture, parse_fixture
 
 from .conftest import FIXTURES
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
+from runner.harness.fixtures import load_fixture
 from runner.proof.grading import TRAJECTORY_CHECKS, grade
 from runner.proof.replay import Recording
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

@@ -15,12 +15,12 @@ from runner.cli import main
 from runner.core.machine import Decision
 from runner.core.policy import DEFAULT_DECISIONS, Policy
 from runner.engine import _acting
+from runner.harness.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from runner.proof.grading import grade
 from runner.proof.replay import Recording
 from runner.record.operations import mint_key, parameter_hash
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES, stored_run_with_a_forged_summary

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from runner.core.result_classes import DISPATCHED
+from runner.harness.fixtures import load_fixture
 from runner.proof.api import grade_run_sync
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

@@ -23,11 +23,11 @@ from runner.core.observations import (
     ResultMalformed,
     ToolSucceeded,
 )
+from runner.harness.fixtures import load_fixture
 from runner.proof.replay import Recording, describe, replay
 from runner.record.trace import LOG_FORMAT, TransitionRecord, read_log
 from runner.store import FanoutStore, JsonlLog, SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.prompt import SYSTEM_PROMPT
 from runner.travel.scenario import run_fixture
 

@@ -8,7 +8,16 @@ from transitions import Machine, MachineError
 
 from runner.base.errors import ConfigError, IllegalTransition
 from runner.core import machine
-from runner.core.machine import TABLE, Decision, Edge, Trigger, attach, decide, detach, fire
+from runner.core.machine import (
+    DECISION_TRIGGER,
+    TABLE,
+    Decision,
+    Edge,
+    Trigger,
+    attach,
+    detach,
+    fire,
+)
 from runner.core.states import TERMINAL, State
 
 
@@ -78,7 +87,7 @@ def test_no_automatic_to_state_triggers() -> None:
 def test_every_decision_has_a_trigger_out_of_observe() -> None:
     sources = {(e.source, e.trigger) for e in TABLE}
     for decision in Decision:
-        assert (State.OBSERVE, decide(decision)) in sources
+        assert (State.OBSERVE, DECISION_TRIGGER[decision]) in sources
 
 
 def test_detach_releases_the_model() -> None:

@@ -1,9 +1,9 @@
 """A `malformed_result` names what broke the result schema (where, how) in its reason."""
 
-from runner.core.classifier import malformed_reason
+from runner.core.observations import malformed_reason
+from runner.harness.fixtures import load_fixture
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

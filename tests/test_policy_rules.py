@@ -20,6 +20,7 @@ from runner.core.machine import Decision
 from runner.core.observations import ResultClass
 from runner.core.policy import ALLOWED_DECISIONS, DEFAULT_DECISIONS, Policy
 from runner.core.sim import NaivePolicy, naive_policy
+from runner.core.stored_policy import stored_policy
 
 from .conftest import FIXTURES
 
@@ -134,22 +135,22 @@ def test_naive_is_a_simulation_outside_the_production_type() -> None:
     as_a_file = {key: value for key, value in stored.items() if key != "simulation"}
     with pytest.raises(ValidationError, match="unknown_outcome: retry"):
         Policy.model_validate(as_a_file)  # its table would never pass as a policy file
-    assert Policy.recorded(stored) == naive  # a stored naive run replays under itself
-    assert Policy.recorded(Policy().model_dump(mode="json")) == Policy()
+    assert stored_policy(stored) == naive  # a stored naive run replays under itself
+    assert stored_policy(Policy().model_dump(mode="json")) == Policy()
 
 
 def test_policies_stored_before_the_move_still_resume_and_replay() -> None:
     """Headers written while `fresh_key_on_retry` was a `Policy` field load as what they were."""
     default = Policy().model_dump(mode="json")
-    assert Policy.recorded({**default, "fresh_key_on_retry": False}) == Policy()
+    assert stored_policy({**default, "fresh_key_on_retry": False}) == Policy()
     naive = {**naive_policy().model_dump(mode="json"), "fresh_key_on_retry": True}
     del naive["simulation"]
-    assert Policy.recorded(naive) == naive_policy()
+    assert stored_policy(naive) == naive_policy()
 
 
 def test_a_stored_policy_that_breaks_the_rules_is_one_config_error() -> None:
     stored = {**Policy().model_dump(mode="json"), "max_retries": 50}
     with pytest.raises(ConfigError, match="stored policy does not load: max_retries"):
-        Policy.recorded(stored)
+        stored_policy(stored)
     with pytest.raises(ConfigError, match="simulation policy 'other'"):
-        Policy.recorded({**stored, "simulation": "other"})
+        stored_policy({**stored, "simulation": "other"})

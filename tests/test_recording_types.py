@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from runner.core.machine import Decision, Trigger
 from runner.core.result_classes import CLASSES
 from runner.core.states import State
+from runner.harness.fixtures import load_fixture
 from runner.models.base import ModelReply, TokenUsage, ToolCall
 from runner.record.recording import TURN_ADAPTER, RecordedTurn
 from runner.record.trace import TransitionRecord, read_log
@@ -17,7 +18,6 @@ from runner.store.fanout import FanoutStore
 from runner.store.jsonl import JsonlLog
 from runner.store.sqlite import SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

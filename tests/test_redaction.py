@@ -12,6 +12,7 @@ import structlog
 from runner.base.clock import FakeClock
 from runner.base.tracing import REDACTED, ToolSpan
 from runner.engine.engine import Engine
+from runner.harness.fixtures import load_fixture
 from runner.models.base import ModelRejected, ModelReply, TokenUsage
 from runner.models.scripted import ScriptedModel, ScriptedTurn
 from runner.proof.replay import Recording, describe, replay
@@ -20,7 +21,6 @@ from runner.record.spec import RunSpec
 from runner.store import FanoutStore, JsonlLog, SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

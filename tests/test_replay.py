@@ -12,12 +12,12 @@ from runner import Engine, FakeClock, Principal, RunSpec, ToolRegistry
 from runner.cli import main
 from runner.core.budget import Limits
 from runner.core.sim import naive_policy
+from runner.harness.fixtures import collect_fixture_paths, load_fixture
 from runner.proof.replay import Recording, describe, replay
 from runner.record.recording import Responded
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.testing import FunctionModel, ToolDouble, call, latest_results
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
+from runner.harness.fixtures import load_fixture
 from runner.proof.replay import Recording, describe, replay
 from runner.record.trace import OperationSummary
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES, stored_run_with_a_forged_summary

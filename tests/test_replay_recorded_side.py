@@ -7,11 +7,11 @@ import dataclasses
 from pathlib import Path
 
 from runner.core.budget import Limits
+from runner.harness.fixtures import load_fixture
 from runner.proof.replay import Recording, describe, replay
 from runner.record.trace import OperationSummary
 from runner.store.memory import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from runner.core.states import TERMINAL
+from runner.harness.fixtures import collect_fixture_paths, load_fixture
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES

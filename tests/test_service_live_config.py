@@ -16,6 +16,7 @@ from runner.service.errors import ApiError
 from runner.service.live import LiveRun, budget
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
+from runner.travel import TRAVEL
 from tests.service_harness import KEYS
 from tests.test_service_live import CEILING, ENV, WORLD, live, live_settings
 
@@ -33,7 +34,7 @@ def _config(folder: Path, **live_changes: Any) -> Path:
 
 def _service(folder: Path, contracts: ContractSet, **live_changes: Any) -> RunService:
     config = ServiceConfig.load(_config(folder, **live_changes))
-    return RunService(config, folder / "runs.sqlite", contracts, None)
+    return RunService(config, folder / "runs.sqlite", contracts, None, world=TRAVEL)
 
 
 @pytest.mark.parametrize(
@@ -133,7 +134,7 @@ def test_the_sample_configs_live_section_starts_without_keys(
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     config = ServiceConfig.load(ROOT / "examples" / "service.yaml")
-    service = RunService(config, tmp_path / "runs.sqlite", contracts, None)
+    service = RunService(config, tmp_path / "runs.sqlite", contracts, None, world=TRAVEL)
     key = config.key_for("change-me-optiverse")
     assert key is not None and service.live.world is not None
     request = LiveRun.model_validate(live("openai:gpt-4o-mini", tools=["search_hotels"]))

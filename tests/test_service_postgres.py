@@ -92,10 +92,12 @@ def test_the_service_reads_on_one_kept_connection_and_opens_it_again_once_broken
     for the read itself); one is kept now, and a broken one is replaced, the read answered."""
     from runner.service.config import ServiceConfig  # noqa: PLC0415
     from runner.service.queued import QueuedRunService  # noqa: PLC0415  # needs psycopg
-    from runner.travel import load_travel_contracts  # noqa: PLC0415
+    from runner.travel import TRAVEL, load_travel_contracts  # noqa: PLC0415
 
     config = ServiceConfig.load(write_config(tmp_path))
-    service = QueuedRunService(config, pg_url, load_travel_contracts(), None, tmp_path / "world")
+    service = QueuedRunService(
+        config, pg_url, load_travel_contracts(), None, tmp_path / "world", world=TRAVEL
+    )
     with psycopg.connect(pg_url, autocommit=True) as admin, closing(service.shared):
         admin.execute("CREATE TABLE IF NOT EXISTS procrastinate_jobs (args jsonb)")
         admin.execute(

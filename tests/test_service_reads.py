@@ -15,7 +15,7 @@ from runner.record.trace import RunSummary, TransitionRecord
 from runner.service.config import ServiceConfig
 from runner.service.runs import RunService
 from runner.store import SqliteStore
-from runner.travel import load_travel_contracts
+from runner.travel import TRAVEL, load_travel_contracts
 from tests.service_harness import KEYS, A
 from tests.store.contract import header, record
 
@@ -83,7 +83,8 @@ def service(store: CountingStore, tmp_path: Path) -> RunService:
     config = ServiceConfig.model_validate(
         {"api_keys": [{"key": key, **value} for key, value in KEYS.items()]}
     )
-    return RunService(config, tmp_path / "runs.sqlite", load_travel_contracts(), None, shared=store)
+    return RunService(config, tmp_path / "runs.sqlite", load_travel_contracts(), None, world=TRAVEL,
+                      shared=store)  # fmt: skip
 
 
 def _rows(store: CountingStore, read: Callable[[], object]) -> int:
@@ -170,7 +171,7 @@ def test_a_poll_never_reports_the_end_before_the_last_transition(
         {"api_keys": [{"key": key, **value} for key, value in KEYS.items()]}
     )
     service = RunService(config, tmp_path / "runs.sqlite", load_travel_contracts(), None,
-                         shared=ending)  # fmt: skip
+                         world=TRAVEL, shared=ending)  # fmt: skip
     delivered: list[int] = []
     for _ in range(3):  # what the events stream does: the end only after a poll with nothing new
         records, end = service.events_after("short", delivered[-1] if delivered else 50)

@@ -16,7 +16,7 @@ from runner.base.errors import ConfigError, FixtureError
 from runner.cli import main
 from runner.core.budget import Limits
 from runner.core.policy import Policy
-from runner.travel.fixtures import parse_fixture
+from runner.harness.fixtures import parse_fixture
 
 from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK
 

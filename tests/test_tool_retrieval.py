@@ -18,6 +18,8 @@ import pytest
 from runner import MemoryStore, ScriptedModel, SqliteStore
 from runner.base.errors import ConfigError
 from runner.cli import main
+from runner.harness.fixtures import Fixture, collect_fixture_paths, load_fixture
+from runner.harness.scenario import ScenarioRun
 from runner.models.base import ModelReply, ToolChoice, ToolSpec
 from runner.models.transcript import ToolResultMessage, Transcript
 from runner.proof.api import replay_run_sync
@@ -26,8 +28,7 @@ from runner.record.trace import TransitionRecord
 from runner.tools.contracts import ContractSet
 from runner.tools.retrieval import Bm25Retriever, ToolRetrieval, select, tool_text, words
 from runner.travel.catalogue import load_catalogue_contracts
-from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
-from runner.travel.scenario import ScenarioRun, run_fixture
+from runner.travel.scenario import run_fixture
 
 CATALOGUE = Path(__file__).resolve().parent / "data" / "catalogue"
 PATHS = collect_fixture_paths([CATALOGUE])

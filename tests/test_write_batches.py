@@ -22,13 +22,13 @@ from runner.core.machine import Decision
 from runner.core.policy import DEFAULT_DECISIONS, Policy
 from runner.core.sim import naive_policy
 from runner.engine._call_ids import unique_calls
+from runner.harness.fixtures import load_fixture
 from runner.models.base import ToolCall
 from runner.proof.grading import grade
 from runner.proof.replay import Recording, replay
 from runner.store import MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet, load_contracts
 from runner.travel import SEMANTIC_RULES, contracts_dir
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK, make_fixture

@@ -1,8 +1,10 @@
 """The runner's exception tree.
 
 Expected model and tool failures are observations, not exceptions. Exceptions are for mistakes
-made before a run starts (bad contracts, fixtures, configuration) and for bugs or broken
-infrastructure during one::
+made before a run starts (bad contracts, fixtures, configuration), for a model adapter to say how
+a request failed (the run observes it, it never escapes a run), and for bugs or broken
+infrastructure during one. The tree (the README's "Errors" shows it too, and
+`tests/test_errors_tree.py` holds both to the classes)::
 
     RunnerError
     ├── LoadError                 bad input found before any run starts
@@ -13,6 +15,10 @@ infrastructure during one::
     │   ├── LogFormatError        a persisted transition log cannot be read
     │   └── ResumeRefused         a stored run cannot go on as it began (its model or world)
     │       └── RunDriven         another driver holds the run (named); nothing was stored or sent
+    ├── ModelFailure              a model adapter's failed request (observed: never escapes a run)
+    │   ├── ModelUnavailable      the provider cannot answer now (429, 5xx...): may be retried
+    │   └── ModelRejected         the provider refused the request (400, 401...): never retried
+    ├── ApiError                  the service refuses an HTTP request (its status and code)
     └── RunFailure                the run itself cannot go on
         ├── IllegalTransition     the engine asked the machine for a move the table forbids (a bug)
         ├── BudgetExceeded        a bound found exceeded where it must have been enforced
@@ -28,6 +34,9 @@ infrastructure during one::
             ├── TokenExpired      past its expiry
             ├── TokenReused       already used by another run
             └── TokenMismatch     bound to other parameters, tenant, run, operation or policy
+
+Cancellation is not in it: a run cancelled through its handle is stopped by `RunCancelled`, an
+`asyncio.CancelledError` (so a `BaseException`), which `except Exception` never swallows.
 """
 
 from __future__ import annotations
@@ -95,6 +104,32 @@ class RunDriven(ResumeRefused):
         self.run_id = run_id
         # Not "cannot resume": a new run, a continuation or a worker's drive is refused alike.
         LoadError.__init__(self, f"cannot drive run {run_id}: {message}")
+
+
+class ModelFailure(RunnerError):
+    """What a model adapter raises for a request that failed. The engine observes it (the
+    policy retries, falls back or ends the run); it never escapes a run. Anything else an
+    adapter raises ends the run `abstain` (`model_error: <Type>`)."""
+
+
+class ModelUnavailable(ModelFailure):  # named for what happened, like the observations
+    """The provider could not answer now (429, 5xx, a timeout, a dropped connection).
+
+    The runner's policy decides whether and when to ask again; adapters never retry.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class ModelRejected(ModelFailure):
+    """The provider refused the request itself (400, 401, 403, 404, 422): asking again is futile."""
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 class RunFailure(RunnerError):

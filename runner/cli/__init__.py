@@ -1,6 +1,7 @@
 """The `runner` command: run fixtures; resume, show and list stored runs; check contracts.
 
-A face: it may import every layer, the travel world included.
+A face: it may import every layer, the travel world included; it wires the travel world
+(`_common.WORLD`) to the harness that runs fixtures.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 
 from ..base import log
 from ..base.errors import LoadError, RunnerError, StoreError
+from ..harness.fixtures import collect_fixture_paths, load_fixture
+from ..harness.scenario import resume_fixture, run_fixture
 from ..models import live_model
 from ..models.base import ModelAdapter
 from ..proof.replay import Recording
@@ -24,9 +27,6 @@ from ..record.trace import Durability
 from ..store import FanoutStore, JsonlLog
 from ..store.base import Store
 from ..tools.mcp import McpConfig, McpTools
-from ..travel import fixtures_dir
-from ..travel.fixtures import collect_fixture_paths, load_fixture
-from ..travel.scenario import ScenarioRun, resume_fixture, run_fixture
 from ._approvals import (
     add_approval_commands,
     approvals_command,
@@ -44,6 +44,7 @@ from ._arguments import (
 )
 from ._common import (
     EXIT_EXPECTATION_FAILED,
+    WORLD,
     contracts_for,
     database,
     default_database,
@@ -59,6 +60,7 @@ from ._distributed import (
     worker_command,
 )
 from ._fixture_check import check_command
+from ._outcome import print_scenario
 from ._serve import add_serve_parser, serve_command
 from ._stored import (
     artifact_command,
@@ -69,7 +71,7 @@ from ._stored import (
     stored_holds,
 )
 from ._tool_commands import add_tool_commands, ended_run_json, run_tool_command
-from .report import RunView, printable, run_json, run_text
+from .report import printable
 
 
 def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
@@ -224,26 +226,6 @@ def _contracts_and_fixtures_parsers(
     add_tool_commands(parser, contract_commands, fixture_commands)  # last: adds --verbose to all
 
 
-def print_scenario(
-    outcome: ScenarioRun, heading: str, as_json: bool, *, continuation: bool = False
-) -> None:
-    """One scenario run as `run` prints it; a `continuation` is checked against the fixture's
-    `approval.expect` (what the run comes to after the decision), not its `expect`."""
-    view = RunView.of_result(outcome.result, outcome.holds)
-    expect = {"passed": outcome.passed, "failures": outcome.failures}
-    if as_json:
-        print(json.dumps(run_json(view, expect), sort_keys=True))
-        return
-    print(run_text(view, heading))
-    declared = (
-        outcome.fixture.approval.expect if continuation and outcome.fixture.approval else None
-    )
-    if outcome.fixture.expect is not None or declared is not None:
-        verdict = "met" if outcome.passed else "FAILED: " + "; ".join(outcome.failures)
-        print(f"  expect: {printable(verdict)}")
-    print()
-
-
 def _model(args: argparse.Namespace) -> ModelAdapter | None:
     if args.model is None:
         if args.base_url is not None or args.fallback_model is not None:
@@ -294,6 +276,7 @@ def _run(args: argparse.Namespace) -> int:
                         fixture,
                         contracts,
                         store,
+                        world=WORLD,
                         seed=args.seed + index - 1,  # each copy its own draws, as grade's trials
                         policy=policy,
                         world_dir=world,
@@ -341,6 +324,7 @@ def _resume(args: argparse.Namespace) -> int:
                 args.run_id,
                 contracts,
                 store,
+                world=WORLD,
                 model=_model(args),
                 store_dir=args.db.folder,
                 mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
@@ -362,7 +346,7 @@ def _check_contracts(args: argparse.Namespace) -> int:
 
 def _fixtures(args: argparse.Namespace) -> int:
     if args.fixtures_command == "path":
-        print(fixtures_dir())
+        print(WORLD.fixtures_dir())
         return 0
     return check_command(args.paths, contracts_for(args.contracts))
 

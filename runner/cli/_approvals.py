@@ -20,15 +20,16 @@ from ..base.clock import SystemClock
 from ..base.errors import ApprovalRefused, ResumeRefused
 from ..core.confirm import ApprovalSecret
 from ..engine.approvals import approve, deny, pending_approvals
+from ..harness.scenario import continue_fixture
 from ..proof.replay import Recording
 from ..store.approvals import Proposal
 from ..store.base import Store
 from ..tools.mcp import McpConfig
 from ..tools.mcp.pinning import recorded_pin
-from ..travel.scenario import continue_fixture
 from ._arguments import run_id_text, seconds
-from ._common import EXIT_EXPECTATION_FAILED, contracts_for, open_store
+from ._common import EXIT_EXPECTATION_FAILED, WORLD, contracts_for, open_store
 from ._distributed import drive_lease
+from ._outcome import print_scenario
 from ._stored import stored_holds
 from ._tool_commands import ended_run_json
 from .report import printable
@@ -141,8 +142,6 @@ def decide_command(args: argparse.Namespace) -> int:
 
 
 def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = None) -> int:
-    from . import print_scenario  # noqa: PLC0415  (the package imports this module)
-
     secret = secret or ApprovalSecret.from_env()
     contracts = contracts_for(args.contracts)
     store = open_store(args.db, must_exist=True)
@@ -152,6 +151,7 @@ def continue_command(args: argparse.Namespace, secret: ApprovalSecret | None = N
                 args.run_id,
                 contracts,
                 store,
+                world=WORLD,
                 secret=secret,
                 now=SystemClock().now(),  # checked as it starts: after the lease is held
                 store_dir=args.db.folder,

@@ -11,15 +11,20 @@ from pathlib import Path
 from ..base.errors import ConfigError, LoadError
 from ..core.policy import Policy
 from ..core.sim import naive_policy
+from ..harness.world import World
 from ..store import SqliteStore
 from ..store.base import Store
 from ..store.urls import hide_password, is_database_url
 from ..tools.contracts import ContractSet, load_contracts
 from ..travel import (
     SEMANTIC_RULES,
+    TRAVEL,
     contracts_dir,
     load_travel_contracts,
 )
+
+WORLD: World = TRAVEL
+"""The world the command line plays fixtures in (the harness knows none): the travel demo."""
 
 EXIT_EXPECTATION_FAILED = 1
 DEFAULT_DB = "runs.sqlite"

@@ -21,15 +21,15 @@ from ..base.errors import (
 from ..core.confirm import SECRET_ENV, ApprovalSecret
 from ..engine._ownership import RenewedHolds, let_go_renewed, stays_ended, take_renewed
 from ..engine.handle import RunHandle
+from ..harness.fixtures import Fixture, collect_fixture_paths, load_fixture
+from ..harness.scenario import continue_fixture, resume_fixture, run_fixture
 from ..models.base import ModelAdapter
 from ..record.trace import RunHeader
 from ..store.adapters import BlockingStore
 from ..store.base import Store
 from ..tools.contracts import ContractSet
-from ..travel.fixtures import Fixture, collect_fixture_paths, load_fixture
-from ..travel.scenario import continue_fixture, resume_fixture, run_fixture
 from ._arguments import ArgumentParser, count, seconds, seed
-from ._common import Database, contracts_for, world_dir
+from ._common import WORLD, Database, contracts_for, world_dir
 
 if TYPE_CHECKING:
     from ..service.config import LiveConfig
@@ -275,6 +275,7 @@ def fixture_player(
                 fixture,
                 contracts,
                 store,
+                world=WORLD,
                 seed=seed,
                 world_dir=world,
                 run_id=run_id,
@@ -287,7 +288,7 @@ def fixture_player(
         else:
             model = _live_model(live, run_id, spec, store.header(run_id)) if spec else None
             outcome = resume_fixture(
-                run_id, contracts, store, store_dir=world, model=model, started=started
+                run_id, contracts, store, world=WORLD, store_dir=world, model=model, started=started
             )
             how = "resumed"
         result = outcome.result
@@ -305,6 +306,7 @@ def fixture_player(
                 run_id,
                 contracts,
                 store,
+                world=WORLD,
                 secret=secret,
                 now=wall.now(),
                 store_dir=world,

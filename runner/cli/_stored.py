@@ -12,6 +12,8 @@ from pydantic import ValidationError
 
 from ..base.errors import ConfigError, LoadError, StoreCorrupt, StoreError
 from ..core.budget import Limits
+from ..harness.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
+from ..harness.scenario import run_fixture, stored_fixture, stored_world
 from ..proof._approval_checks import grant_not_in_ledger, tokens_used_by_several_runs
 from ..proof.grading import UNFINISHED, Check, FixtureGrade, grade
 from ..proof.replay import Recording, describe, replay, stored_limits
@@ -20,15 +22,10 @@ from ..store.base import RunListing, Store, UnreadableRun
 from ..tools.children import children_of, family_ids
 from ..tools.contracts import ContractSet
 from ..tools.mcp import with_recorded
-from ..travel import (
-    SYSTEM_PROMPT,
-)
-from ..travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
-from ..travel.scenario import run_fixture, stored_fixture, stored_world
-from ..travel.supplier import recorded_holds
 from ._arguments import EXIT_BAD_INPUT, is_utf8
 from ._common import (
     EXIT_EXPECTATION_FAILED,
+    WORLD,
     contracts_for,
     one_line,
     open_store,
@@ -195,7 +192,7 @@ def replay_command(args: argparse.Namespace) -> int:
             with_recorded(contracts, recording.header.annotations),  # its MCP tools, as pinned
             policy=policy,
             limits=limits,
-            system_prompt=SYSTEM_PROMPT,
+            system_prompt=WORLD.system_prompt,
         )
         diverged |= not outcome.changes and not outcome.identical
         sentence = describe(outcome)
@@ -212,8 +209,7 @@ def replay_command(args: argparse.Namespace) -> int:
 def stored_holds(recording: Recording, store_dir: Path) -> int | None:
     """The holds in a stored run's supplier database (None: it has none); `StoreError` when
     the database it records is gone (graded, it failed `holds_as_declared` with None holds)."""
-    world = stored_world(recording.header).get("supplier_db")
-    return recorded_holds(world, store_dir, must_exist=True)
+    return WORLD.recorded_holds(stored_world(recording.header), store_dir, must_exist=True)
 
 
 def _tokens_across_runs(recordings: list[Recording], grades: dict[str, FixtureGrade]) -> None:
@@ -289,7 +285,7 @@ def _grade_stored(
             continue
         pinned = with_recorded(contracts, recording.header.annotations)
         try:
-            trial = grade(recording, pinned, expect, holds, system_prompt=SYSTEM_PROMPT)
+            trial = grade(recording, pinned, expect, holds, system_prompt=WORLD.system_prompt)
         except ConfigError as exc:  # graded with other contracts than it ran with
             _not_graded(not_graded, run_id, exc)
             continue
@@ -339,6 +335,7 @@ def grade_command(args: argparse.Namespace) -> int:
                         fixture,
                         contracts,
                         store,
+                        world=WORLD,
                         seed=args.seed + index,
                         policy=policy,
                         world_dir=world,

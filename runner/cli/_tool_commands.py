@@ -41,7 +41,7 @@ def add_tool_commands(
         action="append",
         required=True,
         metavar="PKG.MOD",
-        help="a module that declares contracts (a Toolset or CompiledContract global); repeatable",
+        help="a module declaring contracts (DeclaredTools or CompiledContract globals); repeatable",
     )
     export.add_argument("--out", type=Path, default=None, help="write DIR/<name>.json")
     export.add_argument("--tool", action="append", default=None, help="only this tool; repeatable")

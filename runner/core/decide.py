@@ -1,10 +1,12 @@
-"""The one decision: policy + observation + the run's facts -> a verdict (decision, reason, wait).
+"""The one decision: policy + observation + the run's facts -> a verdict the engine carries out.
 
-Called once per observation, in `call`, right after the outcome is classified; the engine records
-the verdict once (in the `classify` transition, with its reason) and then only carries it out:
-nothing else overrides it. Pure: it reads no clock and touches no store; the only source it
-draws from is the run's injected RNG, and only for the jitter of a retry it grants. The rules,
-on top of the policy's table:
+Every observation goes through `decide`: a tool call's (right after its outcome is classified),
+a model request's that failed, and what `plan` comes to (a reply, no reply, a spent bound, a
+cancel: rules in `_plan_rules.py`). The engine records the verdict and carries it out; nothing
+else overrides it, and every move into a terminal state carries one. Pure: it reads no clock and
+touches no store; the only source it draws from is the run's injected RNG, and only for the
+jitter of a retry it grants. The rules for a tool call's observation, on top of the policy's
+table:
 
 - a second invalid-argument call to the same tool (past `corrections_per_tool`) abstains;
 - retries are bounded per call, never happen once another call of the batch has ended the run,
@@ -24,11 +26,11 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, assert_never
+from typing import Final, assert_never, overload
 
+from ._plan_rules import PlanFacts, RequestFacts, decide_plan, decide_request
 from .budget import Bound
-from .classifier import malformed_reason
-from .machine import Decision
+from .machine import DECISION_TRIGGER, Decision, Trigger
 from .observations import (
     AccessDenied,
     ApprovalDenied,
@@ -36,7 +38,9 @@ from .observations import (
     ArgumentsRejected,
     BudgetExhausted,
     OutcomeUnknown,
+    PlanObservation,
     RepeatRefused,
+    RequestFailure,
     ResultMalformed,
     ToolFailedPermanently,
     ToolFailedTransiently,
@@ -46,8 +50,23 @@ from .observations import (
     ToolSucceeded,
     ToolUnknown,
     WriteNotApplied,
+    malformed_reason,
 )
 from .policy import Policy, retry_delay
+from .verdicts import Ending, Move, PlanVerdict, RequestVerdict
+
+__all__ = [
+    "ENDING",
+    "UNDECIDED",
+    "Batch",
+    "Exit",
+    "Facts",
+    "PlanFacts",
+    "RequestFacts",
+    "Verdict",
+    "decide",
+    "why",
+]
 
 ENDING: Final = frozenset({Decision.ABSTAIN, Decision.ESCALATE, Decision.UNKNOWN})
 
@@ -74,6 +93,10 @@ class Batch:
     """The result class (or spent bound) that decided it."""
     key: str | None = None
     """The operation key of the call that decided it (handed over when it is `unknown`)."""
+
+
+UNDECIDED: Final = Batch()
+"""Where every batch starts: nothing decided yet (frozen, so shared: replaced, never changed)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,11 +137,8 @@ class Facts:
 class Exit:
     """How the batch leaves `observe` (set on the verdict of its last call)."""
 
-    decision: Decision
-    reason: str | None
-    """The run's reason when the decision ends it."""
-    operation_key: str | None
-    """The key handed over when the run ends `unknown`."""
+    move: Move
+    """Back to the model (`resume`), or the move that ends the run (with its `Ending`)."""
     unsettled: str | None
     """A write found still open at the end of the batch (the engine marks it `unknown`)."""
 
@@ -140,6 +160,13 @@ class Verdict:
     """The batch with this decision folded in."""
     exit: Exit | None = None
     """Set when this was the batch's last call and the batch moves on."""
+    then: Trigger
+    """How `observe` carries it out: `retry`, `reconcile`, `next_call`, or the exit's move."""
+
+    @property
+    def leaves_unknown(self) -> bool:
+        """The call's write, if it has one, is marked `unknown`."""
+        return self.decision is Decision.UNKNOWN
 
 
 def why(observation: ToolObservation) -> str | None:
@@ -201,10 +228,37 @@ def _by_rules(policy: Policy, observation: ToolObservation, facts: Facts) -> Dec
     return decision
 
 
+@overload
 def decide(
     policy: Policy, observation: ToolObservation, facts: Facts, rng: random.Random
+) -> Verdict: ...
+@overload
+def decide(
+    policy: Policy, observation: RequestFailure, facts: RequestFacts, rng: random.Random
+) -> RequestVerdict: ...
+@overload
+def decide(
+    policy: Policy, observation: PlanObservation, facts: PlanFacts, rng: random.Random
+) -> PlanVerdict: ...
+def decide(
+    policy: Policy,
+    observation: ToolObservation | RequestFailure | PlanObservation,
+    facts: Facts | RequestFacts | PlanFacts,
+    rng: random.Random,
+) -> Verdict | RequestVerdict | PlanVerdict:
+    """The one decision: what `observation` comes to, given the run's `facts`."""
+    if type(facts) is Facts:  # the usual case, asked first: a tool call's outcome
+        return _decide_tool(policy, observation, facts, rng)  # type: ignore[arg-type]
+    if type(facts) is RequestFacts:
+        return decide_request(policy, observation, facts, rng)  # type: ignore[arg-type]
+    assert type(facts) is PlanFacts, facts
+    return decide_plan(observation, facts)  # type: ignore[arg-type]
+
+
+def _decide_tool(
+    policy: Policy, observation: ToolObservation, facts: Facts, rng: random.Random
 ) -> Verdict:
-    """The one decision on a tool call's observation."""
+    """The decision on a tool call's observation."""
     decision = _by_rules(policy, observation, facts)
     shown, tripped = observation, facts.tripped
     if decision is Decision.RETRY:
@@ -220,6 +274,7 @@ def decide(
                 shown=observation,
                 tripped=tripped,
                 batch=facts.batch,
+                then=Trigger.RETRY,
             )
             return verdict
         decision = Decision.FINAL_ANSWER
@@ -237,6 +292,7 @@ def decide(
                 shown=observation,
                 tripped=tripped,
                 batch=facts.batch,
+                then=Trigger.RECONCILE,
             )
         decision, tripped = Decision.UNKNOWN, facts.blocked
         shown = OutcomeUnknown(
@@ -252,13 +308,15 @@ def decide(
     if _PRECEDENCE[decision] > _PRECEDENCE[batch.decision]:
         reason = shown.bound.value if isinstance(shown, BudgetExhausted) else shown.kind
         batch = Batch(decision=decision, reason=reason, key=facts.operation_key)
+    exit_ = _exit(batch, facts.unsettled, tripped) if facts.last else None
     return Verdict(
         decision=decision,
         reason=why(shown),
         shown=shown,
         tripped=tripped,
         batch=batch,
-        exit=_exit(batch, facts.unsettled, tripped) if facts.last else None,
+        exit=exit_,
+        then=Trigger.NEXT_CALL if exit_ is None else exit_.move.trigger,
     )
 
 
@@ -271,13 +329,15 @@ def _exit(batch: Batch, unsettled: str | None, tripped: Bound | None) -> Exit:
     else:
         unsettled = None
     if final not in ENDING:
-        return Exit(decision=final, reason=None, operation_key=None, unsettled=None)
+        move = Move(trigger=DECISION_TRIGGER[final], decision=final)
+        return Exit(move=move, unsettled=None)
     ending = reason or final.value
     if final is Decision.UNKNOWN and tripped is not None:
         ending = tripped.value  # the bound that left the write unresolved
-    return Exit(
+    move = Move(
+        trigger=DECISION_TRIGGER[final],
         decision=final,
-        reason=ending,
         operation_key=key if final is Decision.UNKNOWN else None,
-        unsettled=unsettled,
+        ending=Ending(ending),
     )
+    return Exit(move=move, unsettled=unsettled)

@@ -1,4 +1,4 @@
-"""The transition table as data, the one shared `transitions.Machine`, and the pure `decide()`.
+"""The transition table as data, and the one shared `transitions.Machine`.
 
 This is the only module that imports `transitions`. The table is validated when the module loads
 (every problem reported at once) and the machine re-checks every move at run time: a trigger that
@@ -85,8 +85,9 @@ TABLE: Final[tuple[Edge, ...]] = (
     Edge(Trigger.MARK_UNKNOWN, State.OBSERVE, State.UNKNOWN),
 )
 
-# Which trigger carries each decision out of `observe` once a batch of calls is settled.
-_DECISION_TRIGGER: Final[dict[Decision, Trigger]] = {
+# Which trigger carries each decision out of `observe` once a batch of calls is settled (read by
+# the decision, `decide.py`, which puts the trigger on its verdict).
+DECISION_TRIGGER: Final[dict[Decision, Trigger]] = {
     Decision.CONTINUE: Trigger.RESUME,
     Decision.BACK_TO_MODEL: Trigger.RESUME,
     Decision.FINAL_ANSWER: Trigger.RESUME,
@@ -120,7 +121,7 @@ def validate_table(table: tuple[Edge, ...]) -> list[str]:
         if not any(edge.trigger is trigger for edge in table):
             problems.append(f"trigger {trigger} has no edge")
     for decision in Decision:
-        mapped = _DECISION_TRIGGER.get(decision)
+        mapped = DECISION_TRIGGER.get(decision)
         if mapped is None:
             problems.append(f"decision {decision} has no trigger")
         elif (State.OBSERVE, mapped) not in seen:
@@ -131,11 +132,6 @@ def validate_table(table: tuple[Edge, ...]) -> list[str]:
 _PROBLEMS = validate_table(TABLE)
 if _PROBLEMS:
     raise ConfigError("transition table is unsound: " + "; ".join(_PROBLEMS))
-
-
-def decide(decision: Decision) -> Trigger:
-    """The trigger that carries a settled decision out of `observe`."""
-    return _DECISION_TRIGGER[decision]
 
 
 class Lifecycle:

@@ -7,7 +7,7 @@ Every raw outcome maps to exactly one of these (see `classifier.py`). Each is a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Discriminator, TypeAdapter
 
@@ -109,6 +109,18 @@ class ResultMalformed:
     kind: Literal["malformed_result"] = "malformed_result"
 
 
+_REASON_CHARS: Final = 200
+
+
+def malformed_reason(errors: tuple[str, ...]) -> str:
+    """A `malformed_result`'s reason: the first schema error (`path: message`), cut to one short
+    line (a schema message may quote the whole payload), and how many more there are."""
+    first = " ".join((errors[0] if errors else "does not match its result schema").split())
+    if len(first) > _REASON_CHARS:
+        first = first[: _REASON_CHARS - 3] + "..."
+    return f"{first} (and {len(errors) - 1} more)" if len(errors) > 1 else first
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolUnknown:
     """The model called a tool that does not exist, or one not offered at this step."""
@@ -188,12 +200,150 @@ class ApprovalDenied:
     kind: Literal["approval_denied"] = "approval_denied"
 
 
+# -- the model's side: what a request to the model came to -----------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelProposed:
+    """The model replied with tool calls, under a stop reason they may be acted on under."""
+
+    calls: int
+    kind: Literal["model_proposed"] = "model_proposed"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelAnswered:
     """The model replied with text and no tool calls."""
 
     text: str
     kind: Literal["model_final"] = "model_final"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCutOff:
+    """The reply was cut off at the output limit a bound set (or went past it): the bound is
+    reached, and the reply's text is kept as the partial answer."""
+
+    bound: Bound
+    text: str
+    kind: Literal["model_cut_off"] = "model_cut_off"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelUnusable:
+    """The provider's reply cannot be acted on: refused, truncated by the provider, incomplete,
+    malformed or empty (`reason` names which)."""
+
+    reason: str
+    text: str
+    kind: Literal["model_unusable"] = "model_unusable"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelLate:
+    """The model answered after the run's deadline passed: what it spent counts, what it says
+    is not acted on."""
+
+    kind: Literal["model_late"] = "model_late"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelOutOfBudget:
+    """No reply, because a bound ran out while asking: the deadline came first, or the
+    fallback model's price leaves nothing to ask it with."""
+
+    bound: Bound
+    kind: Literal["model_out_of_budget"] = "model_out_of_budget"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelGaveNoReply:
+    """No reply: the provider rejected the request, stayed unavailable, or the adapter failed
+    (`reason` says which, secret-free)."""
+
+    reason: str
+    kind: Literal["model_no_reply"] = "model_no_reply"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoundSpent:
+    """A bound is found spent before the next model request: the final tool-free request is
+    made instead."""
+
+    bound: Bound
+    kind: Literal["bound_spent"] = "bound_spent"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinalAnswered:
+    """The final tool-free request after `bound` was spent has been made (or could not be:
+    `text` is None then, or when its reply came too late)."""
+
+    bound: Bound
+    text: str | None
+    kind: Literal["final_answered"] = "final_answered"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelRequested:
+    """The run's handle asked for a cancel, and the run is where one is carried out."""
+
+    kind: Literal["cancel_requested"] = "cancel_requested"
+
+
+PlanObservation = (
+    ModelProposed
+    | ModelAnswered
+    | ModelCutOff
+    | ModelUnusable
+    | ModelLate
+    | ModelOutOfBudget
+    | ModelGaveNoReply
+    | BoundSpent
+    | FinalAnswered
+    | CancelRequested
+)
+"""Everything the `plan` state can come to: a reply, no reply, a spent bound, a cancel."""
+
+
+# -- one model request that failed: asked again, asked of the fallback, or given up ---------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelWasUnavailable:
+    """The provider answered 429 or 5xx (or could not be reached)."""
+
+    status: str
+    retry_after: str | None
+    kind: Literal["model_unavailable"] = "model_unavailable"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRejectedRequest:
+    """The provider refused the request itself (400, 401, 403...): asking again cannot help."""
+
+    status: str
+    message: str
+    kind: Literal["model_rejected"] = "model_rejected"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelTimedOut:
+    """The request ran into the run's deadline."""
+
+    kind: Literal["model_timed_out"] = "model_timed_out"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdapterFailed:
+    """The adapter raised something else: a bug, which still ends the run in a declared state."""
+
+    name: str
+    kind: Literal["model_error"] = "model_error"
+
+
+RequestFailure = ModelWasUnavailable | ModelRejectedRequest | ModelTimedOut | AdapterFailed
+"""How one model request can fail."""
 
 
 ToolObservation = (

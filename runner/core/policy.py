@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -156,30 +156,6 @@ class Policy(BaseModel):
                 "the naive policy is a simulation of a broken runner: runner.sim.naive_policy()"
             )
         raise ConfigError(f"unknown policy {name!r}: use default, naive, or a policy file")
-
-    @classmethod
-    def recorded(cls, data: Any) -> Policy:
-        """The policy a stored run ran under, to resume or replay it under the same rules.
-
-        A simulation policy comes back as itself (from `runner.sim`, imported only here, so a
-        production run never loads it); anything else must validate like a policy file, or it is
-        one `ConfigError`.
-        """
-        if isinstance(data, dict) and "fresh_key_on_retry" in data:  # stored before runner.sim
-            fresh = data["fresh_key_on_retry"] is True
-            data = {key: value for key, value in data.items() if key != "fresh_key_on_retry"}
-            data = {**data, "simulation": "naive"} if fresh else data
-        if isinstance(data, dict) and data.get("simulation") is not None:
-            from .sim import recorded_simulation  # noqa: PLC0415  (production never loads sim)
-
-            return recorded_simulation(data)
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            details = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
-            raise ConfigError(f"the run's stored policy does not load: {details}") from exc
 
     @classmethod
     def load(cls, path: Path) -> Policy:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, assert_never, get_args
 
-from ..record.operations import OperationStatus
 from .machine import Decision
 from .observations import ResultClass
+from .states import OperationStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""The seven states of a run and which of them end it."""
+"""The seven states of a run and which of them end it; the four of a write's operation."""
 
 from __future__ import annotations
 
@@ -27,3 +27,13 @@ class State(StrEnum):
 TERMINAL: frozenset[State] = frozenset(
     {State.COMPLETE, State.ABSTAIN, State.ESCALATE, State.UNKNOWN}
 )
+
+
+class OperationStatus(StrEnum):
+    """Where a write's operation is: `pending` (its intent recorded before dispatch), then
+    `committed`, `failed` or `unknown` (reconciled by its key before anything else happens)."""
+
+    PENDING = "pending"
+    COMMITTED = "committed"
+    FAILED = "failed"
+    UNKNOWN = "unknown"

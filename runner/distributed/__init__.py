@@ -5,4 +5,7 @@ PostgreSQL-backed task queue, on the PostgreSQL store (runner/store/postgres.py)
 worker does with a queued run (take its lease, start or resume it, renew the lease while driving
 it), and the stalled-job sweep that hands a dead worker's runs to the living. Needs the `postgres`
 extra; nothing outside the command line's `submit` and `worker` imports this package.
+
+A face: it may import every layer (today `base`, `record`, `store`, `engine`); what a worker
+plays is handed to it by the command line, so it names no world.
 """

@@ -1,6 +1,6 @@
 """The engine: drives a run through its plan, call and observe phases (admission, the approval
-gate, continuation, the run's two ends, effects, the handle and cancel). It carries verdicts out;
-it decides nothing.
+gate, continuation, the run's two ends, effects, the handle and cancel), and the child-run tool
+that starts a run of its own in it (`children.py`). It carries verdicts out; it decides nothing.
 
 May import: `base`, `core`, `models`, `tools`, `record`, `store`.
 """

@@ -14,10 +14,8 @@ from typing import Final, assert_never
 
 from ..base.tracing import ToolSpan, summarize
 from ..core import budget as bounds
-from ..core.classifier import classify
 from ..core.decide import Facts, Verdict, decide, why
-from ..core.machine import Decision, Trigger
-from ..core.machine import decide as trigger_for
+from ..core.machine import Trigger
 from ..core.observations import (
     OutcomeUnknown,
     ToolFoundNothing,
@@ -26,18 +24,18 @@ from ..core.observations import (
     WriteNotApplied,
 )
 from ..core.result_classes import CLASSES
+from ..core.states import OperationStatus
 from ..record._render import model_view, render_for_model
-from ..record.operations import OperationStatus
 from ..record.recording import Recorded
 from ..record.trace import recorded_observation
 from ..tools.children import answer_of_child, charge, is_child_contract
+from ..tools.classifier import classify
 from ..tools.invocation import ToolResponse
 from ._admission import admit, admit_lookup, refuse_duplicate
 from ._core import Core
 from ._state import (
     AdmitBatch,
     Decided,
-    Ending,
     LookUp,
     NextCall,
     Retry,
@@ -47,8 +45,6 @@ from ._state import (
 )
 
 _RESULTS: Final = (ToolSucceeded, ToolFoundNothing)
-"""The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
-work while they run, twice a step."""
 
 
 async def call(core: Core, run: RunState) -> None:
@@ -99,7 +95,7 @@ async def call(core: Core, run: RunState) -> None:
     run.work = Decided(slot=slot, verdict=verdict, latency_ms=latency)
     core.move(
         run,
-        Trigger.CLASSIFY,
+        Trigger.CLASSIFY,  # the move that records the verdict
         tool=tool,
         call_id=slot.call.id,
         args=slot.call.arguments if slot.fingerprint is not None else None,
@@ -283,14 +279,14 @@ async def observe(core: Core, run: RunState) -> None:
     work, run.work = run.work, NextCall()
     assert isinstance(work, Decided), work
     slot, verdict = work.slot, work.verdict
-    if verdict.decision is Decision.RETRY:
+    if verdict.then is Trigger.RETRY:
         await _retry(core, run, slot, verdict)
         return
-    if verdict.decision is Decision.RECONCILE:
-        _reconcile(core, run, slot)
+    if verdict.then is Trigger.RECONCILE:
+        _reconcile(core, run, slot, verdict)
         return
     run.tripped = verdict.tripped
-    if verdict.decision is Decision.UNKNOWN and slot.operation_key is not None:
+    if verdict.leaves_unknown and slot.operation_key is not None:
         _mark_unknown(core, run, slot.operation_key)
     _answer_call(core, run, slot, verdict.shown)
     run.batch.standing = verdict.batch
@@ -299,21 +295,15 @@ async def observe(core: Core, run: RunState) -> None:
         following = run.batch.calls[0].call
         core.move(
             run,
-            Trigger.NEXT_CALL,
+            verdict.then,
             tool=following.name,
             call_id=following.id,
             decision=verdict.decision,
         )
         return
-    exit_ = verdict.exit
-    if exit_.unsettled is not None:
-        _mark_unknown(core, run, exit_.unsettled)
-    trigger, key = trigger_for(exit_.decision), exit_.operation_key
-    if exit_.reason is None:  # back to the model
-        core.move(run, trigger, decision=exit_.decision, reason=None, operation_key=key)
-    else:  # the batch ends the run
-        ending = Ending(exit_.reason)
-        core.end(run, trigger, ending, decision=exit_.decision, operation_key=key)
+    if verdict.exit.unsettled is not None:
+        _mark_unknown(core, run, verdict.exit.unsettled)
+    core.carry(run, verdict.exit.move)  # back to the model, or the batch ends the run
 
 
 def _mark_unknown(core: Core, run: RunState, key: str) -> None:
@@ -339,25 +329,25 @@ async def _retry(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> Non
     run.work = Retry(slot)
     core.move(
         run,
-        Trigger.RETRY,
+        verdict.then,
         tool=slot.call.name,
         call_id=slot.call.id,
-        decision=Decision.RETRY,
+        decision=verdict.decision,
         wait_s=round(verdict.wait, 6),
         operation_key=slot.operation_key,
     )
 
 
-def _reconcile(core: Core, run: RunState, slot: Slot) -> None:
+def _reconcile(core: Core, run: RunState, slot: Slot, verdict: Verdict) -> None:
     """Go back to `call` to look the write up by its key."""
     assert slot.contract is not None
     run.work = LookUp(slot)
     core.move(
         run,
-        Trigger.RECONCILE,
+        verdict.then,
         tool=slot.contract.contract.reconcile_with,
         call_id=slot.call.id,
-        decision=Decision.RECONCILE,
+        decision=verdict.decision,
         operation_key=slot.operation_key,
     )
 

@@ -21,8 +21,9 @@ from ..core.observations import (
     ToolFailedPermanently,
     ToolUnknown,
 )
+from ..core.states import OperationStatus
 from ..models.transcript import render_json
-from ..record.operations import Operation, OperationStatus, canonical, mint_key, parameter_hash
+from ..record.operations import Operation, canonical, mint_key, parameter_hash
 from ..tools.children import budget_left, is_child_contract
 from ..tools.contracts import CompiledContract
 from ..tools.invocation import ToolImplementation, ToolInvocation

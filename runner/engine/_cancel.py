@@ -19,9 +19,6 @@ from typing import Any, Final
 
 from ..tools.invocation import CancelSignal
 
-CANCELLED: Final = "cancelled"
-"""The reason recorded on the terminal transition of a run cancelled through its handle."""
-
 
 class RunCancelled(asyncio.CancelledError):
     """Raised in the run's own task where a requested cancel is acted on."""

@@ -1,8 +1,8 @@
 """What every phase of a run shares: the engine's settings and the one way to make a move.
 
 `move` fires a trigger on the shared machine and records the transition it made (checking it
-against the stored one when a run is being re-driven); `end` is the one move into a terminal
-state, and the one place a run's `Ending` is set.
+against the stored one when a run is being re-driven); `carry` carries a verdict's `Move` out,
+and is the one way into a terminal state, and the one place a run's `Ending` is set.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from ..base.errors import ReplayDivergence
 from ..base.tracing import SpanSink
 from ..core.machine import Trigger, fire
 from ..core.states import TERMINAL
+from ..core.verdicts import Move
 from ..record.trace import TransitionRecord
-from ._state import Ending, RunState, Runtime
+from ._state import RunState, Runtime
 
 
 class Core:
@@ -41,7 +42,7 @@ class Core:
         lifecycle, setup, records = run.lifecycle, run.setup, run.records
         source = lifecycle.current
         dest = fire(lifecycle, trigger)
-        assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.end"
+        assert dest not in TERMINAL or run.ending is not None, "a run ends through Core.carry"
         seq = len(records) + 1
         runtime = self.runtime
         record = TransitionRecord(
@@ -83,11 +84,24 @@ class Core:
             reason=record.reason,
         )
 
-    def end(self, run: RunState, trigger: Trigger, ending: Ending, **fields: Any) -> None:
-        """Fire `trigger` into a terminal state, recording `ending.reason` as the move's reason."""
-        assert run.ending is None, "a run ends once"
-        run.ending = ending
-        self.move(run, trigger, reason=ending.reason, **fields)
+    def carry(self, run: RunState, verdict: Move, **fields: Any) -> None:
+        """Carry out a verdict's move, recording what it says; one with an ending ends the run,
+        recording the ending's reason as the move's."""
+        reason = verdict.reason
+        ending = verdict.ending
+        if ending is not None:
+            assert run.ending is None, "a run ends once"
+            run.ending = ending
+            reason = ending.reason
+        self.move(
+            run,
+            verdict.trigger,
+            decision=verdict.decision,
+            result_class=verdict.result_class,
+            reason=reason,
+            operation_key=verdict.operation_key,
+            **fields,
+        )
 
     def ms_since(self, run: RunState, started: float) -> float:
         return round((run.clock.monotonic() - started) * 1000, 3)

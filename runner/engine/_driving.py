@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 
 from ..base.errors import OutsideRecording
-from ..core.machine import Decision, Trigger, detach
+from ..core.decide import decide
+from ..core.machine import Trigger, detach
+from ..core.observations import CancelRequested
 from ..core.states import TERMINAL, State
+from ..core.verdicts import CANCELLED, Move
 from ..record.spec import RunResult
 from ..store.step_commits import StepCommits
 from ._acting import call, observe
-from ._cancel import CANCELLED, take_cancellation
+from ._cancel import take_cancellation
 from ._core import Core
-from ._planning import plan
+from ._planning import NO_FACTS, plan
 from ._run_ends import finish
-from ._state import Ending, RunState
+from ._state import RunState
 
 
 async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunResult:
@@ -65,7 +68,9 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
 
 
 def _end_cancelled(core: Core, run: RunState) -> None:
-    core.end(run, Trigger.GIVE_UP, Ending(CANCELLED), decision=Decision.ABSTAIN)
+    verdict = decide(core.runtime.policy, CancelRequested(), NO_FACTS, run.rng)
+    assert isinstance(verdict, Move), verdict
+    core.carry(run, verdict)
 
 
 def _live(run: RunState) -> bool:

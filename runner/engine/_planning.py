@@ -1,5 +1,9 @@
 """The `plan` state: ask the model (again while its provider is unavailable), act on the reply,
 and make the one tool-free request after a bound is spent.
+
+What a request comes to is an observation (`core.observations`, the model's side); the one
+decision (`core.decide.decide`) says what follows, and this module carries it out: the
+transcript, the meters, the request itself.
 """
 
 from __future__ import annotations
@@ -7,15 +11,31 @@ from __future__ import annotations
 from collections import deque
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, assert_never
 
 from ..base._jsonsafe import safe_str
 from ..base.errors import RunFailure
 from ..core import budget as bounds
 from ..core.budget import Bound
+from ..core.decide import PlanFacts, RequestFacts, decide
 from ..core.evidence import missing_evidence
-from ..core.machine import Decision, Trigger
-from ..core.policy import retry_after_or_backoff
+from ..core.observations import (
+    AdapterFailed,
+    BoundSpent,
+    FinalAnswered,
+    ModelAnswered,
+    ModelCutOff,
+    ModelLate,
+    ModelOutOfBudget,
+    ModelProposed,
+    ModelRejectedRequest,
+    ModelTimedOut,
+    ModelUnusable,
+    ModelWasUnavailable,
+    PlanObservation,
+    RequestFailure,
+)
+from ..core.verdicts import AskAgain, FallBack, FinalRequest, Move, NoReply, Trip
 from ..models.base import (
     ModelRejected,
     ModelReply,
@@ -29,7 +49,11 @@ from ..models.transcript import AssistantMessage, UserMessage
 from ..tools.retrieval import latest_turn, manifest_of, select
 from ._call_ids import unique_calls
 from ._core import Core
-from ._state import AdmitBatch, Ending, InFlight, RunState, Slot
+from ._state import AdmitBatch, InFlight, RunState, Slot
+
+_PRICED_OUT: Final = ModelOutOfBudget(bound=Bound.COST)
+NO_FACTS: Final = PlanFacts()
+"""The facts of every decision in `plan` but a final answer's (which reads the evidence)."""
 
 _UNTRUSTED: Final = {
     "refusal": "model_refused",
@@ -75,17 +99,16 @@ async def _ask(
     bounded: bool,
     limit: int | None = None,
     limiting: Bound = Bound.TOKENS,
-) -> tuple[ModelReply | None, float, str | None, Bound]:
-    """One model request, asked again per the policy while the provider is unavailable.
+) -> tuple[ModelReply | None, float, PlanObservation | None, Bound]:
+    """One model request, asked again while the decision says so (the provider unavailable).
 
-    Returns (reply or None, latency_ms, why there is no reply, the bound that set the output
-    limit it was asked under). A 429/5xx is retried after its Retry-After (or backoff) only
-    when the wait fits before the deadline; then (its retries spent, or a wait that does not
-    fit) the adapter's same-family fallback model is asked at once, once a run (`_fall_back`);
-    a rejected request (400/401/403...) is not retried.
+    Returns (reply or None, latency_ms, what became of it when it cannot be acted on as a reply,
+    the bound that set the output limit it was asked under). Each failure is decided
+    (`core._plan_rules.decide_request`): asked again after its wait, asked of the adapter's
+    same-family fallback model (once a run, `_fall_back`), or given up.
     """
     started = run.clock.monotonic()
-    policy, limits = core.runtime.policy, run.setup.spec.limits
+    limits = run.setup.spec.limits
     retries = 0
     while True:
         run.meters.model_requests += 1
@@ -101,32 +124,29 @@ async def _ask(
                 max_output_tokens=limit,
             )
             break
-        except TimeoutError:
-            return None, core.ms_since(run, started), "deadline", limiting
         except RunFailure:
             raise
-        except ModelRejected as exc:
-            why = f"model_rejected: {safe_str(exc.status)} {safe_str(exc)}"
-            return None, core.ms_since(run, started), why, limiting
-        except ModelUnavailable as exc:
-            if retries < policy.max_retries:
-                retries += 1
-                if await _waited(core, run, exc, retries):
-                    continue
-                why = "deadline"  # the wait does not fit: the fallback is asked now, if any
-            else:
-                why = f"model_unavailable: {safe_str(exc.status)}"
-            if not _fall_back(run):
-                return None, core.ms_since(run, started), why, limiting
-            retries = 0
-            if limits.max_cost_usd is not None:  # worked out at the primary's price
-                limit, limiting = _output_limit(run, final=choice == "none")
-                if _unaffordable(run, limit, final=choice == "none"):
-                    return None, core.ms_since(run, started), "cost", Bound.COST
-            continue
         except Exception as exc:  # an adapter bug must still end the run in a declared state
-            name = getattr(exc, "type_name", type(exc).__name__)
-            return None, core.ms_since(run, started), f"model_error: {safe_str(name)}", limiting
+            facts = _request_facts(run, retries)
+            verdict = decide(core.runtime.policy, _failure(exc), facts, run.rng)
+        match verdict:
+            case AskAgain(wait=wait):
+                retries += 1
+                await run.clock.sleep(wait)
+                run.meters.waits.append(wait)
+                continue
+            case NoReply(came_to=came_to):
+                return None, core.ms_since(run, started), came_to, limiting
+            case FallBack(otherwise=otherwise):
+                if not _fall_back(run):
+                    return None, core.ms_since(run, started), otherwise, limiting
+                retries = 0
+                if limits.max_cost_usd is not None:  # worked out at the primary's price
+                    limit, limiting = _output_limit(run, final=choice == "none")
+                    if _unaffordable(run, limit, final=choice == "none"):
+                        return None, core.ms_since(run, started), _PRICED_OUT, Bound.COST
+            case unreachable:
+                assert_never(unreachable)
     usage, meters, transcript = run.usage, run.meters, run.transcript
     tokens_in, tokens_out = reply.usage.input_tokens, reply.usage.output_tokens
     usage.model_steps += 1
@@ -146,22 +166,32 @@ async def _ask(
     if bounded and run.clock.monotonic() >= usage.started_at + limits.max_seconds:
         # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
         # it spent is counted, what it says is not acted on (the deadline is not the model's).
-        return reply, core.ms_since(run, started), "deadline", limiting
+        return reply, core.ms_since(run, started), ModelLate(), limiting
     return reply, core.ms_since(run, started), None, limiting
 
 
-async def _waited(core: Core, run: RunState, exc: ModelUnavailable, retries: int) -> bool:
-    """Wait out the provider's Retry-After (or the policy's backoff) before retry `retries`,
-    when the wait fits before the deadline; False (no wait) when it does not."""
-    # A date is read against when the response came (as recorded), not after storing it: a
-    # replay's clock reads exactly that moment.
+def _failure(exc: Exception) -> RequestFailure:
+    """A model request's exception as the observation it is."""
+    if isinstance(exc, TimeoutError):
+        return ModelTimedOut()
+    if isinstance(exc, ModelRejected):
+        return ModelRejectedRequest(status=safe_str(exc.status), message=safe_str(exc))
+    if isinstance(exc, ModelUnavailable):
+        return ModelWasUnavailable(status=safe_str(exc.status), retry_after=exc.retry_after)
+    return AdapterFailed(name=safe_str(getattr(exc, "type_name", type(exc).__name__)))
+
+
+def _request_facts(run: RunState, retries: int) -> RequestFacts:
+    """What the decision on a failed request needs: how often it was asked again, and when."""
+    # A Retry-After date is read against when the response came (as recorded), not after
+    # storing it: a replay's clock reads exactly that moment.
     came = run.setup.started_wall + timedelta(seconds=run.setup.effects.answered_at())
-    wait = retry_after_or_backoff(core.runtime.policy, exc.retry_after, retries, run.rng, came)
-    if run.clock.monotonic() + wait >= bounds.deadline(run.setup.spec.limits, run.usage):
-        return False
-    await run.clock.sleep(wait)
-    run.meters.waits.append(wait)
-    return True
+    return RequestFacts(
+        retries=retries,
+        now=run.clock.monotonic(),
+        deadline=bounds.deadline(run.setup.spec.limits, run.usage),
+        came=came,
+    )
 
 
 def _fall_back(run: RunState) -> bool:
@@ -310,119 +340,87 @@ async def plan(core: Core, run: RunState) -> None:
         if limit is not None and limit < 1:  # the money left pays for no output token
             bound = limiting
     if bound is not None:
-        await _final_request(core, run, bound)
+        await _carry(core, run, BoundSpent(bound=bound), None)
         return
-    reply, latency, failure, limiting = await _ask(
+    reply, latency, problem, limiting = await _ask(
         core, run, tools, "auto", bounded=True, limit=limit, limiting=limiting
     )
-    offer = _offer_fields(run, tools)
-    if failure == "cost":  # the fallback, at its price, is not affordable: the final request
-        run.tripped = Bound.COST
-        return
-    if failure == "deadline":
-        if reply is None:
-            run.tripped = Bound.DEADLINE  # the next iteration makes the final request
-            return
-        core.end(  # answered past the deadline, with no time left for a final request
-            run,
-            Trigger.GIVE_UP,
-            Ending(Bound.DEADLINE.value),
-            result_class="budget_exhausted",
-            decision=Decision.ABSTAIN,
-            latency_ms=latency,
-            **_usage_fields(run, reply),
-            **offer,
-        )
-        return
-    if reply is None:
-        ending = Ending(failure or "model_error")
-        core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **offer)
-        return
-    tokens = _usage_fields(run, reply)
-    if offer:
-        tokens.update(offer)
+    fields = _offer_fields(run, tools)
+    if reply is not None:
+        fields = {**_usage_fields(run, reply), **fields}
+    observation = _came_to(run, reply, problem, limiting)
+    await _carry(core, run, observation, reply, latency=latency, fields=fields)
+
+
+def _came_to(
+    run: RunState, reply: ModelReply | None, problem: PlanObservation | None, limiting: Bound
+) -> PlanObservation:
+    """What a request in `plan` came to, as an observation."""
+    if problem is not None:
+        return problem
+    assert reply is not None
     sent = run.setup.effects.limit_sent  # the limit the reply was asked under, if any
     if sent is not None and (  # cut off at the budget's limit (not the adapter's own, lower
         # one), or an adapter told the limit went past it: the bound is reached, no fault
         reply.usage.output_tokens > sent
         or (reply.stop_reason == "max_tokens" and reply.usage.output_tokens == sent)
     ):
-        run.transcript.append(AssistantMessage(text=reply.text))
-        core.end(
-            run,
-            Trigger.GIVE_UP,
-            Ending(limiting.value, answer=reply.text or None),
-            result_class="budget_exhausted",
-            decision=Decision.ABSTAIN,
-            latency_ms=latency,
-            **tokens,
-        )
-        return
+        return ModelCutOff(bound=limiting, text=reply.text)
     unusable = _unusable(reply)
     if unusable is not None:  # what the provider sent cannot be acted on: say so and stop
-        run.transcript.append(AssistantMessage(text=reply.text))
-        ending = Ending(unusable, answer=reply.text or None)
-        core.end(run, Trigger.GIVE_UP, ending, latency_ms=latency, **tokens)
-        return
+        return ModelUnusable(reason=unusable, text=reply.text)
     if reply.tool_calls:
+        return ModelProposed(calls=len(reply.tool_calls))
+    return ModelAnswered(text=reply.text)
+
+
+async def _carry(
+    core: Core,
+    run: RunState,
+    observation: PlanObservation,
+    reply: ModelReply | None,
+    *,
+    latency: float | None = None,
+    fields: dict[str, Any] | None = None,
+) -> None:
+    """Decide what `observation` (of `reply`, if one came) comes to, and carry the verdict out:
+    the transcript and the batch first, then the move its transition records."""
+    facts = NO_FACTS
+    if isinstance(observation, ModelAnswered):
+        missing = missing_evidence(run.setup.spec.required_evidence, run.calls.evidence)
+        facts = PlanFacts(missing=tuple(missing), refused_answers=run.premature_answers)
+    verdict = decide(core.runtime.policy, observation, facts, run.rng)
+    match verdict:
+        case Trip(bound=bound):
+            run.tripped = bound  # the next iteration makes the final request
+            return
+        case FinalRequest(bound=bound):
+            await _final_request(core, run, bound)
+            return
+        case Move():
+            pass
+        case unreachable:
+            assert_never(unreachable)
+    if isinstance(observation, ModelProposed):
+        assert reply is not None
         calls = unique_calls(reply.tool_calls, run.calls.ids)
         run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
         run.batch = InFlight(calls=deque([Slot(call=call) for call in calls]))
         run.work = AdmitBatch()
-        core.move(run, Trigger.PROPOSE, latency_ms=latency, **tokens)
-        return
-    run.transcript.append(AssistantMessage(text=reply.text))
-    if _gate(core, run, reply, latency, tokens):
-        return
-    core.end(
-        run,
-        Trigger.ANSWER,
-        Ending("model_final", answer=reply.text),
-        result_class="model_final",
-        latency_ms=latency,
-        **tokens,
-    )
-
-
-def _gate(
-    core: Core, run: RunState, reply: ModelReply, latency: float, tokens: dict[str, int]
-) -> bool:
-    """The completion gate: a final answer before the task's required evidence exists is told
-    once what is missing; a second one ends the run `abstain`, its answer kept as partial and
-    the missing evidence named. True when the gate stopped the answer."""
-    missing = missing_evidence(run.setup.spec.required_evidence, run.calls.evidence)
-    if not missing:
-        return False
-    reason = "missing_evidence: " + "; ".join(missing)
-    if run.premature_answers == 0:
-        run.premature_answers += 1
-        run.transcript.append(
-            UserMessage(
-                text="Not complete yet: a complete answer needs evidence from the tools for: "
-                + "; ".join(missing)
-                + ". Get it with the tools offered, or answer saying what you could not determine."
+    elif isinstance(observation, ModelAnswered | ModelCutOff | ModelUnusable):
+        assert reply is not None
+        run.transcript.append(AssistantMessage(text=reply.text))
+        if isinstance(observation, ModelAnswered) and verdict.ending is None:  # the gate
+            run.premature_answers += 1
+            run.transcript.append(
+                UserMessage(
+                    text="Not complete yet: a complete answer needs evidence from the tools for: "
+                    + "; ".join(facts.missing)
+                    + ". Get it with the tools offered, or answer saying what you could not"
+                    " determine."
+                )
             )
-        )
-        core.move(
-            run,
-            Trigger.INSIST,
-            result_class="model_final",
-            decision=Decision.BACK_TO_MODEL,
-            latency_ms=latency,
-            reason=reason,
-            **tokens,
-        )
-        return True
-    core.end(
-        run,
-        Trigger.GIVE_UP,
-        Ending(reason, answer=reply.text),
-        result_class="model_final",
-        decision=Decision.ABSTAIN,
-        latency_ms=latency,
-        **tokens,
-    )
-    return True
+    core.carry(run, verdict, latency_ms=latency, **(fields or {}))
 
 
 async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
@@ -457,13 +455,11 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     answer = reply.text if reply is not None and failure is None else None  # not one too late
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
-    core.end(
-        run,
-        Trigger.GIVE_UP,
-        Ending(bound.value, answer=answer),
-        result_class="budget_exhausted",
-        decision=Decision.ABSTAIN,
-        latency_ms=latency,
-        **_usage_fields(run, reply),
-        **(_offer_fields(run, tools) if reply is not None else {}),
+    fields = _usage_fields(run, reply)
+    if reply is not None:
+        fields.update(_offer_fields(run, tools))
+    verdict = decide(
+        core.runtime.policy, FinalAnswered(bound=bound, text=answer), NO_FACTS, run.rng
     )
+    assert isinstance(verdict, Move), verdict
+    core.carry(run, verdict, latency_ms=latency, **fields)

@@ -36,11 +36,10 @@ from ..record.recording import (
     Recorded,
     RecordedOutput,
     RecordedTurn,
-    ReplayedError,
-    ResponseLost,
     rebuild_outcome,
 )
 from ..record.trace import TransitionRecord
+from ..tools._outcomes import ReplayedError, ResponseLost
 from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 from .effects import FAILED_PREFIX, LiveEffects
 

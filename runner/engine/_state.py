@@ -5,8 +5,8 @@ It is split by who may change what:
 - `Meters`: counters that only ever grow (model requests, dispatches, waits, prefill); the
   phase that spends the thing counts it (`_planning._ask` the model's, `_admission` dispatches,
   `_acting._retry` and `_ask` the waits).
-- `Ending` (frozen): why the run ended and its answer, set once by `_core.Core.end`, the only
-  move into a terminal state.
+- `Ending` (frozen, `core.verdicts`): why the run ended and its answer, from the verdict of the
+  one move into a terminal state, set once by `_core.Core.carry`.
 - `RunState`, the rest: the machine (`lifecycle`, fired only by `Core.move`), `usage` (the
   budget; `_admission` counts attempts, `_ask` steps and tokens), the transcript, the records
   (`Core.move` alone appends), the batch in flight and what happens next (`work`, set by each
@@ -27,25 +27,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Final
+from typing import Any
 
 from ..base.clock import Clock
 from ..core.budget import INPUT_PROJECTION, Bound, Usage
-from ..core.decide import Batch, Verdict
+from ..core.decide import UNDECIDED, Batch, Verdict
 from ..core.machine import Lifecycle
 from ..core.observations import ToolObservation
 from ..core.policy import Policy
+from ..core.states import OperationStatus
+from ..core.verdicts import Ending
 from ..models.base import ToolCall, ToolSpec
 from ..models.pricing import ModelPrice
 from ..models.transcript import Transcript
-from ..record.operations import OperationStatus
 from ..record.spec import RunSpec
 from ..record.trace import TransitionRecord
 from ..store.base import Store
 from ..store.writebehind import PendingWrites
 from ..tools.contracts import CompiledContract, ContractSet
-from ..tools.invocation import BudgetLeft, ToolBox, ToolResponse
+from ..tools.invocation import BudgetLeft, ToolResponse
 from ..tools.retrieval import Retriever
+from ..tools.toolbox import ToolBox
 from ._cancel import Cancellation
 from .effects import Effects
 
@@ -150,9 +152,6 @@ class Decided:
     latency_ms: float | None
 
 
-_UNDECIDED: Final = Batch()
-
-
 @dataclass(slots=True, kw_only=True)
 class InFlight:
     """The batch of calls the model proposed last, owned by the run while it is worked off."""
@@ -161,7 +160,7 @@ class InFlight:
     """Its outstanding calls in call order; the front one is being called or observed."""
     writes: dict[str, Slot] = field(default_factory=dict)
     """Operation key -> the first call of the batch that claimed it."""
-    standing: Batch = _UNDECIDED
+    standing: Batch = UNDECIDED
     """Its strongest decision so far (frozen: every batch starts from one shared value, which
     is replaced, never changed, as its calls are decided)."""
 
@@ -230,14 +229,6 @@ class Meters:
     of its bill the next request's own tools replace."""
 
 
-@dataclass(frozen=True, slots=True)
-class Ending:
-    """Why the run ended, and the model's final text (if it gave one)."""
-
-    reason: str
-    answer: str | None = None
-
-
 @dataclass(slots=True, kw_only=True)
 class CallHistory:
     """What the run's calls came to across batches."""
@@ -280,7 +271,7 @@ class RunState:
     operations: dict[str, tuple[str, OperationStatus]] = field(default_factory=dict)
     """Every key this run minted: key -> (tool, status)."""
     ending: Ending | None = None
-    """Set once, by the move into a terminal state (`Core.end`)."""
+    """Set once, from the verdict of the move into a terminal state (`Core.carry`)."""
     premature_answers: int = 0
     """Final answers the completion gate has refused (`_planning._gate`: once, then abstain)."""
     retriever: Retriever | None = None

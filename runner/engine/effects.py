@@ -4,7 +4,7 @@ The engine decides; an `Effects` object performs. `LiveEffects` calls the real m
 records every reply and outcome before the engine acts on it. `ReplayEffects` (`_replay_effects.py`)
 serves a recording instead, and past its end either stops (`OutsideRecording`, for replay) or hands
 over to live effects (for resuming a killed run). A write that was in flight when the runner died is
-answered `ResponseLost`, which the engine reconciles before anything else.
+answered as lost, which the engine reconciles before anything else.
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ from ..models.base import (
 )
 from ..models.transcript import Transcript
 from ..record.recording import (
-    MalformedOutput,
     Recorded,
     RecordedOutput,
     RecordedTurn,
-    ReplayedError,
     raw_outcome,
 )
 from ..record.redaction import Redactor
+from ..tools._outcomes import MalformedOutput, ReplayedError
 from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 from ._cancel import Cancellation, RunCancelled, abandonable
 

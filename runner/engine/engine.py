@@ -52,8 +52,8 @@ from ..store.base import AsyncStore, Store
 from ..store.step_commits import StepCommits
 from ..store.writebehind import PendingWrites
 from ..tools.contracts import ContractSet, contract_digests
-from ..tools.invocation import ToolBox
 from ..tools.retrieval import DEFAULT_RETRIEVERS, RetrieverFactory
+from ..tools.toolbox import ToolBox
 from ._continuation import begin_continuation, inputs_then
 from ._core import Core, brief
 from ._driving import drive
@@ -225,7 +225,7 @@ class Engine:
         this engine's clock: a `FakeClock` must start where the run started; on a real one the
         recorded waits take no time, see `clock.CatchUp`), then go on live.
 
-        Writes that were pending when it stopped are answered `ResponseLost` and reconciled by key
+        Writes that were pending when it stopped are answered as lost and reconciled by key
         before anything else; nothing already done is done again. The model is told the system
         prompt recorded when the run began, unless `spec` gives one; `spec.limits`, tenant,
         principal, scopes, task, tools and context, and this engine's policy, must be the run's

@@ -5,30 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ..base.errors import ModelRejected as ModelRejected  # noqa: PLC0414  # for adapters
+from ..base.errors import ModelUnavailable as ModelUnavailable  # noqa: PLC0414
 from .transcript import ToolCall as ToolCall  # noqa: PLC0414  # re-exported for adapters
 from .transcript import Transcript
 
 ToolChoice = Literal["auto", "none"]
-
-
-class ModelUnavailable(Exception):  # named for what happened, like the observations
-    """The provider could not answer now (429, 5xx, a timeout, a dropped connection).
-
-    The runner's policy decides whether and when to ask again; adapters never retry.
-    """
-
-    def __init__(self, message: str, *, status: int | None = None, retry_after: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
-
-
-class ModelRejected(Exception):
-    """The provider refused the request itself (400, 401, 403, 404, 422): asking again is futile."""
-
-    def __init__(self, message: str, *, status: int | None = None):
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

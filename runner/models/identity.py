@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from ..base.errors import ConfigError, ResumeRefused
-from .base import ModelAdapter
+from ..base.errors import ConfigError
 
 LIVE_PROVIDERS = frozenset({"openai", "anthropic"})
 
@@ -67,55 +66,3 @@ def identity_of(model: object) -> ModelIdentity:
         return declared
     kind = type(model)
     return ModelIdentity(provider="custom", name=f"{kind.__module__}.{kind.__qualname__}")
-
-
-def model_for_resume(
-    run_id: str,
-    recorded: ModelIdentity | None,
-    given: ModelAdapter | None,
-    *,
-    replied_live: bool,
-) -> ModelAdapter | None:
-    """The model a stored run goes on with: None for its fixture's script, else a live adapter.
-
-    `given` (the caller's `--model`) must be the recorded model; without it a live model is rebuilt
-    from the record (its key from the environment). Whatever cannot be had is refused
-    (`ResumeRefused`), never replaced by another source of replies. `replied_live`: some recorded
-    reply came from an adapter without a script position, which tells a live model apart in
-    headers stored before the identity was recorded.
-    """
-    if recorded is None:  # a header from before the identity was recorded
-        if given is not None:
-            return given  # the caller's word is all there is
-        if replied_live:
-            raise ResumeRefused(
-                run_id,
-                "a live model drove it and its header (older than this runner) does not say "
-                "which; give it with --model",
-            )
-        return None
-    if given is not None:
-        offered = identity_of(given)
-        if offered != recorded:
-            raise ResumeRefused(
-                run_id, f"it was driven by {recorded.describe()}, not {offered.describe()}"
-            )
-        return None if recorded.provider == SCRIPTED.provider else given
-    if recorded.provider == SCRIPTED.provider:
-        return None
-    if not recorded.live:
-        raise ResumeRefused(
-            run_id, f"it was driven by {recorded.describe()}; resume it with that adapter"
-        )
-    from . import live_model  # noqa: PLC0415  # the package imports this module
-
-    try:
-        return live_model(
-            f"{recorded.provider}:{recorded.name}",
-            base_url=recorded.base_url,
-            fallback_model=recorded.fallback,
-        )
-    except ConfigError as exc:
-        raise ResumeRefused(
-            run_id, f"it was driven by {recorded.describe()}, which is not available here: {exc}"
-        ) from exc

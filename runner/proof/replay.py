@@ -24,6 +24,7 @@ from ..core.machine import Trigger
 from ..core.policy import Policy
 from ..core.result_classes import COMMITS_WRITE
 from ..core.states import TERMINAL
+from ..core.stored_policy import stored_policy
 from ..engine._admission import unavailable
 from ..engine.engine import Engine, ReplayedRun, outside_a_loop
 from ..record.recording import RecordedOutput, RecordedTurn
@@ -224,7 +225,7 @@ def replay(
     header = recording.header
     check_contracts_cover(header, contracts)
     check_whole(recording)
-    recorded_policy = Policy.recorded(header.policy)
+    recorded_policy = stored_policy(header.policy)
     recorded_limits = stored_limits(header)
     use_policy = policy or recorded_policy
     use_limits = limits or recorded_limits

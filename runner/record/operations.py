@@ -14,18 +14,11 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from ..base._jsonsafe import PLAIN_LEAVES
+from ..core.states import OperationStatus
 from ..models.transcript import render_json
-
-
-class OperationStatus(StrEnum):
-    PENDING = "pending"
-    COMMITTED = "committed"
-    FAILED = "failed"
-    UNKNOWN = "unknown"
 
 
 def canonical(value: Any) -> Any:

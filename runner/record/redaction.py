@@ -17,8 +17,9 @@ from typing import Any, Final
 from ..base._jsonsafe import safe_str
 from ..base.tracing import REDACTED
 from ..models.base import ModelRejected, ModelReply, ModelUnavailable
+from ..tools._outcomes import exception_name
 from ..tools.invocation import ToolResponse
-from .recording import Raised, exception_name, rebuild_outcome
+from .recording import Raised, rebuild_outcome
 
 MIN_LENGTH: Final = 4
 """Shorter values are not redacted: replacing every `ab` would garble all text, and a secret that

@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..base.errors import StoreCorrupt, StoreError, StoreLocked
+from ..base.errors import RunnerError, StoreCorrupt, StoreError, StoreLocked
 
 _log = structlog.get_logger("runner.service")
 
@@ -56,7 +56,7 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-class ApiError(Exception):
+class ApiError(RunnerError):
     """A refusal with its status and code."""
 
     def __init__(self, status: int, code: str, message: str) -> None:

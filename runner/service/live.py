@@ -1,5 +1,5 @@
 """Live-model runs in the service: a request checked against the config's `live` section, made
-into a run of the travel world planned by a live model.
+into a run of the service's world (the travel demo's) planned by a live model.
 
 A live run is stored as a fixture run whose script is never read: the `world` fixture gives the
 tools' outcomes (its simulated supplier, constraints, approval rules and required evidence); the
@@ -23,12 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..base.clock import Clock, SystemClock
 from ..base.errors import ConfigError
 from ..core.budget import Limits
+from ..harness.fixtures import Fixture
 from ..models.base import ModelAdapter
 from ..models.identity import ModelIdentity, redact_url
 from ..models.pricing import PRICES_EXTRA, GenaiPrices, default_prices
 from ..record.trace import RunHeader
 from ..tools.contracts import ContractSet
-from ..travel.fixtures import Fixture
 from .config import ApiKey, LiveConfig, ProviderConfig
 from .errors import ApiError
 

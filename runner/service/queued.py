@@ -37,6 +37,7 @@ from ..distributed.queue import (
     make_app,
     submit,
 )
+from ..harness.world import World
 from ..store.adapters import BlockingStore
 from ..store.postgres import PostgresStore
 from ..tools.contracts import ContractSet
@@ -108,22 +109,25 @@ class QueuedRunService(RunService):
         url: str,
         contracts: ContractSet,
         secret: ApprovalSecret | None,
-        world: Path,
+        world_dir: Path,
         *,
+        world: World,
         clock: Clock | None = None,
     ) -> None:
+        """`world_dir`: the folder every worker reaches, where runs' places in `world` are."""
         self.url = url
         self.shared = BlockingStore(lambda: PostgresStore.open(url))
         super().__init__(
             config,
-            world / "unused.sqlite",
+            world_dir / "unused.sqlite",
             contracts,
             secret,
-            shared=self.shared,
             world=world,
+            shared=self.shared,
+            world_dir=world_dir,
             clock=clock,
         )
-        self.db = world / "store"  # holds paths resolve against the shared world folder
+        self.db = world_dir / "store"  # holds paths resolve against the shared world folder
         self._queue = make_app(url)
         self._opened = False
         self._open_failed = False

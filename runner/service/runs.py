@@ -28,15 +28,14 @@ from ..core.confirm import ApprovalSecret
 from ..core.states import State
 from ..engine.approvals import approve, deny, ledger_of, pending_approvals
 from ..engine.handle import RunHandle
+from ..harness.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
+from ..harness.scenario import continue_fixture, resume_fixture, run_fixture, stored_world
+from ..harness.world import World
 from ..record.trace import RunSummary, TransitionRecord
 from ..store import SqliteStore
 from ..store.approvals import Proposal
 from ..store.base import RunListing, Store, UnreadableRun
 from ..tools.contracts import ContractSet
-from ..travel import fixtures_dir
-from ..travel.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
-from ..travel.scenario import continue_fixture, resume_fixture, run_fixture, stored_world
-from ..travel.supplier import recorded_holds
 from ._logs import RunLogs
 from .config import ApiKey, ServiceConfig
 from .continuations import ContinuationFacts, ContinuationView, continuation_view
@@ -105,9 +104,10 @@ class Accepted:
                 handle.cancel()
 
 
-def bundled_fixtures(contracts: ContractSet, extra: list[Path]) -> dict[str, Fixture]:
-    """Every fixture a run may name: the bundled ones (and their subfolders), then the config's."""
-    root = fixtures_dir()
+def bundled_fixtures(world: World, contracts: ContractSet, extra: list[Path]) -> dict[str, Fixture]:
+    """Every fixture a run may name: the world's bundled ones (and their subfolders), then the
+    config's."""
+    root = world.fixtures_dir()
     folders = [root, *sorted(p for p in root.iterdir() if p.is_dir())]
     found: dict[str, Fixture] = {}
     for path in collect_fixture_paths(folders):  # YAML and JSON, as `runner run FOLDER` reads
@@ -129,22 +129,27 @@ class RunService:
         contracts: ContractSet,
         secret: ApprovalSecret | None,
         *,
+        world: World,
         shared: Store | None = None,
-        world: Path | None = None,
+        world_dir: Path | None = None,
         clock: Clock | None = None,
     ) -> None:
         """`db`: the SQLite file whose runs this process drives; or, with `shared` (a
         PostgreSQL store, see `runner.service.queued`), the store many processes share.
+        `world`: the world its fixtures play in (the factories, `build_app` and
+        `build_queued_app`, give the travel world unless told another); `world_dir`: where
+        runs' places in it are kept (default: beside `db`).
         `clock`: the service's wall clock (default: the system's), which stamps acceptances
         and decisions and against which a continuation checks its tokens when it starts; a
         run keeps its own clock (a fixture's is virtual)."""
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.db = db.resolve()
-        self.world = world or self.db.parent / f"{self.db.name}.world"
+        self.world = world
+        self.world_dir = world_dir or self.db.parent / f"{self.db.name}.world"
         self.contracts = contracts
         self.secret = secret
-        self.fixtures = bundled_fixtures(contracts, config.fixtures)
+        self.fixtures = bundled_fixtures(world, contracts, config.fixtures)
         self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="runner-run")
         self._accepted: dict[str, Accepted] = {}
         self._continuing: dict[str, Accepted] = {}
@@ -334,6 +339,7 @@ class RunService:
                 accepted.run_id,
                 self.contracts,
                 store,
+                world=self.world,
                 store_dir=self.db.parent,
                 model=self.live.continuing(store.header(accepted.run_id)),
                 started=accepted.started_as,
@@ -347,7 +353,8 @@ class RunService:
                 fixture,
                 self.contracts,
                 store,
-                world_dir=self.world,
+                world=self.world,
+                world_dir=self.world_dir,
                 run_id=accepted.run_id,
                 started=accepted.started_as,
                 model=self.live.model(model) if model is not None else None,
@@ -458,7 +465,7 @@ class RunService:
             continued_as=self.continuation_of(run_id),
             continuation=continuation.as_json() if continuation is not None else None,
             continuation_error=continuation.error if continuation is not None else None,
-            holds=recorded_holds(stored_world(header).get("supplier_db"), self.db.parent),
+            holds=self.world.recorded_holds(stored_world(header), self.db.parent),
         )
         return data
 
@@ -728,6 +735,7 @@ class RunService:
                 accepted.run_id,
                 self.contracts,
                 store,
+                world=self.world,
                 secret=self.secret,
                 now=self.clock.now(),
                 store_dir=self.db.parent,

@@ -15,7 +15,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..base._jsonsafe import clean_text, safe_str
 from ..base.errors import StoreCorrupt, StoreError
-from ..record.operations import Operation, OperationStatus
+from ..core.states import OperationStatus
+from ..record.operations import Operation
 from ..record.trace import (
     HEADER_ADAPTER,
     SUMMARY_ADAPTER,

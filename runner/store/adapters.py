@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from typing import Any, TypeGuard, TypeVar
 
 from ..base.errors import ConfigError, StoreError
-from ..record.operations import Operation, OperationStatus
+from ..core.states import OperationStatus
+from ..record.operations import Operation
 from ..record.recording import Recorded, RecordedOutput, RecordedTurn
 from ..record.trace import RunHeader, RunSummary, TransitionRecord
 from ._early import HeldInputs, pass_on

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ..record.operations import Operation, OperationStatus
+from ..core.states import OperationStatus
+from ..record.operations import Operation
 from ..record.recording import Recorded, RecordedOutput, RecordedTurn
 from ..record.trace import RunHeader, RunSummary, TransitionRecord
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..record.operations import Operation, OperationStatus
+from ..core.states import OperationStatus
+from ..record.operations import Operation
 from ..record.recording import Recorded, RecordedOutput, RecordedTurn
 from ..record.trace import RunHeader, RunSummary, TransitionRecord
 from ._early import HeldInputs, pass_on

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..base.errors import LeaseLost, StoreConflict, StoreError
-from ..record.operations import Operation, OperationStatus
+from ..core.states import OperationStatus
+from ..record.operations import Operation
 from ..record.recording import Recorded, RecordedOutput, RecordedTurn
 from ..record.trace import (
     RunHeader,

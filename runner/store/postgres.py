@@ -25,7 +25,8 @@ from pydantic import TypeAdapter
 
 from ..base import _failpoints
 from ..base.errors import LeaseLost, StoreConflict, StoreCorrupt, StoreError
-from ..record.operations import Operation, OperationStatus
+from ..core.states import OperationStatus
+from ..record.operations import Operation
 from ..record.recording import OUTPUT_ADAPTER, TURN_ADAPTER, Recorded, RecordedOutput, RecordedTurn
 from ..record.trace import (
     HEADER_ADAPTER,

@@ -24,7 +24,8 @@ from pydantic import TypeAdapter
 from ..base import _failpoints
 from ..base._jsonsafe import safe_str
 from ..base.errors import StoreConflict, StoreCorrupt, StoreError
-from ..record.operations import Operation, OperationStatus
+from ..core.states import OperationStatus
+from ..record.operations import Operation
 from ..record.recording import (
     OUTPUT_ADAPTER,
     TURN_ADAPTER,

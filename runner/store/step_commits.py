@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..core.states import TERMINAL, State
-from ..record.operations import Operation, OperationStatus
+from ..core.states import TERMINAL, OperationStatus, State
+from ..record.operations import Operation
 from ..record.recording import Recorded, RecordedOutput, RecordedTurn
 from ..record.trace import RunHeader, RunSummary, TransitionRecord
 from ._early import HeldInputs, pass_on

@@ -19,7 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from ..base.errors import StoreError
-from ..record.operations import Operation, OperationStatus
+from ..core.states import OperationStatus
+from ..record.operations import Operation
 from ..record.recording import Recorded, RecordedOutput, RecordedTurn
 from ..record.trace import RunHeader, RunSummary, TransitionRecord
 from ._early import HeldInputs

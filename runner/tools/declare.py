@@ -3,9 +3,9 @@
 `declare_contract` turns an arguments model and a result type into the same `Contract` a JSON file
 holds (their JSON Schema, Draft 2020-12) and compiles it with `compile_contract`: the same
 meta-schema checks, asserted formats, ECMA-262 patterns and jsonschema-rs fast path as a file. A
-`Toolset` keeps such contracts with their implementations:
+`DeclaredTools` keeps such contracts with their implementations (a `ToolBox` for the engine):
 
-    tools = Toolset()
+    tools = DeclaredTools()
 
     @tools.tool(arguments=SearchArgs, result=SearchResult, scope="travel.read", timeout_s=10)
     async def search_flights(args: SearchArgs, invocation: ToolInvocation) -> SearchResult:
@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import json
 import types
+import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, Literal, TypeVar, get_args
 
@@ -40,8 +41,9 @@ from ..base.errors import ContractError
 from ._schema_walk import subschemas
 from .contracts import CompiledContract, Contract, ContractSet, compile_contract
 from .invocation import ToolImplementation, ToolInvocation, ToolResponse
+from .toolbox import ComposesInOrder
 
-__all__ = ["Toolset", "contract_json", "declare_contract", "json_schema_of"]
+__all__ = ["DeclaredTools", "contract_json", "declare_contract", "json_schema_of"]
 
 DRAFT: Final = "https://json-schema.org/draft/2020-12/schema"
 _VALIDATORS: Final = (AfterValidator, BeforeValidator, PlainValidator, WrapValidator)
@@ -216,11 +218,12 @@ def _response(answer: object) -> ToolResponse:
     return ToolResponse(payload=answer)
 
 
-class Toolset:
-    """Contracts and their implementations, declared together; a `ToolBox` for the engine.
+class DeclaredTools(ComposesInOrder):
+    """Contracts and their implementations, declared together; a `ToolBox` for the engine
+    (`before` puts it ahead of another: `tools.before(FunctionTools({...}))`).
 
-    `runner contracts export --module pkg.mod` finds every `Toolset` (and every `CompiledContract`)
-    among a module's globals.
+    `runner contracts export --module pkg.mod` finds every `DeclaredTools` (and every
+    `CompiledContract`) among a module's globals.
     """
 
     def __init__(self) -> None:
@@ -233,7 +236,7 @@ class Toolset:
         """Add a contract (from `declare_contract` or a file), with its implementation if any."""
         known = self._contracts.get(contract.name)
         if known is not None and known is not contract:
-            raise ContractError(contract.name, "declared twice in one Toolset")
+            raise ContractError(contract.name, "declared twice in one DeclaredTools")
         self._contracts[contract.name] = contract
         if implementation is not None:
             self._implementations[contract.name] = implementation
@@ -332,11 +335,20 @@ def checked_contract_set(contracts: Iterable[CompiledContract]) -> ContractSet:
 
 
 def declared_in(module: types.ModuleType) -> list[CompiledContract]:
-    """Every contract a module declares: its `Toolset`s' and its `CompiledContract` globals."""
+    """Every contract a module declares: its `DeclaredTools`' and its `CompiledContract` globals."""
     found: list[CompiledContract] = []
     for value in vars(module).values():
-        if isinstance(value, Toolset):
+        if isinstance(value, DeclaredTools):
             found.extend(value.contracts)
         elif isinstance(value, CompiledContract):
             found.append(value)
     return list(checked_contract_set(found).values())
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Toolset":  # renamed for what it holds; the old name kept for a release
+        warnings.warn(
+            "runner.tools.declare.Toolset is now DeclaredTools", DeprecationWarning, stacklevel=2
+        )
+        return DeclaredTools
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

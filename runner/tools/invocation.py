@@ -1,4 +1,4 @@
-"""What a tool implementation receives and returns, and the registry the engine dispatches to.
+"""What a tool implementation receives and returns (the toolboxes that hold them: `toolbox.py`).
 
 Tenant, principal, credentials and the operation key reach a tool through `ToolInvocation`, set by
 the runtime; none of them is ever a model argument.
@@ -7,9 +7,11 @@ the runtime; none of them is ever a model argument.
 from __future__ import annotations
 
 import asyncio
+import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 
 class CancelSignal:
@@ -122,20 +124,19 @@ class ToolImplementation(Protocol):
     async def __call__(self, invocation: ToolInvocation) -> ToolResponse: ...
 
 
-class ToolBox(Protocol):
-    """Finds the implementation for a tool name (None when there is none)."""
-
-    def implementation(self, tool: str) -> ToolImplementation | None: ...
+_MOVED: Final[dict[str, str]] = {"ToolBox": "ToolBox", "ToolRegistry": "FunctionTools"}
+"""Names that moved to `runner.tools.toolbox` (the second a rename), kept here for a release."""
 
 
-@dataclass(slots=True)
-class ToolRegistry:
-    """A plain name -> implementation registry, for embedding the runner in a service."""
-
-    implementations: dict[str, ToolImplementation] = field(default_factory=dict)
-
-    def register(self, tool: str, implementation: ToolImplementation) -> None:
-        self.implementations[tool] = implementation
-
-    def implementation(self, tool: str) -> ToolImplementation | None:
-        return self.implementations.get(tool)
+def __getattr__(name: str) -> Any:
+    new = _MOVED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Not imported here (it imports this module): the package's `__init__` has loaded it, as
+    # a package is imported before any of its modules can be reached.
+    toolbox = sys.modules[f"{__package__}.toolbox"]
+    where = "runner.tools.toolbox" if new == name else f"runner.tools.toolbox.{new}"
+    warnings.warn(
+        f"runner.tools.invocation.{name} moved to {where}", DeprecationWarning, stacklevel=2
+    )
+    return getattr(toolbox, new)

@@ -18,10 +18,11 @@ from ..base.errors import ApprovalRefused
 from ..core.confirm import ApprovalSecret, issue_token, read_token
 from ..core.policy import Policy
 from ..engine.approvals import approve, deny, pending_approvals
+from ..harness.fixtures import Fixture
+from ..harness.scenario import ScenarioRun, stored_world
 from ..store.base import Store
 from ..tools.contracts import ContractSet
-from .fixtures import Fixture
-from .scenario import ScenarioRun, continue_fixture, run_fixture, stored_world
+from .scenario import continue_fixture, run_fixture
 from .supplier import recorded_holds
 
 FORGER = ApprovalSecret("not-the-runtime-secret-0123456789")

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..base.clock import Clock
+from ..harness.fixtures import ToolOutcome
 from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
-from .fixtures import ToolOutcome
 from .supplier import PayloadMismatch, SupplierDatabase
 
 

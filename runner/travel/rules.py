@@ -1,7 +1,8 @@
 """Semantic rules for the fixtures' travel world: business rules the JSON Schemas cannot say.
 
-Each model is validated with the run's context (`{"task": TaskConstraints}`), so rules such as
-"dates inside the task's authorized flexibility" see the task and never the model's word for it.
+Each model is validated with the run's context (`{"task": TaskConstraints}`, from the fixture
+format), so rules such as "dates inside the task's authorized flexibility" see the task and never
+the model's word for it.
 """
 
 from __future__ import annotations
@@ -11,20 +12,11 @@ from typing import Final, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
+from ..harness.fixtures import TaskConstraints
+
 KNOWN_AIRPORTS: Final[frozenset[str]] = frozenset(
     {"SFO", "LAX", "SEA", "JFK", "ORD", "NRT", "HND", "KIX", "ITM", "FUK", "CTS", "OKA", "NGO"}
 )
-
-
-class TaskConstraints(BaseModel):
-    """What the task authorizes, set by the runtime (the fixture), never by the model."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    earliest: date | None = None
-    """First date any search or booking may touch."""
-    latest: date | None = None
-    """Last date any search or booking may touch."""
 
 
 def _check_window(first: date, last: date, info: ValidationInfo, what: str) -> None:

@@ -13,12 +13,13 @@ import pytest
 
 from runner import Limits, SqliteStore
 from runner.base.errors import ConfigError
+from runner.harness.scenario import ScenarioRun
 from runner.models.base import ModelReply, TokenUsage
 from runner.models.openai import OpenAIChatModel
 from runner.models.pricing import ModelPrice
 from runner.proof.api import grade_run_sync, replay_run_sync
 from runner.tools.contracts import ContractSet
-from runner.travel.scenario import ScenarioRun, run_fixture
+from runner.travel.scenario import run_fixture
 
 from ..conftest import make_fixture
 from ..llm_recordings import call, error, ok

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from runner.core.budget import Limits
+from runner.harness.scenario import ScenarioRun
 from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
 from runner.tools.contracts import ContractSet
-from runner.travel.scenario import ScenarioRun, run_fixture
+from runner.travel.scenario import run_fixture
 
 from ..conftest import make_fixture
 from ..llm_recordings import error

@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from runner.base.errors import ResumeRefused
+from runner.harness.fixtures import load_fixture
 from runner.models.anthropic import AnthropicModel
-from runner.models.identity import ModelIdentity, identity_of, model_for_resume, redact_url
+from runner.models.identity import ModelIdentity, identity_of, redact_url
+from runner.models.live import model_for_resume
 from runner.models.openai import OpenAIChatModel
 from runner.models.scripted import ScriptedModel
 from runner.record.trace import read_log
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
 
 from ..conftest import FIXTURES

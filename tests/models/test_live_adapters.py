@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
+from runner.harness.fixtures import Fixture, collect_fixture_paths, load_fixture
+from runner.harness.scenario import ScenarioRun
 from runner.models.anthropic import AnthropicModel
 from runner.models.openai import OpenAIChatModel
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
-from runner.travel.scenario import ScenarioRun, run_fixture
+from runner.travel.scenario import run_fixture
 
 from ..conftest import FIXTURES, make_fixture
 from ..llm_server import RecordedLLMServer

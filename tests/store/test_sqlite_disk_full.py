@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from runner.base.errors import StoreError
+from runner.harness.fixtures import load_fixture
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import resume_fixture, run_fixture
 
 from ..conftest import FIXTURES

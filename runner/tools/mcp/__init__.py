@@ -1,7 +1,7 @@
 """Tools from MCP servers under the runner's contracts and policy (`pip install 'runner[mcp]'`).
 
 Importing this package does not import the MCP SDK; connecting to servers does. `import runner`
-never imports either.
+never imports either. May import what `runner.tools` may: `base`, `core`, `models`.
 
 - `McpConfig`: the servers and the operator's per-tool overlays (`config.py`).
 - `McpTools`: connect, pin each server's tool list, and call the tools (`tools.py`).

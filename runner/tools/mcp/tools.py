@@ -36,18 +36,30 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ...base._jsonsafe import NotJson, json_value
 from ...base.clock import Clock
 from ...base.errors import ConfigError
-from ...record.spec import RunSpec
 from ..contracts import CompiledContract, ContractSet
 from ..declare import checked_contract_set
-from ..invocation import ToolBox, ToolImplementation, ToolInvocation, ToolResponse
+from ..invocation import ToolImplementation, ToolInvocation, ToolResponse
+from ..toolbox import ComposesInOrder
 from .config import McpConfig
 from .pinning import ANNOTATION, KEY_META, NO_LOOKUP, SEPARATOR, Pin, PinnedTool, recorded_pin
+
+
+class AnnotatedSpec(Protocol):
+    """What `McpTools.pinned_spec` needs of a run's spec (`RunSpec` is one): a dataclass with
+    annotations, declared here so the tools layer names nothing of the record layer above it."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def annotations(self) -> Mapping[str, Any]: ...
+
+
+SpecT = TypeVar("SpecT", bound=AnnotatedSpec)
 
 if TYPE_CHECKING:
     from ._link import ServerLink
@@ -111,8 +123,9 @@ def payload_of(result: Any, pinned: PinnedTool) -> object:
     return payload
 
 
-class McpTools:
-    """The pinned tools of every configured server: contracts, and a `ToolBox` to call them."""
+class McpTools(ComposesInOrder):
+    """The pinned tools of every configured server: contracts, and a `ToolBox` to call them
+    (`before` puts them ahead of another toolbox: `tools.before(local)`)."""
 
     def __init__(
         self,
@@ -217,17 +230,13 @@ class McpTools:
     def annotations(self) -> dict[str, Any]:
         return {ANNOTATION: self.pin.to_json()}
 
-    def pinned_spec(self, spec: RunSpec) -> RunSpec:
+    def pinned_spec(self, spec: SpecT) -> SpecT:
         """`spec` with the pin in its annotations, so the run's header records the tool list."""
         return dataclasses.replace(spec, annotations={**spec.annotations, **self.annotations()})
 
     def on_clock(self, clock: Clock) -> McpTools:
         """The same pin and connections, telling `clock` (a run's own) when calls are real I/O."""
         return McpTools(self.config, self.pin, clock=clock, links=self.links)
-
-    def before(self, other: ToolBox) -> ToolBox:
-        """A toolbox that finds these tools first, then `other`'s (e.g. local tools)."""
-        return FirstOf((self, other))
 
     def implementation(self, tool: str) -> ToolImplementation | None:
         if tool in self._stand_ins:
@@ -281,20 +290,6 @@ class McpTools:
         with self.clock.real_io() if self.clock is not None else nullcontext():
             for link in self.links.values():
                 await link.aclose()
-
-
-@dataclass(frozen=True, slots=True)
-class FirstOf:
-    """Toolboxes asked in order; the first that has the tool calls it."""
-
-    boxes: tuple[ToolBox, ...]
-
-    def implementation(self, tool: str) -> ToolImplementation | None:
-        for box in self.boxes:
-            found = box.implementation(tool)
-            if found is not None:
-                return found
-        return None
 
 
 async def _no_lookup(invocation: ToolInvocation) -> ToolResponse:

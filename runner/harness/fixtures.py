@@ -1,4 +1,5 @@
-"""Scenario fixtures: YAML or JSON files that script the model and the tools for one task.
+"""Scenario fixtures: YAML or JSON files that script the model and the tools for one task, in
+any world (`world.py`): the format is the same whichever world plays the tools.
 
 A fixture is validated against its own schema (the pydantic models below) and against the loaded
 contracts; a bad file is one `FixtureError` naming the file and every problem found.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,9 +49,20 @@ from ..models.pricing import ModelPrice
 from ..models.scripted import ScriptedTurn
 from ..tools.contracts import ContractSet
 from ..tools.retrieval import ToolRetrieval
-from .rules import TaskConstraints
 
 FIXTURE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class TaskConstraints(BaseModel):
+    """What the task authorizes, set by the runtime (the fixture), never by the model: the
+    semantic rules of a world's contracts see it as the run's context (`{"task": ...}`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    earliest: date | None = None
+    """First date any search or booking may touch."""
+    latest: date | None = None
+    """Last date any search or booking may touch."""
 
 
 class PrincipalSpec(BaseModel):

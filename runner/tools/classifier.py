@@ -1,19 +1,17 @@
-"""One classifier: every raw tool outcome becomes exactly one typed observation.
+"""One classifier: every raw tool outcome becomes exactly one typed observation, read by the
+tool's contract (here, beside the contracts, not in `core`: the observations it makes are core's).
 
 Raw outcomes are a `ToolResponse` (whatever payload the tool returned) or the exception the call
 ended with. Nothing reaches the model as an empty string or a traceback: a payload that fails its
 result schema is `malformed_result`, an exception is named by its type. An answer that is not a
-`ToolResponse` of plain JSON arrives as `MalformedOutput` (see `effects.py`) and is malformed too.
+`ToolResponse` of plain JSON arrives as `MalformedOutput` (`effects.py`) and is malformed too.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
-from ..record.recording import MalformedOutput, describe_exception
-from ..tools.contracts import CompiledContract
-from ..tools.invocation import ToolResponse
-from .observations import (
+from ..core.observations import (
     AccessDenied,
     ArgumentsRejected,
     OutcomeUnknown,
@@ -24,18 +22,13 @@ from .observations import (
     ToolObservation,
     ToolRateLimited,
     ToolSucceeded,
+    malformed_reason,
 )
+from ._outcomes import MalformedOutput, describe_exception
+from .contracts import CompiledContract
+from .invocation import ToolResponse
 
-_REASON_CHARS: Final = 200
-
-
-def malformed_reason(errors: tuple[str, ...]) -> str:
-    """A `malformed_result`'s reason: the first schema error (`path: message`), cut to one short
-    line (a schema message may quote the whole payload), and how many more there are."""
-    first = " ".join((errors[0] if errors else "does not match its result schema").split())
-    if len(first) > _REASON_CHARS:
-        first = first[: _REASON_CHARS - 3] + "..."
-    return f"{first} (and {len(errors) - 1} more)" if len(errors) > 1 else first
+__all__ = ["classify", "malformed_reason"]  # the reason's text is core's; found here too
 
 
 def classify(
