@@ -41,10 +41,10 @@ def test_warning_level_keeps_transitions_quiet(
 def test_a_run_logs_as_structlog_is_configured_when_it_starts(
     contracts: ContractSet, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The logger runs share (assembled once per configuration) follows a configuration made
-    again, and a change made in place to the configured processors."""
+    """A run's logger follows a configuration made again, and a change made in place to the
+    configured processors."""
     log.configure(json=True, level=logging.WARNING)
-    run_fixture(make_fixture(), contracts, MemoryStore())  # assembled at WARNING
+    run_fixture(make_fixture(), contracts, MemoryStore())  # at WARNING
     assert capsys.readouterr().err == ""
     log.configure(json=True, level=logging.INFO)
     outcome = run_fixture(make_fixture(), contracts, MemoryStore())

@@ -1,3 +1,4 @@
+import logging
 import time
 
 import pytest
@@ -164,7 +165,7 @@ def _stock_move(stock: Machine, state: State, trigger: Trigger) -> State | None:
 
 @pytest.mark.parametrize("state", list(State))
 def test_every_move_is_the_one_stock_transitions_makes(state: State) -> None:
-    """The shared machine's direct triggers agree with an unmodified `transitions.Machine` on
+    """The shared machine's triggers agree with an unmodified `transitions.Machine` on
     every (state, trigger): the same destination, or both refuse."""
     stock = _stock_machine()
     for trigger in Trigger:
@@ -200,15 +201,62 @@ def test_any_trigger_sequence_walks_as_stock_transitions_walks(triggers: list[Tr
 
 
 def test_a_callback_on_the_shared_machine_is_refused() -> None:
-    """The direct triggers skip the callback pipeline, so a machine that has any is refused."""
-    plain = machine._PlainMachine(
+    """A move is exactly the table's edge, so a machine that has any callback is refused."""
+    shared = machine._SharedMachine(
         model=None, states=["a", "b"], transitions=[["go", "a", "b"]], initial="a"
     )
-    machine._check_plain(plain)  # none: accepted
-    plain.events["go"].add_callback("after", lambda: None)
+    machine._check_table_only(shared)  # none: accepted
+    shared.events["go"].add_callback("after", lambda: None)
     with pytest.raises(ConfigError, match="no callbacks"):
-        machine._check_plain(plain)
-    plain.events["go"].transitions["a"][0].after.clear()
-    plain.on_enter_b(lambda: None)
+        machine._check_table_only(shared)
+    shared.events["go"].transitions["a"][0].after.clear()
+    shared.on_enter_b(lambda: None)
     with pytest.raises(ConfigError, match="no callbacks"):
-        machine._check_plain(plain)
+        machine._check_table_only(shared)
+
+
+def test_the_machine_binds_exactly_the_declared_triggers() -> None:
+    """`model_override=True`: the run's model gets one bound trigger per `Trigger` (the stubs it
+    declares), and none of the convenience names (`is_plan`, `may_propose`, `trigger`, ...)."""
+    lifecycle = attach()
+    try:
+        assert sorted(vars(lifecycle)) == sorted(trigger.value for trigger in Trigger)
+        assert not hasattr(lifecycle, "is_plan") and not hasattr(lifecycle, "may_propose")
+        assert machine._MACHINE.model_override
+    finally:
+        detach(lifecycle)
+
+
+def test_a_detached_run_cannot_move() -> None:
+    lifecycle = attach()
+    detach(lifecycle)
+    assert vars(lifecycle) == {}
+    with pytest.raises(IllegalTransition, match="detached"):
+        fire(lifecycle, Trigger.PROPOSE)
+    assert lifecycle.current is State.PLAN and lifecycle.state == State.PLAN.value
+
+
+def test_attaching_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """`add_model` with `model_override=True` warns for each name the model does not declare;
+    a run's attach says nothing, and leaves the library's logger as it found it."""
+    caplog.set_level(logging.DEBUG)
+    log = logging.getLogger("transitions.core")
+    detach(attach())
+    assert [record for record in caplog.records if record.name.startswith("transitions")] == []
+    assert log.disabled is False
+    log.disabled = True
+    try:
+        detach(attach())
+        assert log.disabled is True
+    finally:
+        log.disabled = False
+
+
+def test_a_stub_for_every_trigger_is_checked() -> None:
+    machine._check_stubs()
+    machine.Lifecycle.surplus = lambda self: True  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(ConfigError, match="not triggers \\['surplus'\\]"):
+            machine._check_stubs()
+    finally:
+        del machine.Lifecycle.surplus  # type: ignore[attr-defined]

@@ -8,11 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from runner.base.clock import FakeClock
-from runner.engine._state import SeededLater
 from runner.engine.engine import Engine
 from runner.models.scripted import ScriptedModel, ScriptedTurn
 from runner.proof.replay import Recording, replay
@@ -123,28 +120,3 @@ def test_an_engine_wide_rng_is_refused_politely(contracts: ContractSet) -> None:
             clock=FakeClock(),
             rng=random.Random(0),
         )
-
-
-_DRAWS = st.sampled_from(
-    [
-        lambda r: r.random(),
-        lambda r: r.uniform(0.0, 7.5),
-        lambda r: r.getrandbits(97),
-        lambda r: r.randrange(10**20),
-        lambda r: r.choice("abcdefgh"),
-        lambda r: r.gauss(0.0, 1.0),
-        lambda r: r.randbytes(5),
-        lambda r: r.getstate(),
-    ]
-)
-
-
-@given(st.integers(min_value=-(2**70), max_value=2**70), st.lists(_DRAWS, min_size=1, max_size=6))
-def test_a_run_generator_seeded_later_draws_as_one_seeded_at_once(
-    seed: int, draws: list[object]
-) -> None:
-    """A run's generator is seeded on its first draw (most runs never draw: seeding costs a
-    tenth of a run's fixed cost), and draws exactly what `random.Random(seed)` draws."""
-    later, now = SeededLater(seed), random.Random(seed)
-    assert [d(later) for d in draws] == [d(now) for d in draws]  # type: ignore[operator]
-    assert later.getstate() == now.getstate()

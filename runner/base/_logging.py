@@ -35,16 +35,11 @@ class _Silent:
 SILENT: Final = _Silent()
 
 
-_ASSEMBLED: list[tuple[tuple[Any, ...], Any]] = []
-"""The last structlog logger assembled for runs (unbound), with the configuration it was
-assembled under: at most one."""
-
-
 def run_logger(**context: Any) -> Any:
     """A structlog logger bound to `context`, with `is_enabled_for(level)` (or `SILENT`)."""
     configured = sys.modules.get("structlog")  # not imported: nobody configured it
     if configured is not None and configured.is_configured():
-        return _assembled(configured).bind(**context)
+        return configured.get_logger("runner").bind(**context)
     stdlib = logging.getLogger(STDLIB_NAME)
     if not stdlib.hasHandlers():
         return SILENT  # nobody listens
@@ -57,25 +52,3 @@ def run_logger(**context: Any) -> Any:
     return structlog.wrap_logger(stdlib, wrapper_class=wrapper, processors=[renderer]).bind(
         **context
     )
-
-
-def _assembled(structlog: Any) -> Any:
-    """structlog's logger for runs, assembled (`get_logger("runner").bind()`: its wrapper, the
-    configured processors, a logger from the factory) once per configuration, where the
-    configuration caches loggers on first use: assembling was most of a run's logger
-    (14 us of 16). Configured again, it is assembled anew; the processors are the configured list
-    itself (as in every logger structlog assembles), so a change made to it in place shows."""
-    config = structlog.get_config()
-    if config["cache_logger_on_first_use"] is not True:  # each run assembles its own
-        return structlog.get_logger("runner")
-    key = (
-        id(config["processors"]),  # never another list's while the logger kept here holds it
-        config["context_class"],
-        config["wrapper_class"],
-        config["logger_factory"],
-    )
-    if _ASSEMBLED and _ASSEMBLED[0][0] == key:
-        return _ASSEMBLED[0][1]
-    logger = structlog.get_logger("runner").bind()
-    _ASSEMBLED[:] = [(key, logger)]
-    return logger

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, assert_never
+from typing import assert_never
 
 from .budget import Bound
 from .machine import Decision, Trigger
@@ -65,9 +65,6 @@ class PlanFacts:
     """The task's required evidence that does not exist yet."""
     refused_answers: int = 0
     """Final answers the completion gate has refused so far."""
-
-
-NO_PLAN_FACTS: Final = PlanFacts()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,15 +148,12 @@ def _answered(text: str, facts: PlanFacts) -> Move:
     )
 
 
-_PAST_DEADLINE: Final = ModelOutOfBudget(bound=Bound.DEADLINE)
-
-
 def decide_request(
     policy: Policy, failure: RequestFailure, facts: RequestFacts, rng: random.Random
 ) -> RequestVerdict:
     match failure:
         case ModelTimedOut():
-            return NoReply(_PAST_DEADLINE)
+            return NoReply(ModelOutOfBudget(bound=Bound.DEADLINE))
         case ModelRejectedRequest(status=status, message=message):
             return NoReply(ModelGaveNoReply(reason=f"model_rejected: {status} {message}"))
         case AdapterFailed(name=name):
@@ -169,7 +163,7 @@ def decide_request(
                 return FallBack(ModelGaveNoReply(reason=f"model_unavailable: {status}"))
             wait = retry_after_or_backoff(policy, retry_after, facts.retries + 1, rng, facts.came)
             if facts.now + wait >= facts.deadline:
-                return FallBack(_PAST_DEADLINE)  # the wait does not fit: the fallback, now
+                return FallBack(ModelOutOfBudget(bound=Bound.DEADLINE))  # the wait does not fit
             return AskAgain(wait)
         case unreachable:
             assert_never(unreachable)

@@ -7,12 +7,13 @@ has no edge from the current state raises `IllegalTransition`, which is a bug, n
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
-from transitions import Event, Machine, MachineError
+from transitions import Machine, MachineError
 
 from ..base.errors import ConfigError, IllegalTransition
 from .states import TERMINAL, State
@@ -136,43 +137,76 @@ if _PROBLEMS:
 class Lifecycle:
     """The object a run hands to the shared machine; `state` is kept by `transitions`.
 
-    The machine binds nothing to it (`_PlainMachine.add_model`): a run moves only through `fire`.
+    Each trigger is declared here as a stub, so the machine (`model_override=True`) binds exactly
+    these names, and mypy sees them. `attach` binds them (`Machine.add_model`), `fire` calls them,
+    `detach` unbinds them: a detached run, or one never attached, cannot move.
     """
 
-    __slots__ = ("current", "state")
+    __slots__ = ("__dict__", "current", "state")  # `__dict__`: the triggers `add_model` binds
 
     state: str
     """Kept by `transitions`."""
     current: State
     """`state` as a `State`, refreshed by `fire` (read on every iteration, so kept, not parsed)."""
 
+    def propose(self) -> bool:
+        return _unbound(self, Trigger.PROPOSE)
 
-class _DirectEvent(Event):
-    """A trigger that asks the machine's own table and moves, without the callback pipeline.
+    def answer(self) -> bool:
+        return _unbound(self, Trigger.ANSWER)
 
-    `Event.trigger` builds an `EventData`, queues a partial and walks prepare, condition,
-    before, enter, exit, after and finalize callback lists (about 7 us a trigger here). This
-    machine configures none of them (`_check_plain` below refuses one), so the walk decides
-    nothing: the destination is the one transition `transitions` registered for the model's
-    state on this event, set as `Machine.set_state` sets it; no transition from that state raises
-    `MachineError`, as `Event.trigger` does with `ignore_invalid_triggers=False`.
-    """
+    def insist(self) -> bool:
+        return _unbound(self, Trigger.INSIST)
 
-    def trigger(self, model: object, *args: object, **kwargs: object) -> bool:
-        state: str = getattr(model, "state")  # noqa: B009  # set by `transitions`, untyped
-        moves = self.transitions.get(state)
-        dest = moves[0].dest if moves else None
-        if dest is None:  # no edge (or an internal transition, which the table never has)
-            raise MachineError(f"Can't trigger event {self.name} from state {state}!")
-        # What `Machine.set_state` does for one model and a state of plain name (`dest`).
-        setattr(model, self.machine.model_attribute, dest)
-        return True
+    def give_up(self) -> bool:
+        return _unbound(self, Trigger.GIVE_UP)
+
+    def classify(self) -> bool:
+        return _unbound(self, Trigger.CLASSIFY)
+
+    def resume(self) -> bool:
+        return _unbound(self, Trigger.RESUME)
+
+    def next_call(self) -> bool:
+        return _unbound(self, Trigger.NEXT_CALL)
+
+    def retry(self) -> bool:
+        return _unbound(self, Trigger.RETRY)
+
+    def reconcile(self) -> bool:
+        return _unbound(self, Trigger.RECONCILE)
+
+    def escalate(self) -> bool:
+        return _unbound(self, Trigger.ESCALATE)
+
+    def abstain(self) -> bool:
+        return _unbound(self, Trigger.ABSTAIN)
+
+    def mark_unknown(self) -> bool:
+        return _unbound(self, Trigger.MARK_UNKNOWN)
+
+
+def _unbound(lifecycle: Lifecycle, trigger: Trigger) -> NoReturn:
+    """A stub was called: the machine has not bound (or no longer binds) `lifecycle`'s triggers."""
+    raise IllegalTransition(f"{getattr(lifecycle, 'state', '?')} (detached)", trigger.value)
+
+
+def _check_stubs() -> None:
+    """Refuse a `Lifecycle` that does not declare exactly one stub per trigger: the machine would
+    leave an undeclared trigger unbound, and bind a stray name that happens to be an event."""
+    declared = {name for name, value in vars(Lifecycle).items() if callable(value)}
+    wanted = {trigger.value for trigger in Trigger}
+    if declared != wanted:
+        raise ConfigError(
+            f"Lifecycle's trigger stubs: missing {sorted(wanted - declared)}, "
+            f"not triggers {sorted(declared - wanted)}"
+        )
 
 
 class _Models:
     """The machine's models, in the list operations `transitions` uses (append, remove, `in`,
     iteration, len, [i]) over a dict: attaching and detaching a run cost the same however many
-    runs are attached (a list scans them all)."""
+    runs are attached (a list scans them all, so a thousand runs in flight slowed each other)."""
 
     __slots__ = ("_held",)
 
@@ -201,28 +235,18 @@ class _Models:
         return tuple(self._held)[index]
 
 
-class _PlainMachine(Machine):
-    event_cls = _DirectEvent
+class _SharedMachine(Machine):
+    """A stock `Machine` whose model list is a `_Models` (the one change: the same API, O(1))."""
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
         self.models = _Models()  # type: ignore[assignment]  # used as a list (see `_Models`)
 
-    def add_model(self, model: Any, initial: Any = None) -> None:
-        """Register `model`, setting its initial state, and bind nothing to it: its triggers
-        are fired through the machine's events (`fire`). Bound triggers would hold the model in
-        a reference cycle (each run's garbage for the collector) and cost more than a step."""
-        start = self.initial if initial is None else initial
-        assert start is not None, "the machine has an initial state"
-        for mod in model if isinstance(model, list) else [model]:
-            if mod not in self.models:
-                self.set_state(start, model=mod)
-                self.models.append(mod)
 
-
-def _check_plain(machine: Machine) -> None:
-    """Refuse a configuration `_DirectEvent` would not honour: any callback or condition, an
-    event queue, or two transitions from one state on one trigger."""
+def _check_table_only(machine: Machine) -> None:
+    """Refuse a machine that does anything but move along the table: any callback or condition,
+    an event queue, or two transitions from one state on one trigger. A move is then exactly the
+    table's edge, so a run replays from its records alone."""
     lists = [
         machine.prepare_event,
         machine.finalize_event,
@@ -242,9 +266,9 @@ def _check_plain(machine: Machine) -> None:
         raise ConfigError("the shared machine must have no callbacks, conditions or queue")
 
 
-# Built once per process: constructing a Machine costs about 40 triggers' worth of time.
-# `send_event` off: no callback reads an `EventData` (there are none; `_check_plain`).
-_MACHINE: Final = _PlainMachine(
+# Built once per process: one machine for every run, each attached as a model while it moves.
+# `send_event` off: no callback reads an `EventData` (there are none; `_check_table_only`).
+_MACHINE: Final = _SharedMachine(
     model=None,
     states=[state.value for state in State],
     transitions=[
@@ -254,31 +278,42 @@ _MACHINE: Final = _PlainMachine(
     auto_transitions=False,
     ignore_invalid_triggers=False,
     send_event=False,
+    model_override=True,
 )
-_check_plain(_MACHINE)
-_EVENTS: Final[dict[Trigger, Event]] = {t: _MACHINE.events[t.value] for t in Trigger}
+_check_table_only(_MACHINE)
+_check_stubs()
 _STATES: Final[dict[str, State]] = {state.value: state for state in State}
+_TRANSITIONS_LOG: Final = logging.getLogger("transitions.core")
 
 
 def attach(initial: State = State.PLAN) -> Lifecycle:
-    """Register a new run with the shared machine."""
+    """Register a new run with the shared machine, which binds its triggers."""
     lifecycle = Lifecycle()
-    _MACHINE.add_model(lifecycle, initial=initial.value)
+    # With `model_override=True`, `add_model` logs a warning for every name it could bind and
+    # the model does not declare (`trigger`, `may_*`, `is_*`: 21 a run, by design): quiet here.
+    was_disabled = _TRANSITIONS_LOG.disabled
+    _TRANSITIONS_LOG.disabled = True
+    try:
+        _MACHINE.add_model(lifecycle, initial=initial.value)
+    finally:
+        _TRANSITIONS_LOG.disabled = was_disabled
     lifecycle.current = initial
     return lifecycle
 
 
 def detach(lifecycle: Lifecycle) -> None:
-    """Release a run: the machine otherwise keeps every model it was given."""
+    """Release a run (the machine otherwise keeps every model it was given) and unbind its
+    triggers (each holds the run: left bound, the two would wait for the cycle collector)."""
     if lifecycle in _MACHINE.models:
         _MACHINE.remove_model(lifecycle)
+    vars(lifecycle).clear()
 
 
 def fire(lifecycle: Lifecycle, trigger: Trigger) -> State:
-    """Move `lifecycle` along `trigger` (the shared machine decides where), or raise
-    `IllegalTransition`."""
+    """Move `lifecycle` along `trigger` through its bound trigger (the shared machine decides
+    where), or raise `IllegalTransition`."""
     try:
-        _EVENTS[trigger].trigger(lifecycle)
+        getattr(lifecycle, trigger.value)()
     except MachineError as exc:
         raise IllegalTransition(lifecycle.state, trigger.value) from exc
     current = lifecycle.current = _STATES[lifecycle.state]

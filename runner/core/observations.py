@@ -11,7 +11,6 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Discriminator, TypeAdapter
 
-from ..base._frozen import quick_init
 from .budget import Bound
 
 
@@ -365,10 +364,6 @@ ToolObservation = (
     | ApprovalDenied
 )
 """Everything a single tool call can come to."""
-
-for _kind in (*ToolObservation.__args__, ModelAnswered):
-    quick_init(_kind)  # a step builds two or three observations
-del _kind
 
 TypedToolObservation = Annotated[ToolObservation, Discriminator("kind")]
 """`ToolObservation` as a tagged union: read back from JSON by its `kind`."""

@@ -45,7 +45,6 @@ _TO_PLAN: Final = frozenset({Decision.CONTINUE, Decision.BACK_TO_MODEL})
 _STOP: Final = frozenset({Decision.ABSTAIN, Decision.ESCALATE})
 _HAND_BACK: Final = frozenset({Decision.BACK_TO_MODEL}) | _STOP
 _RETRYABLE: Final = frozenset({Decision.RETRY}) | _HAND_BACK
-_FAILED: Final = OperationStatus.FAILED
 
 
 def _facts(kind: ResultClass) -> ClassFacts:
@@ -75,7 +74,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 default=Decision.BACK_TO_MODEL,
                 allowed=_HAND_BACK,
                 rule="invalid arguments go back to the model for correction, never re-sent as is",
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
             )
         case "rate_limited":
             return ClassFacts(
@@ -83,7 +82,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 allowed=_RETRYABLE,
                 rule="a rate limit is retried (bounded) or handed back; nothing to reconcile",
                 retryable=True,
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
                 dispatched=True,
             )
         case "transient":
@@ -93,7 +92,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 rule="a transient failure is retried (bounded) or handed back; nothing to "
                 "reconcile",
                 retryable=True,
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
                 dispatched=True,
             )
         case "access_denied":
@@ -102,7 +101,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 allowed=_STOP,
                 rule="access denied is never retried, reconciled or handed back: escalate or "
                 "abstain",
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
             )
         case "permanent":
             return ClassFacts(
@@ -110,7 +109,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 allowed=_HAND_BACK,
                 rule="a permanent failure is never retried: the same call fails",
                 settles_call=True,
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
             )
         case "malformed_result":
             return ClassFacts(
@@ -118,7 +117,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 allowed=_HAND_BACK,
                 rule="a malformed result is never retried nor reconciled",
                 settles_call=True,
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
                 dispatched=True,
             )
         case "unknown_tool":
@@ -126,7 +125,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 default=Decision.BACK_TO_MODEL,
                 allowed=_HAND_BACK,
                 rule="a call to an unknown tool is never retried",
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
             )
         case "unknown_outcome":
             return ClassFacts(
@@ -143,7 +142,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 rule="a write proven not applied may be re-sent under its key, never looked up "
                 "again",
                 retryable=True,
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
                 dispatched=True,
             )
         case "repeat_refused":
@@ -151,7 +150,7 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 default=Decision.BACK_TO_MODEL,
                 allowed=_HAND_BACK,
                 rule="a refused repeat is never re-sent",
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
             )
         case "budget_exhausted":
             return ClassFacts(
@@ -165,14 +164,14 @@ def _facts(kind: ResultClass) -> ClassFacts:
                 allowed=_STOP,
                 rule="a write that needs approval waits for a person: escalate or abstain, never "
                 "sent on the model's word",
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
             )
         case "approval_denied":
             return ClassFacts(
                 default=Decision.ABSTAIN,
                 allowed=_STOP,
                 rule="a denied write is never sent: abstain or escalate",
-                write_status=_FAILED,
+                write_status=OperationStatus.FAILED,
             )
         case "model_final":
             return ClassFacts(

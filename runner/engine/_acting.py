@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Final, assert_never
 
-from ..base._frozen import quick_new
 from ..base.tracing import ToolSpan, summarize
 from ..core import budget as bounds
 from ..core.decide import Facts, Verdict, decide, why
@@ -63,13 +62,7 @@ from ._state import (
     WriteProgress,
 )
 
-_SENT: Final = WriteProgress.SENT
-_LOOKED_UP: Final = WriteProgress.LOOKED_UP
-
-_RESULTS: Final = (ToolSucceeded, ToolFoundNothing)  # (a tuple: isinstance of a union is slower)
-# Built every step: as plain functions (see `quick_new`).
-_FACTS: Final = quick_new(Facts)
-_DECIDED: Final = quick_new(Decided)
+_RESULTS: Final = (ToolSucceeded, ToolFoundNothing)
 
 
 async def call(core: Core, run: RunState) -> None:
@@ -120,7 +113,7 @@ async def call(core: Core, run: RunState) -> None:
         invalid=observation.kind == "invalid_arguments",
         validated=slot.fingerprint is not None,  # its arguments passed validation
     )
-    hand_on(run.calls, _DECIDED(slot=slot, verdict=verdict, latency_ms=latency))
+    hand_on(run.calls, Decided(slot=slot, verdict=verdict, latency_ms=latency))
     core.move(
         run,
         Trigger.CLASSIFY,  # the move that records the verdict
@@ -269,7 +262,7 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
     now = clock.monotonic()
     batch = run.calls.batch
     last = len(batch.calls) == 1
-    return _FACTS(
+    return Facts(
         call_id=slot.call.id,
         tool=slot.call.name,
         retries=slot.retries,
@@ -277,11 +270,11 @@ def _facts(core: Core, run: RunState, slot: Slot) -> Facts:
         resend_unsafe=contract is not None
         and contract.side_effect == "write"
         and not contract.suppresses_duplicates,
-        can_look_up=slot.progress is _SENT
+        can_look_up=slot.progress is WriteProgress.SENT
         and contract is not None
         and contract.reconcile_with is not None,
         operation_key=slot.operation_key,
-        looked_up=slot.progress is _LOOKED_UP,
+        looked_up=slot.progress is WriteProgress.LOOKED_UP,
         # A child-run call is reconciled whatever is spent: its lookup reads the child from the
         # store and admits no attempt (`_admission.admit_lookup`); nothing else of it is re-sent.
         blocked=None

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
-from ..base._frozen import quick_new
 from ..base.errors import StoreConflict
 from ..core import budget as bounds
 from ..core.observations import (
@@ -44,14 +43,11 @@ from ._calls import (
 from ._spending import count_attempt, count_dispatch, hold
 from ._state import RunState, Runtime, Slot
 
-_INVOCATION: Final = quick_new(ToolInvocation)  # one a dispatch, 11 fields (see `quick_new`)
-
 
 def call_fingerprint(tool: str, arguments: Mapping[str, Any]) -> str:
     """A tool name and its canonical arguments, as canonical JSON (for refusing repeats).
 
-    The text itself, not a hash of it: it is only ever compared within the run, in memory (a
-    SHA-256 cost about a microsecond a call, most of it setting the digest up).
+    The text itself, not a hash of it: it is only ever compared within the run, in memory.
     """
     return render_json({"tool": tool, "args": canonical(arguments)})
 
@@ -275,7 +271,7 @@ def _dispatch(
         held = spending.held_by_children
         left = budget_left(spec.limits, spending.usage, now, held, waiting=waiting - 1)
         hold(spending, left)
-    invocation = _INVOCATION(
+    invocation = ToolInvocation(
         call_id=call_id,
         tool=tool,
         arguments=arguments,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Iterable
-from typing import Any, Final
+from typing import Any
 
 from ..core.decide import Batch
 from ..core.observations import ToolObservation
@@ -20,25 +20,19 @@ from ..tools.invocation import BudgetLeft
 from ._call_ids import unique_calls
 from ._state import AdmitBatch, Calls, InFlight, NextCall, Outcome, Slot, Work, WriteProgress
 
-_ADMIT: Final = AdmitBatch()
-"""The one `AdmitBatch` (frozen, without fields): what `plan` leaves as the next work."""
-_NEXT: Final = NextCall()
-"""The one `NextCall` (frozen, without fields): what `call` and `observe` leave as the next
-work while they run, twice a step."""
-
 
 def take_batch(calls: Calls, proposed: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
     """The batch the model proposed becomes the one in flight, to be admitted next; its calls,
     each with an id unique in the run."""
     unique = unique_calls(proposed, calls.ids)
     calls.batch = InFlight(calls=deque([Slot(call=call) for call in unique]))
-    calls.work = _ADMIT
+    calls.work = AdmitBatch()
     return unique
 
 
 def take_work(calls: Calls) -> Work:
     """The work left for this phase (the next call, until the phase hands on other work)."""
-    work, calls.work = calls.work, _NEXT
+    work, calls.work = calls.work, NextCall()
     return work
 
 

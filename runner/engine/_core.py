@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..base._frozen import quick_new
 from ..base.clock import Clock
 from ..base.errors import ReplayDivergence
 from ..base.tracing import SpanSink
@@ -21,8 +20,6 @@ from ..core.states import TERMINAL
 from ..core.verdicts import Move
 from ..record.trace import TransitionRecord
 from ._state import RunState, Runtime
-
-_RECORD: Final = quick_new(TransitionRecord)  # three a step (see `quick_new`)
 
 
 class Core:
@@ -50,7 +47,7 @@ class Core:
         assert dest not in TERMINAL or moves.ending is not None, "a run ends through Core.carry"
         seq = len(records) + 1
         runtime = self.runtime
-        record = _RECORD(
+        record = TransitionRecord(
             run_id=setup.run_id,
             seq=seq,
             time=self.clock.now(),

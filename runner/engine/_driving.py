@@ -7,10 +7,9 @@ or abandons a model request in flight; re-driving a cancelled run ends it where 
 from __future__ import annotations
 
 import asyncio
-from typing import Final
 
 from ..base.errors import OutsideRecording
-from ..core.decide import decide
+from ..core.decide import PlanFacts, decide
 from ..core.machine import Trigger, detach
 from ..core.observations import CancelRequested
 from ..core.states import TERMINAL, State
@@ -20,12 +19,9 @@ from ..store.step_commits import StepCommits
 from ._acting import call, observe
 from ._cancel import take_cancellation
 from ._core import Core
-from ._planning import NO_FACTS, plan
+from ._planning import plan
 from ._run_ends import finish
 from ._state import RunState
-
-_PLAN: Final = State.PLAN  # read once: a member looked up on its enum class costs ~80 ns,
-_CALL: Final = State.CALL  # and the loop asks on every iteration
 
 
 async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunResult:
@@ -37,18 +33,18 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
                 await pending.flush(run.setup.run_id)
             state = run.moves.lifecycle.current
             try:
-                if state is _PLAN:
+                if state is State.PLAN:
                     if run.setup.cancel.requested and _live(run):
                         _end_cancelled(core, run)  # the batch is done: end before asking again
                     else:
                         await plan(core, run)
-                elif state is _CALL:
+                elif state is State.CALL:
                     await call(core, run)
                 else:
                     await observe(core, run)
             except asyncio.CancelledError as exc:
                 # Only a model request (in `plan`) is ever abandoned for the handle's cancel.
-                if state is not _PLAN or not take_cancellation(run.setup.cancel, exc):
+                if state is not State.PLAN or not take_cancellation(run.setup.cancel, exc):
                     raise  # the loop or caller cancelled: the run stays unfinished, resumable
                 _end_cancelled(core, run)
             except OutsideRecording:
@@ -72,7 +68,7 @@ async def drive(core: Core, commits: StepCommits | None, run: RunState) -> RunRe
 
 
 def _end_cancelled(core: Core, run: RunState) -> None:
-    verdict = decide(core.runtime.policy, CancelRequested(), NO_FACTS, run.rng)
+    verdict = decide(core.runtime.policy, CancelRequested(), PlanFacts(), run.rng)
     assert isinstance(verdict, Move), verdict
     core.carry(run, verdict)
 

@@ -12,7 +12,6 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any, Final, assert_never
 
-from ..base._frozen import quick_new
 from ..base._jsonsafe import safe_str
 from ..base.errors import RunFailure
 from ..core import budget as bounds
@@ -51,13 +50,6 @@ from ._calls import take_batch
 from ._core import Core
 from ._spending import count_reply, count_request, count_wait, fall_back, trip
 from ._state import RunState
-
-_TOKENS: Final = Bound.TOKENS  # read once: a member looked up on its enum class costs ~0.1 us
-_COST: Final = Bound.COST
-_PRICED_OUT: Final = ModelOutOfBudget(bound=Bound.COST)
-NO_FACTS: Final = PlanFacts()
-"""The facts of every decision in `plan` but a final answer's (which reads the evidence)."""
-_ASSISTANT: Final = quick_new(AssistantMessage)  # one a step (see `quick_new`)
 
 _UNTRUSTED: Final = {
     "refusal": "model_refused",
@@ -102,7 +94,7 @@ async def _ask(
     *,
     bounded: bool,
     limit: int | None = None,
-    limiting: Bound = _TOKENS,
+    limiting: Bound = Bound.TOKENS,
 ) -> tuple[ModelReply | None, float, PlanObservation | None, Bound]:
     """One model request, asked again while the decision says so (the provider unavailable).
 
@@ -149,7 +141,12 @@ async def _ask(
                 if limits.max_cost_usd is not None:  # worked out at the primary's price
                     limit, limiting = _output_limit(run, final=choice == "none")
                     if _unaffordable(run, limit, final=choice == "none"):
-                        return None, core.ms_since(run, started), _PRICED_OUT, _COST
+                        return (
+                            None,
+                            core.ms_since(run, started),
+                            ModelOutOfBudget(bound=Bound.COST),
+                            Bound.COST,
+                        )
             case unreachable:
                 assert_never(unreachable)
     tokens = reply.usage
@@ -268,14 +265,14 @@ def _output_limit(run: RunState, *, final: bool = False) -> tuple[int | None, Bo
     elif left >= 1:
         limit = 1
     if limits.max_cost_usd is None or price is None:
-        return limit, _TOKENS
+        return limit, Bound.TOKENS
     money = Decimal(str(limits.max_cost_usd)) - usage.cost_usd - price.cost(tokens_in, 0)
     if not final:  # the final answer's share: its projected cost (`_projected_cost`)
         money -= price.cost(tokens_in, run.spending.meters.model_tokens[1])
     affordable = price.output_tokens_for(money)
     if affordable is not None and (limit is None or affordable < limit):
-        return affordable, _COST
-    return limit, _TOKENS
+        return affordable, Bound.COST
+    return limit, Bound.TOKENS
 
 
 def _usage_fields(run: RunState, reply: ModelReply | None) -> dict[str, Any]:
@@ -329,7 +326,7 @@ async def plan(core: Core, run: RunState) -> None:
     ):
         bound = Bound.COST
     limit: int | None = None
-    limiting = _TOKENS
+    limiting = Bound.TOKENS
     if bound is None:
         limit, limiting = _output_limit(run)
         if limit is not None and limit < 1:  # the money left pays for no output token
@@ -380,7 +377,7 @@ async def _carry(
 ) -> None:
     """Decide what `observation` (of `reply`, if one came) comes to, and carry the verdict out:
     the transcript and the batch first, then the move its transition records."""
-    facts = NO_FACTS
+    facts = PlanFacts()
     if isinstance(observation, ModelAnswered):
         missing = missing_evidence(run.setup.spec.required_evidence, run.calls.evidence)
         facts = PlanFacts(missing=tuple(missing), refused_answers=run.planning.premature_answers)
@@ -399,7 +396,7 @@ async def _carry(
     if isinstance(observation, ModelProposed):
         assert reply is not None
         calls = take_batch(run.calls, reply.tool_calls)
-        run.transcript.append(_ASSISTANT(text=reply.text, tool_calls=calls))
+        run.transcript.append(AssistantMessage(text=reply.text, tool_calls=calls))
     elif isinstance(observation, ModelAnswered | ModelCutOff | ModelUnusable):
         assert reply is not None
         run.transcript.append(AssistantMessage(text=reply.text))
@@ -453,7 +450,7 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     if reply is not None:
         fields.update(_offer_fields(run, tools))
     verdict = decide(
-        core.runtime.policy, FinalAnswered(bound=bound, text=answer), NO_FACTS, run.rng
+        core.runtime.policy, FinalAnswered(bound=bound, text=answer), PlanFacts(), run.rng
     )
     assert isinstance(verdict, Move), verdict
     core.carry(run, verdict, latency_ms=latency, **fields)

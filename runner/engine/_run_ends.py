@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import random
 import secrets
 from collections.abc import Callable
 from datetime import datetime
@@ -27,7 +28,7 @@ from ..record.redaction import model_secrets
 from ..record.spec import RunResult, RunSpec
 from ..record.trace import Durability, OperationSummary, RunHeader, RunSummary, TransitionRecord
 from ..tools.retrieval import Retriever, manifest_of
-from ._state import Moves, RunSetup, RunState, Runtime, SeededLater, Spending
+from ._state import Moves, RunSetup, RunState, Runtime, Spending
 from .effects import Effects
 
 
@@ -90,7 +91,7 @@ def new_run(
     run = RunState(
         setup=setup,
         clock=clock or runtime.clock,
-        rng=SeededLater(seed),
+        rng=random.Random(seed),
         retriever=retriever,
         moves=Moves(lifecycle=attach()),
         spending=Spending(usage=Usage(started_at=started), price=spec.price),

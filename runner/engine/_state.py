@@ -25,10 +25,9 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Final
 
-from ..base._frozen import quick_init
 from ..base.clock import Clock
 from ..core.budget import INPUT_PROJECTION, Bound, Usage
-from ..core.decide import UNDECIDED, Batch, Verdict
+from ..core.decide import Batch, Verdict
 from ..core.machine import Lifecycle
 from ..core.observations import ToolObservation
 from ..core.policy import Policy
@@ -145,7 +144,6 @@ class LookUp:
     slot: Slot
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decided:
     """`observe`: carry out the verdict on `slot`'s outcome."""
@@ -163,9 +161,9 @@ class InFlight:
     """Its outstanding calls in call order; the front one is being called or observed."""
     writes: dict[str, Slot] = field(default_factory=dict)
     """Operation key -> the first call of the batch that claimed it."""
-    standing: Batch = UNDECIDED
-    """Its strongest decision so far (frozen: every batch starts from one shared value, which
-    is replaced, never changed, as its calls are decided)."""
+    standing: Batch = field(default_factory=Batch)
+    """Its strongest decision so far (frozen: replaced, never changed, as its calls are
+    decided)."""
 
 
 Work = AdmitBatch | NextCall | Retry | LookUp | Decided
@@ -231,48 +229,6 @@ class Meters:
     asked_manifest: int = 0
     """The manifest tokens of the tools that request sent (`Planning.offering` then): the part
     of its bill the next request's own tools replace."""
-
-
-class SeededLater(random.Random):
-    """`random.Random(seed)`, seeded when it is first drawn from, not when it is made.
-
-    A run's generator draws only for a retry's jitter, and most runs never retry, while seeding
-    Mersenne Twister costs about 10 us (a tenth of a run's fixed cost). Every draw of `Random`
-    goes through `random()` or `getrandbits()` (`uniform`, `randrange`, `choice`, `gauss`...),
-    and the state through `getstate()`, so each of these seeds first: the draws are those of
-    `random.Random(seed)`, whenever the first one comes.
-    """
-
-    def __init__(self, seed: int) -> None:  # not Random.__init__, which seeds at once
-        self._unseeded: int | None = seed
-        self.gauss_next = None  # as `seed` leaves it (`gauss` reads it before drawing)
-
-    def _seed_now(self) -> None:
-        seed, self._unseeded = self._unseeded, None
-        if seed is not None:
-            super().seed(seed)
-
-    def seed(self, a: Any = None, version: int = 2) -> None:
-        self._unseeded = None
-        super().seed(a, version)
-
-    def random(self) -> float:
-        if self._unseeded is not None:
-            self._seed_now()
-        return super().random()
-
-    def getrandbits(self, k: int, /) -> int:
-        if self._unseeded is not None:
-            self._seed_now()
-        return super().getrandbits(k)
-
-    def getstate(self) -> tuple[Any, ...]:
-        self._seed_now()
-        return super().getstate()
-
-    def setstate(self, state: tuple[Any, ...]) -> None:
-        self._unseeded = None
-        super().setstate(state)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -13,9 +13,8 @@ import asyncio
 import dataclasses
 import functools
 import inspect
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
-from ..base._frozen import quick_new
 from ..base._jsonsafe import MAX_INT, MIN_INT, NotJson, json_value, safe_str
 from ..base.clock import Clock, within
 from ..base.errors import RunFailure
@@ -43,7 +42,6 @@ from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 from ._cancel import Cancellation, RunCancelled, abandonable
 
 FAILED_PREFIX = "failed:"
-_OUTPUT: Final = quick_new(RecordedOutput)  # one a dispatch (see `quick_new`)
 
 
 class Effects(Protocol):
@@ -260,7 +258,7 @@ class LiveEffects:
     ) -> None:
         self._ended[ordinal] = ended = self.since_start()
         self.recorded.append(
-            _OUTPUT(
+            RecordedOutput(
                 run_id=self.run_id,
                 ordinal=ordinal,
                 call_id=invocation.call_id,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ..base._frozen import quick_init
 from ..base.errors import ModelRejected as ModelRejected  # noqa: PLC0414  # for adapters
 from ..base.errors import ModelUnavailable as ModelUnavailable  # noqa: PLC0414
 from .transcript import ToolCall as ToolCall  # noqa: PLC0414  # re-exported for adapters
@@ -37,10 +36,6 @@ class ModelReply:
     tool calls included. Adapters may add their own, such as `script_exhausted`, for a reply of
     text only: tool calls under any stop reason but `tool_use` and `end_turn` are never acted on
     (the run abstains, `model_incomplete`)."""
-
-
-quick_init(TokenUsage)  # one of each per model request
-quick_init(ModelReply)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,8 +13,6 @@ from typing import Any, Literal
 
 import orjson
 
-from ..base._frozen import quick_init, quick_new
-
 
 def render_json(value: object) -> str:
     """Canonical JSON: the same value always renders to the same text (sorted keys, compact).
@@ -39,9 +37,6 @@ class ToolCall:
     arguments: dict[str, Any]
     arguments_error: str | None = None
     """Set when the provider's arguments were not a JSON object (`arguments` is then empty)."""
-
-
-quick_init(ToolCall)  # built for every call of every reply
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,11 +70,6 @@ class ToolResultMessage:
     is_error: bool
     role: Literal["tool"] = "tool"
 
-
-quick_init(AssistantMessage)  # one of each a step
-quick_init(ToolResultMessage)
-
-_TOOL_RESULT = quick_new(ToolResultMessage)  # (see `quick_new`)
 
 Message = SystemMessage | UserMessage | AssistantMessage | ToolResultMessage
 
@@ -135,7 +125,7 @@ class Transcript:
         full_size: int | None = None,
         fingerprint: str | None = None,
     ) -> ToolResultMessage:
-        message = _TOOL_RESULT(
+        message = ToolResultMessage(
             call_id=call_id,
             tool=tool,
             result_class=result_class,

@@ -14,7 +14,6 @@ from typing import Annotated, Any, Final, Literal, NotRequired
 from pydantic import ConfigDict, Discriminator, TypeAdapter, with_config
 from typing_extensions import TypedDict  # pydantic needs it, not typing's, before 3.12
 
-from ..base._frozen import quick_init, quick_new
 from ..base._jsonsafe import safe_str
 from ..models.base import ModelReply, TokenUsage, ToolCall
 from ..tools._outcomes import (
@@ -56,14 +55,12 @@ class Lost:
     form: Literal["lost"] = "lost"
 
 
-quick_init(Responded)  # one a dispatch
-
 RawOutcome = Annotated[Responded | Raised | Lost, Discriminator("form")]
 
 
 def raw_outcome(outcome: ToolResponse | BaseException) -> Responded | Raised | Lost:
     if isinstance(outcome, ToolResponse):
-        return _new_responded(payload=outcome.payload, retry_after=outcome.retry_after)
+        return Responded(payload=outcome.payload, retry_after=outcome.retry_after)
     if isinstance(outcome, ResponseLost):
         return Lost(detail=str(outcome))
     return Raised(type=exception_name(outcome), message=safe_str(outcome))
@@ -161,8 +158,7 @@ class RecordedTurn:
         max_output_tokens: int | None = None,
         fallback: bool = False,
     ) -> RecordedTurn:
-        new = _new_turn if cls is RecordedTurn else cls  # (see `quick_new`)
-        return new(
+        return cls(
             run_id=run_id,
             ordinal=ordinal,
             tool_choice=tool_choice,
@@ -218,11 +214,6 @@ class RecordedOutput:
     ended_at: float
     """Seconds since the run started when the outcome arrived."""
 
-
-quick_init(RecordedTurn)  # one a model request
-quick_init(RecordedOutput)  # one a dispatch
-_new_turn = quick_new(RecordedTurn)
-_new_responded = quick_new(Responded)  # one a dispatch (see `quick_new`)
 
 RAW_OUTCOME_ADAPTER: TypeAdapter[Responded | Raised | Lost] = TypeAdapter(
     RawOutcome, config=_DEFERRED

@@ -123,7 +123,7 @@ class TransitionRecord:
         return data
 
 
-quick_init(TransitionRecord)  # built three times a step: half the generated one's time
+quick_init(TransitionRecord)  # three built a step: the one class it pays for (see `quick_init`)
 
 
 def recorded_observation(observation: ToolObservation) -> ToolObservation:

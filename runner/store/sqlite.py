@@ -264,7 +264,7 @@ class SqliteStore(SqliteApprovals, SqliteLeases):
         )
         self._cursor = self._conn.cursor()
         """Kept for the log's inserts: `Connection.execute` makes a new cursor each call (and
-        registers a weak reference to it), 1-2 us a commit in a run's loop."""
+        registers a weak reference to it)."""
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         """One statement, its own transaction (no BEGIN/COMMIT round trips); rows changed."""

@@ -9,9 +9,8 @@ result schema is `malformed_result`, an exception is named by its type. An answe
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
-from ..base._frozen import quick_new
 from ..core.observations import (
     AccessDenied,
     ArgumentsRejected,
@@ -30,8 +29,6 @@ from .contracts import CompiledContract
 from .invocation import ToolResponse
 
 __all__ = ["classify", "malformed_reason"]  # the reason's text is core's; found here too
-
-_SUCCEEDED: Final = quick_new(ToolSucceeded)  # most outcomes (see `quick_new`)
 
 
 def classify(
@@ -59,7 +56,7 @@ def classify(
         field = contract.contract.results_field
         if field is not None and not payload.get(field):
             return ToolFoundNothing(call_id=call_id, tool=tool, result=payload)
-        return _SUCCEEDED(call_id=call_id, tool=tool, result=payload)
+        return ToolSucceeded(call_id=call_id, tool=tool, result=payload)
     broken = _convention_broken(status, payload, is_write=is_write)
     if broken is not None:  # the schema let it through, but it says neither ok nor what failed
         if is_write:

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from ..base._frozen import quick_init
-
 
 class CancelSignal:
     """Read-only view of a run's cancel request, handed to the tools it dispatches
@@ -88,7 +86,6 @@ class BudgetLeft:
         )
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInvocation:
     """One dispatch of one tool."""
@@ -114,7 +111,6 @@ class ToolInvocation:
     child-run tool asks its child to cancel). Never set for a run that has no handle."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResponse:
     """A tool's raw answer: the payload as returned, plus transport metadata."""
