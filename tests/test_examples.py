@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "embed_service.py"
 DECLARED = ROOT / "examples" / "declared_tools_service.py"

@@ -20,10 +20,9 @@ from runner.service.config import ServiceConfig
 from runner.tools.contracts import ContractSet, load_contract_file
 from runner.tools.mcp.config import McpConfig
 from runner.travel.fixtures import load_fixture
+from tests.support.paths import FIXTURES, ROOT
 
-from .conftest import FIXTURES
-
-CONTRACTS = Path(__file__).resolve().parent.parent / "contracts"
+CONTRACTS = ROOT / "contracts"
 
 
 def test_yaml_names_the_repeated_key_and_its_line() -> None:

@@ -22,9 +22,16 @@ from runner.record.recording import Responded
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolResponse
-
-from .conftest import FLIGHT_ARGS
-from .hostile import FLIGHTS_OK, OneOutcome, ReplyList, answer, engine, search, spec
+from tests.support.hostile_runs import (
+    FLIGHTS_OK,
+    OneOutcome,
+    ReplyList,
+    answer,
+    engine,
+    search,
+    spec,
+)
+from tests.support.travel import FLIGHT_ARGS
 
 PLAIN: st.SearchStrategy[Any] = st.recursive(
     st.none()

@@ -9,8 +9,7 @@ from runner.base import log
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from .conftest import make_fixture
+from tests.support.travel import make_fixture
 
 
 def test_json_transition_events_carry_run_fields_and_a_pinned_stamp(

@@ -14,8 +14,8 @@ from runner.cli import main
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES, make_fixture
+from tests.support.paths import FIXTURES
+from tests.support.travel import make_fixture
 
 
 def test_an_embedded_run_with_default_config_prints_nothing(

@@ -11,9 +11,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from runner.base.tracing import REDACTED, OtelSpans, summarize
 from runner.tools.contracts import ContractSet
-
-from .conftest import FLIGHT_ARGS, make_fixture
-from .test_engine import drive
+from tests.support.driving import drive
+from tests.support.travel import FLIGHT_ARGS, make_fixture
 
 
 def test_secret_looking_arguments_are_redacted_and_long_ones_clipped() -> None:

@@ -13,8 +13,7 @@ from runner.cli import main
 from runner.core.confirm import ApprovalSecret
 from runner.engine.approvals import approve
 from runner.store import SqliteStore
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 SECRET = "the-runtime-secret-for-the-tests-0001"
 

@@ -13,9 +13,8 @@ import psycopg
 import pytest
 
 from runner.cli import main
-
-from .conftest import FIXTURES
-from .pg import release_lease, take_lease
+from tests.support.paths import FIXTURES
+from tests.support.pg import release_lease, take_lease
 
 SECRET = "the-runtime-secret-for-the-tests-0001"
 

@@ -15,8 +15,7 @@ from runner.record.trace import read_log
 from runner.store.base import RunListing
 from runner.testing import FunctionModel
 from runner.travel import load_travel_contracts
-
-from .conftest import FIXTURES, ROOT
+from tests.support.paths import FIXTURES, ROOT
 
 TRANSITION_KEYS = {
     "seq",

@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-
-from .conftest import FIXTURES, ROOT
+from tests.support.paths import FIXTURES, ROOT
 
 SERVICE = str(ROOT / "examples" / "service.yaml")
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-
-from .conftest import FIXTURES, ROOT
+from tests.support.paths import FIXTURES, ROOT
 
 
 def _run(db: str, fixture: str, capsys: pytest.CaptureFixture[str]) -> str:

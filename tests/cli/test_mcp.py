@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "mcp"
 
@@ -110,7 +109,7 @@ def test_a_hanging_server_on_a_fixture_clock_is_cut_at_its_timeout(
                 "servers": {
                     "hostile": {
                         "command": sys.executable,
-                        "args": [str(ROOT / "tests" / "mcp_servers.py"), "hostile"],
+                        "args": [str(ROOT / "tests" / "support" / "mcp_servers.py"), "hostile"],
                         "env": {"MCP_STATE": str(tmp_path)},
                         "scope": "web.read",
                         "tools": {"slow_search": {"read_only": True, "timeout_s": 1}},

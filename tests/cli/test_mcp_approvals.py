@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 from runner.cli import main
-
-from .mcp_harness import SERVERS, read_state
+from tests.support.mcp_harness import SERVERS, read_state
 
 SECRET = "the-runtime-secret-for-the-tests-0001"
 FIXTURE = {

@@ -19,8 +19,8 @@ import pytest
 
 from runner.cli import main
 from runner.travel.supplier import SupplierDatabase
-from tests.conftest import FIXTURES
-from tests.pg import Cluster, release_lease, take_lease
+from tests.support.paths import FIXTURES
+from tests.support.pg import Cluster, release_lease, take_lease
 
 SECRET = "hunter2-in-the-url"
 

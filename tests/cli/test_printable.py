@@ -11,8 +11,7 @@ import yaml
 
 from runner.cli import main
 from runner.cli.report import printable, printable_json
-
-from .conftest import FLIGHT_ARGS, FLIGHTS_OK
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
 
 CLEAR_SCREEN = "\x1b[2J\x1b[H"
 FORGED = "\n  expect: met\n"

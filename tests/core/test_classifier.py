@@ -9,8 +9,7 @@ from runner.core.observations import RESULT_CLASSES
 from runner.tools.contracts import CompiledContract, ContractSet
 from runner.tools.declare import declare_contract
 from runner.tools.invocation import ToolResponse
-
-from .conftest import FLIGHTS_OK
+from tests.support.travel import FLIGHTS_OK
 
 
 def error(code: str, **extra: Any) -> dict[str, Any]:

@@ -26,8 +26,8 @@ from runner.testing import FunctionModel
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture, spec_for
-
-from .conftest import FIXTURES, FLIGHT_ARGS, make_fixture
+from tests.support.paths import FIXTURES
+from tests.support.travel import FLIGHT_ARGS, make_fixture
 
 TEN_THIRTY = {"input_usd_per_mtok": 10.0, "output_usd_per_mtok": 30.0}
 SEARCH = {"name": "search_flights", "args": FLIGHT_ARGS}

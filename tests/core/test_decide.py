@@ -22,8 +22,7 @@ from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 WALL = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 FACTS = Facts(

@@ -30,8 +30,7 @@ from runner.tools.contracts import ContractSet
 from runner.tools.declare import Toolset
 from runner.tools.invocation import ToolRegistry
 from runner.tools.retrieval import ToolRetrieval, manifest_tokens
-
-from .conftest import FLIGHT_ARGS
+from tests.support.travel import FLIGHT_ARGS
 
 OPTIONS = [
     {"flight_id": f"NH{i}", "assistance_status": "reported_available",

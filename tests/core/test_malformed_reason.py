@@ -5,8 +5,7 @@ from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def test_malformed_result_records_the_schema_errors_path_and_message(

@@ -20,8 +20,7 @@ from runner.core.machine import Decision
 from runner.core.observations import ResultClass
 from runner.core.policy import ALLOWED_DECISIONS, DEFAULT_DECISIONS, Policy
 from runner.core.sim import NaivePolicy, naive_policy
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def _load(tmp_path: Path, text: str) -> Policy:

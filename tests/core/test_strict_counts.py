@@ -17,8 +17,8 @@ from runner.cli import main
 from runner.core.budget import Limits
 from runner.core.policy import Policy
 from runner.travel.fixtures import parse_fixture
-
-from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK
+from tests.support.paths import FIXTURES
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
 
 
 def _fixture(folder: Path, **changes: Any) -> Path:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psycopg
 
-from tests.conftest import FIXTURES, ROOT
-from tests.pg import Cluster
+from tests.support.paths import FIXTURES, ROOT
+from tests.support.pg import Cluster
 
 
 def _block() -> list[str]:

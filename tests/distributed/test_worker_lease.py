@@ -83,7 +83,7 @@ def test_a_run_handed_back_at_shutdown_is_free_at_once_and_its_straggler_fenced(
     clock = SystemClock()
     store = BlockingStore(lambda: PostgresStore.open(pg_url))
     other = BlockingStore(lambda: PostgresStore.open(pg_url))
-    from tests.store.contract import header, record  # noqa: PLC0415
+    from tests.support.store_contract import header, record  # noqa: PLC0415
 
     store.begin_run(header("r1"))
     taken = threading.Event()

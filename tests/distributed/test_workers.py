@@ -27,7 +27,7 @@ from runner.distributed.queue import ensure_queue_schema, make_app, submit
 from runner.store.postgres import PostgresStore
 from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.supplier import SupplierDatabase
-from tests.conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 RUNS = 200
 WORKERS = 4

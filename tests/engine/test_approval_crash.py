@@ -6,9 +6,7 @@ continuation, ending `complete`, its log without a gap."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,8 +17,8 @@ from runner.core.confirm import ApprovalSecret
 from runner.engine.approvals import approve
 from runner.store import SqliteStore
 from runner.travel.approval_play import holds_of
-
-from .conftest import FIXTURES
+from tests.support.crash_sweep import runner_process
+from tests.support.paths import FIXTURES
 
 FIXTURE = FIXTURES / "approval" / "hold_approved.yaml"
 SECRET = "the-runtime-secret-for-the-tests-0001"
@@ -29,19 +27,7 @@ SECRET = "the-runtime-secret-for-the-tests-0001"
 def _runner(
     args: list[str], cwd: Path, kill_after: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "RUNNER_KILL_AFTER_COMMITS"}
-    env["RUNNER_APPROVAL_SECRET"] = SECRET
-    if kill_after is not None:
-        env["RUNNER_KILL_AFTER_COMMITS"] = str(kill_after)
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return runner_process(args, cwd, kill_after, env_extra={"RUNNER_APPROVAL_SECRET": SECRET})
 
 
 def _waiting_run(folder: Path) -> tuple[Path, str]:

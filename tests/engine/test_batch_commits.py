@@ -44,10 +44,10 @@ from runner.store.fanout import FanoutStore
 from runner.store.postgres import PostgresStore
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
-
-from .conftest import FIXTURES, FLIGHT_ARGS
-from .hostile import FLIGHTS_OK, HOLD_ARGS, START, spec
-from .test_crash_sweep import _runner
+from tests.support.crash_sweep import runner_process
+from tests.support.hostile_runs import FLIGHTS_OK, HOLD_ARGS, START, spec
+from tests.support.paths import FIXTURES
+from tests.support.travel import FLIGHT_ARGS
 
 SLOW_S = 3.0
 FAST_ARGS = {**FLIGHT_ARGS, "max_results": 2}
@@ -550,7 +550,9 @@ def test_killed_at_every_commit_a_batch_resumes_as_it_ran_uncrashed(
     if fixture == "same_tool_overtakes":
         path = tmp_path / "same_tool_overtakes.yaml"
         path.write_text(SAME_TOOL_OVERTAKES)
-    whole = _runner(["run", str(path), "--db", str(tmp_path / "whole.sqlite"), "--json"], tmp_path)
+    whole = runner_process(
+        ["run", str(path), "--db", str(tmp_path / "whole.sqlite"), "--json"], tmp_path
+    )
     assert whole.returncode == 0, whole.stderr
     expected = json.loads(whole.stdout)
     assert expected["terminal"] == "complete"
@@ -560,7 +562,9 @@ def test_killed_at_every_commit_a_batch_resumes_as_it_ran_uncrashed(
         folder = tmp_path / str(point)
         folder.mkdir()
         db = folder / "runs.sqlite"
-        done = _runner(["run", str(path), "--db", str(db), "--json"], folder, kill_after=point)
+        done = runner_process(
+            ["run", str(path), "--db", str(db), "--json"], folder, kill_after=point
+        )
         if done.returncode == 0:
             break
         assert done.returncode == -signal.SIGKILL, done.stderr
@@ -568,7 +572,7 @@ def test_killed_at_every_commit_a_batch_resumes_as_it_ran_uncrashed(
             continue  # died before the run began
         rows = _rows(db)
         ending_in_inputs += bool(rows) and rows[-1] != 0
-        resumed = _runner(["resume", _run_id(db), "--db", str(db), "--json"], folder)
+        resumed = runner_process(["resume", _run_id(db), "--db", str(db), "--json"], folder)
         assert resumed.returncode == 0, (point, resumed.stderr)
         reported = json.loads(resumed.stdout)
         assert reported["attempts"] == expected["attempts"], point

@@ -14,9 +14,8 @@ from runner.models.transcript import render_json
 from runner.record._render import render_for_model
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
-
-from .conftest import FIXTURES
-from .test_engine import RecordingModel, drive
+from tests.support.driving import RecordingModel, drive
+from tests.support.paths import FIXTURES
 
 BIG = {"call_id": "c1", "tool": "t", "result_class": "ok", "attempts_left": 3,
        "result": {"rows": ["x" * 50] * 400}}  # fmt: skip

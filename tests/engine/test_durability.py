@@ -28,9 +28,8 @@ from runner.record.trace import Durability, RunHeader
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet, compile_contract
 from runner.tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
-
-from .conftest import FLIGHT_ARGS
-from .hostile import FLIGHTS_OK, HOLD_ARGS, START, answer, calls, spec
+from tests.support.hostile_runs import FLIGHTS_OK, HOLD_ARGS, START, answer, calls, spec
+from tests.support.travel import FLIGHT_ARGS
 
 OTHER_SEARCH = {**FLIGHT_ARGS, "max_results": 2}
 HELD = {"status": "ok", "hold_id": "HX-1", "expires_at": "2027-03-02T09:00:00Z"}

@@ -16,52 +16,18 @@ from runner.core import machine
 from runner.core.budget import Limits
 from runner.core.states import State
 from runner.engine.engine import Engine
-from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from runner.models.base import ModelReply, TokenUsage, ToolCall
 from runner.models.scripted import ScriptedModel
 from runner.models.transcript import ToolResultMessage, Transcript
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.scenario import run_fixture, spec_for
-
-from .conftest import FLIGHT_ARGS, FLIGHTS_OK, make_fixture
+from tests.support.driving import RecordingModel, drive
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK, make_fixture
 
 RATE_LIMITED = {"status": "error", "error_code": "rate_limited", "retryable": True}
 UNAVAILABLE = {"status": "error", "error_code": "service_unavailable", "retryable": False}
-
-
-class RecordingModel:
-    """Wraps the scripted model and keeps what each request was asked with."""
-
-    def __init__(self, inner: ScriptedModel) -> None:
-        self.inner = inner
-        self.requests: list[tuple[tuple[str, ...], ToolChoice]] = []
-        self.transcripts: list[list[Any]] = []
-
-    async def generate(
-        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
-    ) -> ModelReply:
-        self.requests.append((tuple(t.name for t in tools), tool_choice))
-        self.transcripts.append(list(transcript.messages))
-        return await self.inner.generate(transcript, tools, tool_choice)
-
-
-def drive(
-    fixture: Any, contracts: ContractSet, model: Any = None, **engine_options: Any
-) -> tuple[Any, FakeClock, Any, Any]:
-    clock = FakeClock(fixture.clock.start)
-    environment = ScriptedEnvironment(fixture.environment, fixture.tools, clock)
-    store = MemoryStore()
-    engine = Engine(
-        contracts=contracts,
-        toolbox=environment,
-        store=store,
-        clock=clock,
-        **engine_options,
-    )
-    model = model or ScriptedModel(fixture.model)
-    result = engine.run_sync(spec_for(fixture, 0), model)
-    return result, clock, environment, store
 
 
 def search(**changes: Any) -> dict[str, Any]:

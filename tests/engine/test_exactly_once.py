@@ -17,8 +17,8 @@ from runner.travel.environment import HoldRoom
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import resume_fixture, run_fixture
 from runner.travel.supplier import SupplierDatabase
-
-from .conftest import FIXTURES, HOLD_ARGS
+from tests.support.paths import FIXTURES
+from tests.support.travel import HOLD_ARGS
 
 
 def test_default_policy_makes_one_hold_and_naive_makes_two(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 
@@ -14,7 +13,7 @@ from runner.base.errors import ConfigError
 from runner.core import machine
 from runner.core.states import State
 from runner.engine.engine import Engine
-from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
+from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from runner.models.transcript import Transcript
 from runner.proof.grading import grade
 from runner.proof.replay import Recording, replay
@@ -22,47 +21,7 @@ from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
-
-from .conftest import HOLD_ARGS
-
-HELD = {"status": "ok", "hold_id": "HOLD-1", "expires_at": "2027-03-02T09:00:00Z"}
-SPEC = RunSpec(
-    task="Hold an accessible room.",
-    tenant="acme",
-    principal=Principal(id="svc", scopes=frozenset({"travel.book"})),
-    tools=("hold_room", "lookup_hold"),
-    seed=3,
-)
-
-
-def _reply(*calls: ToolCall, text: str = "") -> ModelReply:
-    return ModelReply(
-        text=text,
-        tool_calls=calls,
-        usage=TokenUsage(input_tokens=10, output_tokens=5),
-        stop_reason="tool_use" if calls else "end_turn",
-    )
-
-
-class HoldThenAnswer:
-    """Proposes one hold, then answers; counts its requests. `hang`: its next request never
-    comes back instead (the process is cut there; `asked_again` is set)."""
-
-    def __init__(self, *, hang: bool = False) -> None:
-        self.requests = 0
-        self.hang = hang
-        self.asked_again = asyncio.Event()
-
-    async def generate(
-        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
-    ) -> ModelReply:
-        self.requests += 1
-        if self.requests == 1:
-            return _reply(ToolCall(id="c1", name="hold_room", arguments=HOLD_ARGS))
-        if self.hang:
-            self.asked_again.set()
-            await asyncio.Event().wait()
-        return _reply(text="Held HOLD-1.")
+from tests.support.hold_doubles import SPEC, HoldThenAnswer, SlowHotel, reply
 
 
 class Stuck:
@@ -77,38 +36,6 @@ class Stuck:
         self.asked.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
-
-
-class SlowHotel:
-    """`hold_room` commits, then waits to be released before it answers (or loses the answer)."""
-
-    def __init__(self, *, lose_response: bool = False) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-        self.holds: dict[str, str] = {}
-        self.lose_response = lose_response
-        self.lookups = 0
-
-    def tools(self) -> ToolRegistry:
-        registry = ToolRegistry()
-        registry.register("hold_room", self.hold)
-        registry.register("lookup_hold", self.lookup)
-        return registry
-
-    async def hold(self, invocation: ToolInvocation) -> ToolResponse:
-        assert invocation.operation_key is not None
-        self.holds[invocation.operation_key] = "HOLD-1"
-        self.entered.set()
-        await self.release.wait()
-        if self.lose_response:
-            raise ConnectionResetError("the response was lost")
-        return ToolResponse(payload=HELD)
-
-    async def lookup(self, invocation: ToolInvocation) -> ToolResponse:
-        self.lookups += 1
-        hold = self.holds.get(invocation.operation_key or "")
-        payload: dict[str, Any] = {"status": "ok", "found": hold is not None}
-        return ToolResponse(payload=payload | ({"hold_id": hold} if hold else {}))
 
 
 def _drive(
@@ -263,8 +190,8 @@ def test_a_cancel_during_a_retry_wait_carries_the_decided_retry_out_first(
         ) -> ModelReply:
             self.requests += 1
             if self.requests == 1:
-                return _reply(ToolCall(id="s1", name="search_hotels", arguments=stay))
-            return _reply(text="Found H-1.")
+                return reply(ToolCall(id="s1", name="search_hotels", arguments=stay))
+            return reply(text="Found H-1.")
 
     model = SearchThenAnswer()
     reader = Principal(id="svc", scopes=frozenset({"travel.read"}))

@@ -23,9 +23,7 @@ from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolResponse
-
-from .conftest import FLIGHT_ARGS
-from .hostile import (
+from tests.support.hostile_runs import (
     FLIGHTS_OK,
     START,
     OneOutcome,
@@ -40,6 +38,7 @@ from .hostile import (
     spec,
     usage,
 )
+from tests.support.travel import FLIGHT_ARGS
 
 
 class Opaque:

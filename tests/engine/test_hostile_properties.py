@@ -24,9 +24,7 @@ from runner.store.base import Store
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolResponse
 from runner.travel import load_travel_contracts
-
-from .conftest import FLIGHT_ARGS
-from .hostile import (
+from tests.support.hostile_runs import (
     FLIGHTS_OK,
     HOLD_ARGS,
     OneOutcome,
@@ -39,6 +37,7 @@ from .hostile import (
     search,
     spec,
 )
+from tests.support.travel import FLIGHT_ARGS
 
 EXAMPLES = 250
 """Examples per property (4 properties: about 1,000 runs in all)."""

@@ -43,20 +43,19 @@ from runner.store.base import Store
 from runner.testing import FunctionModel
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolInvocation
+from tests.support import one_driver_play as play
+from tests.support.hostile_runs import START, spec
+from tests.support.paths import ROOT
+from tests.support.service_harness import LONG, loopback, serving
+from tests.support.timed_supplier import SearchThenHold, Supplier
 
-from . import one_driver_play as play
-from .hostile import START, spec
-from .service_harness import LONG, loopback, serving
-from .test_catch_up import SearchThenHold, Supplier
-
-ROOT = Path(__file__).resolve().parent.parent
 __all__ = ["loopback"]
 
 
 def _play(*args: object) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "RUNNER_KILL_AFTER_COMMITS"}
     return subprocess.run(
-        [sys.executable, "-m", "tests.one_driver_play", *map(str, args)],
+        [sys.executable, "-m", "tests.support.one_driver_play", *map(str, args)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 
@@ -92,7 +91,7 @@ def test_a_run_being_driven_refuses_a_second_process_before_anything_is_sent(
 ) -> None:
     db, sent = tmp_path / "runs.sqlite", tmp_path / "sent"
     driver = subprocess.Popen(
-        [sys.executable, "-m", "tests.one_driver_play", "drive", str(db), str(sent)],
+        [sys.executable, "-m", "tests.support.one_driver_play", "drive", str(db), str(sent)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

@@ -23,8 +23,7 @@ from runner.record.spec import RunResult
 from runner.testing import FunctionModel
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from .conftest import FLIGHT_ARGS, FLIGHTS_OK, make_fixture
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK, make_fixture
 
 SEARCH = {"name": "search_flights", "args": FLIGHT_ARGS}
 EMPTY = {"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}

@@ -15,14 +15,11 @@ from runner.base.clock import SystemClock
 from runner.base.errors import ConfigError, LeaseLost
 from runner.core.states import State
 from runner.engine.engine import Engine
-from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
-from runner.models.transcript import ToolResultMessage, Transcript
 from runner.proof import api
 from runner.store import SqliteStore
 from runner.store.postgres import PostgresStore
 from runner.tools.contracts import ContractSet
-
-from .test_handle import HOLD_ARGS, SPEC, SlowHotel
+from tests.support.hold_doubles import SPEC, HoldOnce, SlowHotel
 
 pytestmark = pytest.mark.anyio
 
@@ -30,23 +27,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-class HoldOnce:
-    """Proposes one hold until the transcript holds a tool result, then answers (so a resumed
-    run, whose first turn is replayed, asks it only for what comes next)."""
-
-    async def generate(
-        self, transcript: Transcript, tools: tuple[ToolSpec, ...], tool_choice: ToolChoice
-    ) -> ModelReply:
-        answered = any(isinstance(m, ToolResultMessage) for m in transcript.messages)
-        calls = () if answered else (ToolCall(id="c1", name="hold_room", arguments=HOLD_ARGS),)
-        return ModelReply(
-            text="Held HOLD-1." if answered else "",
-            tool_calls=calls,
-            usage=TokenUsage(input_tokens=10, output_tokens=5),
-            stop_reason="end_turn" if answered else "tool_use",
-        )
 
 
 def _untimed(records: list[object]) -> list[dict[str, object]]:

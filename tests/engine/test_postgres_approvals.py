@@ -4,13 +4,10 @@ ledger with await; the approved write is made once, under the key it was propose
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from runner.base.clock import SystemClock
 from runner.base.errors import ApprovalRefused, TokenReused
-from runner.core.confirm import ApprovalSecret
 from runner.core.policy import ApprovalRules, Policy
 from runner.core.states import State
 from runner.engine.approvals import approve
@@ -18,13 +15,9 @@ from runner.engine.engine import Engine
 from runner.store.adapters import BlockingStore
 from runner.store.postgres import PostgresStore
 from runner.tools.contracts import ContractSet
-
-from .test_engine_postgres import HoldOnce
-from .test_handle import SPEC, SlowHotel
+from tests.support.hold_doubles import NOW, SECRET, SPEC, HoldOnce, SlowHotel
 
 pytestmark = pytest.mark.anyio
-SECRET = ApprovalSecret("a test secret of at least 16 bytes")
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture

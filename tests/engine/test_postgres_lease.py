@@ -30,19 +30,15 @@ from runner.engine.handle import RunHandle
 from runner.store.adapters import BlockingStore
 from runner.store.postgres import PostgresStore
 from runner.tools.contracts import ContractSet
-
-from . import pg_driver_play as play
-from .test_engine_postgres import HoldOnce
-from .test_engine_postgres_approvals import NOW, SECRET
-from .test_handle import SPEC, SlowHotel
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import pg_driver_play as play
+from tests.support.hold_doubles import NOW, SECRET, SPEC, HoldOnce, SlowHotel
+from tests.support.paths import ROOT
 
 
 def _play(*args: object) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != "RUNNER_KILL_AFTER_COMMITS"}
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.pg_driver_play", *map(str, args)],
+        [sys.executable, "-m", "tests.support.pg_driver_play", *map(str, args)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -20,81 +19,18 @@ from runner.base.errors import StoreError
 from runner.cli import main
 from runner.store import SqliteStore
 from runner.travel.supplier import SupplierDatabase, locate
-
-from .conftest import FIXTURES
-from .llm_server import RecordedLLMServer, load_recordings
-from .test_crash_sweep import HOLD_FIXTURES, Variant, _holds, _runner, _sweep
-
-HOLD_AFTER_COMMIT = FIXTURES / "hold_timeout_after_commit.yaml"
-LIVE = "live-hold"  # holds for three guests where the fixture's script holds for four
-
-
-@pytest.fixture
-def llm() -> Iterator[RecordedLLMServer]:
-    """Answers by conversation position, so a resumed run gets the answers a whole run gets."""
-    with RecordedLLMServer(load_recordings(), by_turn=True) as server:
-        yield server
-
-
-def live_args(server: RecordedLLMServer, protocol: str = "openai") -> list[str]:
-    url = f"{server.url}/v1" if protocol == "openai" else server.url
-    return ["--model", f"{protocol}:{LIVE}", "--base-url", url]
-
-
-def all_holds(root: Path) -> int:
-    return sum(_holds(world) for world in root.rglob("*.world"))
-
-
-_POINTS: dict[str, int] = {}
-"""The crash point right after the hold commits, per model kind (the same in every run)."""
-GUESS = 10
-"""Where the search for that point starts (10 today); it is found from any guess."""
-
-
-def crash_after_the_hold(root: Path, run_args: list[str]) -> str:
-    """Kill a run of the hold fixture right after the supplier committed the hold (its response
-    is lost), in `root/run` with a relative `--db`; return the run's id."""
-    kind = run_args[1] if run_args else "script"
-    if kind not in _POINTS:
-        point = GUESS
-        if _crash(root, run_args, point) is None:  # before the hold: walk up to it
-            while _crash(root, run_args, point + 1) is None and point < 60:
-                point += 1
-            point += 1
-        else:  # at or after the hold: walk down to the last point before it
-            while point > 1 and _crash(root, run_args, point - 1) is not None:
-                point -= 1
-        _POINTS[kind] = point
-    run_id = _crash(root, run_args, _POINTS[kind])
-    assert run_id is not None
-    return run_id
-
-
-def _crash(root: Path, run_args: list[str], point: int) -> str | None:
-    """The run's id if, killed after commit `point`, its hold had committed (else None)."""
-    folder = root / "run"
-    if folder.exists():
-        _remove(folder)
-    folder.mkdir(parents=True)
-    args = ["run", str(HOLD_AFTER_COMMIT), "--db", "runs.sqlite", "--json", *run_args]
-    done = _runner(args, folder, kill_after=point)
-    assert done.returncode != 0, "the run finished before its hold committed"
-    store = SqliteStore(folder / "runs.sqlite")
-    runs = store.runs()
-    store.close()
-    return runs[0].header.run_id if runs and all_holds(folder) == 1 else None
-
-
-def _remove(folder: Path) -> None:
-    for path in sorted(folder.rglob("*"), reverse=True):
-        path.rmdir() if path.is_dir() else path.unlink()
-    folder.rmdir()
-
-
-def resume(root: Path, run_id: str, *extra: str, cwd: Path | None = None) -> tuple[int, str, str]:
-    db = root / "run" / "runs.sqlite"
-    done = _runner(["resume", run_id, "--db", str(db), "--json", *extra], cwd or root / "run")
-    return done.returncode, done.stdout, done.stderr
+from tests.support.crash_sweep import (
+    HOLD_AFTER_COMMIT,
+    HOLD_FIXTURES,
+    LIVE,
+    Variant,
+    all_holds,
+    crash_after_the_hold,
+    live_args,
+    resume,
+    sweep_fixture,
+)
+from tests.support.llm_server import RecordedLLMServer
 
 
 def test_a_resumed_live_run_goes_on_with_its_live_model(
@@ -243,7 +179,7 @@ def _sweeps(variants: list[tuple[Path, Variant]], workdir: Path) -> list[str]:
         path, variant = item
         folder = workdir / f"{len(variant.run_args)}-{variant.elsewhere}-{variant.stride}"
         folder.mkdir(exist_ok=True)
-        sweep = _sweep(path, folder, variant)
+        sweep = sweep_fixture(path, folder, variant)
         return sweep.fixture, sweep.points, sweep.problems
 
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -20,8 +20,7 @@ from runner.record.spec import RunSpec
 from runner.store import MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
-
-from .conftest import FLIGHT_ARGS, FLIGHTS_OK
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
 
 UNAVAILABLE = {"status": "error", "error_code": "service_unavailable", "retryable": True}
 

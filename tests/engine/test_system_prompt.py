@@ -25,8 +25,7 @@ from runner.models.transcript import SystemMessage, Transcript
 from runner.proof.replay import Recording, replay
 from runner.record.spec import DEFAULT_SYSTEM_PROMPT
 from runner.tools.contracts import ContractSet
-
-from .conftest import FLIGHT_ARGS, FLIGHTS_OK
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
 
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -30,8 +30,8 @@ from runner.tools.contracts import ContractSet, load_contracts
 from runner.travel import SEMANTIC_RULES, contracts_dir
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK, make_fixture
+from tests.support.paths import FIXTURES
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK, make_fixture
 
 
 def _classified(outcome_transitions: list) -> list[tuple[str | None, str | None]]:  # type: ignore[type-arg]

@@ -18,8 +18,7 @@ from runner.record.spec import RunSpec
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
-
-from .conftest import HOLD_ARGS
+from tests.support.travel import HOLD_ARGS
 
 SPEC = RunSpec(
     task="Hold an accessible room.",

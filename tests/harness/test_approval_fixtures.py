@@ -22,8 +22,7 @@ from runner.travel.approval_play import holds_of, play_approval
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture, spec_for
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 APPROVAL_FIXTURES = sorted((FIXTURES / "approval").glob("*.yaml"))
 T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)

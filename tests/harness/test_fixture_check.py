@@ -16,8 +16,8 @@ from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES, FLIGHT_ARGS, FLIGHTS_OK, make_fixture
+from tests.support.paths import FIXTURES
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK, make_fixture
 
 FIXTURE = """\
 name: wrong_names

@@ -5,8 +5,7 @@ import pytest
 from runner.base.errors import FixtureError
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import collect_fixture_paths, load_fixture, parse_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def write(tmp_path: Path, text: str, name: str = "f.yaml") -> Path:

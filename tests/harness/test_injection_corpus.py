@@ -15,8 +15,7 @@ from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 CORPUS = sorted((FIXTURES / "injection").glob("*.json"))
 TRIALS = 3

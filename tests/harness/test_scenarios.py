@@ -10,8 +10,7 @@ from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 PATHS = collect_fixture_paths([FIXTURES])
 

@@ -12,19 +12,17 @@ from typing import Any
 
 import pytest
 
-from runner import Engine, FakeClock, Limits, MemoryStore, RunSpec
+from runner import Engine, FakeClock, Limits, MemoryStore
 from runner.models.base import ModelReply, ModelUnavailable, TokenUsage, ToolChoice, ToolSpec
 from runner.models.pricing import ModelPrice
 from runner.models.transcript import Transcript
 from runner.proof.replay import Recording, describe, replay
-from runner.record.spec import Principal
 from runner.record.trace import HEADER_ADAPTER
 from runner.store import FanoutStore, JsonlLog
 from runner.testing import ToolDouble, latest_results
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolRegistry
-
-from .conftest import FLIGHT_ARGS
+from tests.support.travel import FLIGHT_ARGS, flight_spec
 
 PRIMARY = ModelPrice(input_usd_per_mtok=1, output_usd_per_mtok=2)
 FALLBACK = ModelPrice(input_usd_per_mtok=10, output_usd_per_mtok=30)
@@ -69,17 +67,6 @@ class Spare:
         return ModelReply(text="", tool_calls=(search,), usage=USAGE, stop_reason="tool_use")
 
 
-def _spec(**changes: Any) -> RunSpec:
-    return RunSpec(
-        task="Find flights SFO to NRT.",
-        tenant="optiverse",
-        principal=Principal(id="agent-7", scopes=frozenset({"travel.read"})),
-        tools=("search_flights",),
-        seed=1,
-        **changes,
-    )
-
-
 def _engine(contracts: ContractSet, store: Any) -> Engine:
     tools = ToolRegistry({"search_flights": ToolDouble(FLIGHTS)})
     return Engine(contracts=contracts, toolbox=tools, store=store, clock=FakeClock())
@@ -87,7 +74,7 @@ def _engine(contracts: ContractSet, store: Any) -> Engine:
 
 def test_each_request_is_priced_at_the_model_that_answered_it(contracts: ContractSet) -> None:
     store = MemoryStore()
-    result = _engine(contracts, store).run_sync(_spec(), Down())
+    result = _engine(contracts, store).run_sync(flight_spec(), Down())
     assert result.terminal.value == "complete"
     each = float(FALLBACK.cost_of(USAGE))
     assert [r.cost_usd for r in result.transitions if r.tokens_in is not None] == [each, each]
@@ -106,7 +93,7 @@ def test_an_older_header_prices_the_fallbacks_requests_at_the_primarys(
     failed request asked again). Read as a run whose fallback had no price, it would not."""
     log = tmp_path / "runs.jsonl"
     store = FanoutStore(MemoryStore(), JsonlLog(log))
-    result = _engine(contracts, store).run_sync(_spec(fallback_price=PRIMARY), Down())
+    result = _engine(contracts, store).run_sync(flight_spec(fallback_price=PRIMARY), Down())
     store.close()
     each = float(PRIMARY.cost_of(USAGE))
     assert [r.cost_usd for r in result.transitions if r.tokens_in is not None] == [each, each]
@@ -132,7 +119,9 @@ def test_a_fallback_that_can_afford_only_the_final_answer_is_asked_for_it(
     fallback for it, at its price, and replays as recorded (the switch is in the turn, as the
     next request is not the failed one asked again)."""
     store = MemoryStore()
-    result = _engine(contracts, store).run_sync(_spec(limits=Limits(max_cost_usd=0.003)), Down())
+    result = _engine(contracts, store).run_sync(
+        flight_spec(limits=Limits(max_cost_usd=0.003)), Down()
+    )
     assert (result.terminal.value, result.reason) == ("abstain", "cost")
     turns = store.turns(result.run_id)
     assert [(t.tool_choice, t.fallback) for t in turns[3:]] == [("none", True)]
@@ -160,7 +149,7 @@ def test_a_resume_after_the_switch_goes_on_with_the_fallback(
     stored: the three failures and the fallback's reply, or also its answer) resumes on the
     fallback at its price: the primary is not asked again (it was, at the next request)."""
     done = MemoryStore()
-    whole = _engine(contracts, done).run_sync(_spec(), Down())
+    whole = _engine(contracts, done).run_sync(flight_spec(), Down())
     run_id = whole.run_id
     header = done.header(run_id)
     assert header is not None
@@ -176,7 +165,7 @@ def test_a_resume_after_the_switch_goes_on_with_the_fallback(
     engine = _engine(contracts, killed)
     assert isinstance(engine.clock, FakeClock)
     with asyncio.Runner(loop_factory=engine.clock.loop_factory) as runner:
-        resumed = runner.run(engine.resume(run_id, _spec(), primary))
+        resumed = runner.run(engine.resume(run_id, flight_spec(), primary))
     assert (resumed.terminal.value, resumed.reason) == ("complete", "model_final")
     assert primary.asked == 0 and primary.fallback.asked == 5 - kept
     assert [r.cost_usd for r in resumed.transitions] == [r.cost_usd for r in whole.transitions]
@@ -197,8 +186,8 @@ def test_show_names_the_requests_the_fallback_answered(
 
     db = tmp_path / "runs.sqlite"
     store = SqliteStore(db)
-    fell_back = _engine(contracts, store).run_sync(_spec(), Down())
-    primary = _engine(contracts, store).run_sync(_spec(), Spare())
+    fell_back = _engine(contracts, store).run_sync(flight_spec(), Down())
+    primary = _engine(contracts, store).run_sync(flight_spec(), Spare())
     turns = store.turns(fell_back.run_id)
     store.close()
     failed = [t.ordinal for t in turns if t.error_status == 503 and not t.fallback]
@@ -233,7 +222,7 @@ def test_show_says_which_requests_of_the_fallback_failed(
 
     db = tmp_path / "runs.sqlite"
     store = SqliteStore(db)
-    result = _engine(contracts, store).run_sync(_spec(), DownToo())
+    result = _engine(contracts, store).run_sync(flight_spec(), DownToo())
     store.close()
     assert result.terminal.value == "abstain" and result.reason.startswith("model_unavailable")
     assert main(["show", result.run_id, "--db", str(db)]) == 0

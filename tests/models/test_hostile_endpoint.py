@@ -15,12 +15,11 @@ from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import ScenarioRun, run_fixture
-
-from ..conftest import make_fixture
-from ..llm_recordings import error
-from ..llm_server import RecordedLLMServer
-from .hostile import anthropic_exchange, exchange, openai_exchange
-from .test_live_adapters import PROTOCOLS, adapter
+from tests.support.live_adapters import PROTOCOLS, adapter
+from tests.support.llm_recordings import error
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.provider_replies import anthropic_exchange, exchange, openai_exchange
+from tests.support.travel import make_fixture
 
 
 def play(

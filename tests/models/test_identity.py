@@ -19,9 +19,8 @@ from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from ..conftest import FIXTURES
-from ..llm_server import RecordedLLMServer
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.paths import FIXTURES
 
 LIVE = ModelIdentity(provider="openai", name="gpt-x", base_url="http://127.0.0.1:9/v1")
 

@@ -14,12 +14,11 @@ from runner.proof.replay import Recording, describe, replay
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from ..conftest import make_fixture
-from ..llm_recordings import error
-from ..llm_server import RecordedLLMServer
-from .hostile import exchange
-from .test_live_adapters import PROTOCOLS, adapter
+from tests.support.live_adapters import PROTOCOLS, adapter
+from tests.support.llm_recordings import error
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.provider_replies import exchange
+from tests.support.travel import make_fixture
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -27,8 +27,7 @@ from runner.proof.api import (
 )
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-
-from .test_handle import SPEC, HoldThenAnswer, SlowHotel
+from tests.support.hold_doubles import SPEC, HoldThenAnswer, SlowHotel
 
 
 def test_status_running_then_ended_and_listed_and_replayed_inside_the_loop(

@@ -19,8 +19,7 @@ from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.approval_play import play_approval
 from runner.travel.fixtures import load_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 SECRET = "the-runtime-secret-for-the-tests-0001"
 

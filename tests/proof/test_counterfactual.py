@@ -21,8 +21,7 @@ from runner.store.memory import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import ScenarioRun, run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 PATHS = collect_fixture_paths([FIXTURES])
 

@@ -15,8 +15,7 @@ from runner.store.memory import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def _ending(result: RunResult) -> tuple[object, ...]:

@@ -25,8 +25,7 @@ from runner.proof.replay import Recording
 from runner.store import SqliteStore
 from runner.store.base import RunListing
 from runner.tools.contracts import ContractSet
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def _ran(tmp_path: Path, fixture: str) -> tuple[Path, str]:

@@ -16,8 +16,7 @@ from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def recorded(name: str, tmp_path: Path, contracts: ContractSet) -> tuple[Recording, int | None]:

@@ -22,8 +22,8 @@ from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import Expect, Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES, stored_run_with_a_forged_summary
+from tests.support.paths import FIXTURES
+from tests.support.travel import stored_run_with_a_forged_summary
 
 PATHS = collect_fixture_paths([FIXTURES])
 HOLD: dict[str, Any] = {

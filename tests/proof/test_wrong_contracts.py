@@ -21,8 +21,7 @@ from runner.store import SqliteStore
 from runner.store.base import RunListing
 from runner.tools.contracts import load_contracts
 from runner.travel import load_travel_contracts
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 EXAMPLES = ROOT / "examples"
 

@@ -30,10 +30,10 @@ from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.prompt import SYSTEM_PROMPT
 from runner.travel.scenario import run_fixture
+from tests.support.paths import DATA, FIXTURES
+from tests.support.travel import FLIGHT_ARGS, make_fixture
 
-from .conftest import FIXTURES, FLIGHT_ARGS, make_fixture
-
-V1_LOG = Path(__file__).parent / "data" / "logs" / "runner-log-1.jsonl"
+V1_LOG = DATA / "logs" / "runner-log-1.jsonl"
 
 
 def _classify(records: list[TransitionRecord]) -> list[TransitionRecord]:

@@ -15,9 +15,8 @@ from runner.cli import main
 from runner.record.trace import HEADER_ADAPTER, read_log
 from runner.store import SqliteStore
 from runner.travel import SYSTEM_PROMPT
-
-from .conftest import FIXTURES
-from .test_crash_sweep import _runner
+from tests.support.crash_sweep import runner_process
+from tests.support.paths import FIXTURES
 
 HOLD = FIXTURES / "hold_timeout_after_commit.yaml"
 
@@ -74,7 +73,7 @@ def test_a_log_with_older_headers_still_reads(tmp_path: Path) -> None:
 def test_a_killed_run_with_an_older_header_resumes_grades_and_replays(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    done = _runner(["run", str(HOLD), "--db", "runs.sqlite"], tmp_path, kill_after=6)
+    done = runner_process(["run", str(HOLD), "--db", "runs.sqlite"], tmp_path, kill_after=6)
     assert done.returncode != 0, "the run finished before it was killed"
     db = tmp_path / "runs.sqlite"
     store = SqliteStore(db)

@@ -19,8 +19,7 @@ from runner.store.sqlite import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 _text = st.text(max_size=20)
 _calls = st.lists(

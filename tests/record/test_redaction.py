@@ -22,8 +22,7 @@ from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import run_fixture
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 SECRET = "tok-4f9a2c81e7d3"
 STAY: dict[str, Any] = {

@@ -16,9 +16,7 @@ from runner.store.sqlite import TRANSITION, TURN
 from runner.testing import FunctionModel, ToolDouble, latest_results
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import ToolRegistry
-
-from .conftest import FLIGHT_ARGS
-from .test_fallback_record import _spec
+from tests.support.travel import FLIGHT_ARGS, flight_spec
 
 LONG = {
     "status": "ok",
@@ -52,7 +50,7 @@ def test_a_run_shown_more_than_the_default_replays_identical(
     contracts: ContractSet, tmp_path: Path
 ) -> None:
     store = SqliteStore(tmp_path / "runs.sqlite")
-    result = _engine(contracts, store, 20_000).run_sync(_spec(), _model())
+    result = _engine(contracts, store, 20_000).run_sync(flight_spec(), _model())
     header = store.header(result.run_id)
     assert header is not None and header.render_limit == 20_000
     replayed = replay_run_sync(store, result.run_id, contracts)
@@ -67,7 +65,7 @@ def test_a_resume_on_an_engine_with_another_limit_goes_on_with_the_runs(
     for the answer with the result shown as the run showed it, not cut at 4,000."""
     store = SqliteStore(tmp_path / "runs.sqlite")
     first: list[int] = []
-    result = _engine(contracts, store, 20_000).run_sync(_spec(), _model(first))
+    result = _engine(contracts, store, 20_000).run_sync(flight_spec(), _model(first))
     store._conn.execute("UPDATE runs SET terminal = NULL, summary = NULL")
     for kind in (TRANSITION, TURN):  # the last transition, and the final answer's turn
         store._conn.execute(
@@ -76,7 +74,7 @@ def test_a_resume_on_an_engine_with_another_limit_goes_on_with_the_runs(
         )
     again: list[int] = []
     engine = _engine(contracts, store, 4_000)
-    resumed = asyncio.run(engine.resume(result.run_id, _spec(), _model(again)))
+    resumed = asyncio.run(engine.resume(result.run_id, flight_spec(), _model(again)))
     assert (resumed.terminal.value, resumed.reason) == ("complete", "model_final")
     assert again[-1] == first[-1] > 10_000  # shown whole, as before the crash
     assert replay_run_sync(store, result.run_id, contracts).identical

@@ -20,9 +20,8 @@ from runner.record.trace import read_log
 from runner.store import MemoryStore, SqliteStore
 from runner.store.sqlite import OUTPUT, TURN
 from runner.tools.contracts import ContractSet
-
-from .conftest import FIXTURES
-from .store.test_unreadable_rows import header
+from tests.support.bare_rows import header
+from tests.support.paths import FIXTURES
 
 FIXTURE = str(FIXTURES / "hold_timeout_after_commit.yaml")
 

@@ -19,8 +19,7 @@ from runner.proof.api import list_runs
 from runner.testing import FakeClock, FunctionModel, call, latest_results
 from runner.tools.contracts import load_contracts
 from runner.travel import TaskConstraints
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 PRINCIPAL = Principal(id="bot", scopes=frozenset({"orders.refund"}))
 

@@ -13,8 +13,7 @@ from runner.record.trace import RECORD_ADAPTER, TransitionRecord, read_log
 from runner.store import FanoutStore, JsonlLog, MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from .conftest import make_fixture
+from tests.support.travel import make_fixture
 
 
 def write_log(tmp_path: Path, contracts: ContractSet) -> Path:

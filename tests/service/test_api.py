@@ -15,8 +15,17 @@ import pytest
 
 from runner.cli import main
 from runner.store import SqliteStore
-from tests.conftest import ROOT
-from tests.service_harness import A_READ, LONG, A, B, Service, loopback, read_events, serving
+from tests.support.paths import ROOT
+from tests.support.service_harness import (
+    A_READ,
+    LONG,
+    A,
+    B,
+    Service,
+    loopback,
+    read_events,
+    serving,
+)
 
 __all__ = ["loopback"]
 

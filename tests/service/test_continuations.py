@@ -22,7 +22,7 @@ from runner.engine.approvals import DEFAULT_TTL, ledger_of
 from runner.service.continuations import ContinuationFacts, continuation_view
 from runner.store import SqliteStore
 from runner.store.base import RunListing
-from tests.service_harness import (
+from tests.support.service_harness import (
     LONG,
     TWO_HOLDS,
     Service,

@@ -16,8 +16,8 @@ from runner.service.errors import ApiError
 from runner.service.live import LiveRun, budget
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from tests.service_harness import KEYS
-from tests.test_service_live import CEILING, ENV, WORLD, live, live_settings
+from tests.support.live_service import CEILING, ENV, WORLD, live, live_settings
+from tests.support.service_harness import KEYS
 
 pytest.importorskip("fastapi")
 
@@ -129,7 +129,7 @@ def test_a_worker_without_the_config_refuses_a_queued_live_run(
 def test_the_sample_configs_live_section_starts_without_keys(
     tmp_path: Path, contracts: ContractSet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.conftest import ROOT  # noqa: PLC0415
+    from tests.support.paths import ROOT  # noqa: PLC0415
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     config = ServiceConfig.load(ROOT / "examples" / "service.yaml")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm_server import RecordedLLMServer, load_recordings
-from tests.service_harness import serving
-from tests.test_service_live import ENV, KEYS, live, live_settings, loopback, submit
+from tests.support.live_service import ENV, KEYS, live, live_settings, submit
+from tests.support.llm_server import RecordedLLMServer, load_recordings
+from tests.support.service_harness import loopback, serving
 
 __all__ = ["loopback"]
 

@@ -12,11 +12,10 @@ import pytest
 
 from runner.cli import main
 from runner.store import SqliteStore
-
-from .conftest import FIXTURES
-from .llm_server import RecordedLLMServer
-from .service_harness import loopback
-from .test_resume_anywhere import crash_after_the_hold, live_args, llm, resume
+from tests.support.crash_sweep import crash_after_the_hold, live_args, llm, resume
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.paths import FIXTURES
+from tests.support.service_harness import loopback
 
 __all__ = ["llm", "loopback"]
 

@@ -18,7 +18,7 @@ import pytest
 
 from runner.core.states import TERMINAL
 from runner.store import SqliteStore
-from tests.service_harness import A, loopback, serving
+from tests.support.service_harness import A, loopback, serving
 
 __all__ = ["loopback"]
 

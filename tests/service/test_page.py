@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.service_harness import LONG, A, Service, loopback, serving
+from tests.support.service_harness import LONG, A, Service, loopback, serving
 
 __all__ = ["loopback"]
 

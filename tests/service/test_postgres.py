@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from tests.service_harness import B, Service, loopback, read_events, serving, write_config
+from tests.support.service_harness import B, Service, loopback, read_events, serving, write_config
 
 __all__ = ["loopback"]
 

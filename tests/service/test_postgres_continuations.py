@@ -26,8 +26,8 @@ from runner.store.adapters import BlockingStore
 from runner.store.base import RunListing
 from runner.store.postgres import PostgresStore
 from runner.travel import load_travel_contracts
-from tests.conftest import FIXTURES
-from tests.service_harness import (
+from tests.support.paths import FIXTURES
+from tests.support.service_harness import (
     SECRET,
     TWO_HOLDS,
     Service,

@@ -27,7 +27,7 @@ from runner.store.adapters import BlockingStore
 from runner.store.base import RunListing
 from runner.store.postgres import PostgresStore
 from runner.travel import load_travel_contracts
-from tests.service_harness import (
+from tests.support.service_harness import (
     A_READ,
     LONG,
     SECRET,

@@ -16,8 +16,8 @@ from runner.service.config import ServiceConfig
 from runner.service.runs import RunService
 from runner.store import SqliteStore
 from runner.travel import load_travel_contracts
-from tests.service_harness import KEYS, A
-from tests.store.contract import header, record
+from tests.support.service_harness import KEYS, A
+from tests.support.store_contract import header, record
 
 
 def summary(run_id: str, transitions: int) -> RunSummary:

@@ -16,7 +16,7 @@ import pytest
 from runner.base.errors import ConfigError
 from runner.service import ServiceConfig
 from runner.store import SqliteStore
-from tests.service_harness import (
+from tests.support.service_harness import (
     LONG,
     A,
     Service,

@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.service_harness import A, Service, free_port, loopback, serving
-from tests.test_service_live import ENV, live_settings
+from tests.support.live_service import ENV, live_settings
+from tests.support.service_harness import A, Service, free_port, loopback, serving
 
 __all__ = ["loopback"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service_harness import B, Service, loopback, serving
+from tests.support.service_harness import B, Service, loopback, serving
 
 __all__ = ["loopback"]
 

@@ -17,8 +17,7 @@ from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import resume_fixture, run_fixture
-
-from ..conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 MAX_EXTRA_PAGES = 200
 

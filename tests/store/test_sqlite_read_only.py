@@ -24,9 +24,8 @@ import pytest
 from runner.base.errors import StoreError
 from runner.cli import main
 from runner.store import SqliteStore
-
-from ..conftest import FIXTURES
-from .contract import header
+from tests.support.paths import FIXTURES
+from tests.support.store_contract import header
 
 FIXTURE = FIXTURES / "hold_not_committed.yaml"  # a write: the run has a supplier database too
 

@@ -16,8 +16,7 @@ import pytest
 from runner.cli import main
 from runner.store import MemoryStore, SqliteStore, UnreadableRun
 from runner.store.base import RunListing
-
-from .conftest import FIXTURES
+from tests.support.paths import FIXTURES
 
 
 def _forged(tmp_path: Path) -> tuple[Path, str, str]:

@@ -1,5 +1,5 @@
 """Run or resume a parent-and-child family in this process, for the children's crash sweep:
-`python -m tests.children_driver run FAMILY DB WORLD` prints the parent's run id (the kill
+`python -m tests.support.children_driver run FAMILY DB WORLD` prints the parent's run id (the kill
 point, `RUNNER_KILL_AFTER_COMMITS`, may end it first); `... resume FAMILY DB WORLD RUN_ID`
 resumes the parent (and through it every child) with fresh engines."""
 
@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from runner import SqliteStore
-
-from .children_world import load_family, resume_family, run_family
+from tests.support.children_world import load_family, resume_family, run_family
 
 
 def main(argv: list[str]) -> int:

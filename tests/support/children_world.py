@@ -26,9 +26,10 @@ from runner.travel.fixtures import Fixture
 from runner.travel.prompt import SYSTEM_PROMPT
 from runner.travel.scenario import check_expectations, spec_for
 from runner.travel.supplier import SupplierDatabase
+from tests.support.paths import DATA
 
 CHILD_TOOL = "research_trip"
-FAMILIES = Path(__file__).resolve().parent / "data" / "children"
+FAMILIES = DATA / "children"
 
 
 class Family(BaseModel):

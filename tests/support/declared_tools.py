@@ -1,6 +1,7 @@
 """`search_flights` declared in Python, meant to behave exactly as `contracts/search_flights.json`.
 
-Imported by `tests/test_declare.py`, and by `runner contracts export --module tests.declared_tools`.
+Imported by `tests/tools/test_declare.py`, and by `runner contracts export --module
+tests.support.declared_tools`.
 """
 
 from __future__ import annotations

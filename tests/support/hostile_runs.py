@@ -24,8 +24,7 @@ from runner.record.spec import RunResult, RunSpec
 from runner.store.base import RunListing, Store
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal, ToolImplementation, ToolInvocation, ToolResponse
-
-from .conftest import FLIGHT_ARGS
+from tests.support.travel import FLIGHT_ARGS
 
 START = datetime(2027, 3, 1, 9, 0, tzinfo=UTC)
 HOLD_ARGS: dict[str, Any] = {

@@ -1,6 +1,6 @@
 """Writes the recorded provider exchanges in `tests/data/llm/`.
 
-Run: `python -m tests.llm_recordings`.
+Run: `python -m tests.support.llm_recordings`.
 
 Two kinds: behaviour scenarios (tool calls, parallel calls, invalid JSON arguments, an invented
 tool, 429 with Retry-After, 500, a refusal, 401, a fallback, a hold unlike the fixture's script)
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from runner.base import log
@@ -22,10 +21,9 @@ from runner.store import MemoryStore
 from runner.travel import load_travel_contracts
 from runner.travel.fixtures import collect_fixture_paths, load_fixture
 from runner.travel.scenario import run_fixture
+from tests.support.paths import DATA, FIXTURES
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "data" / "llm"
-FIXTURES = HERE.parent / "fixtures"
+OUT = DATA / "llm"
 FLIGHT = {"origin": "SFO", "destination": "NRT", "date_start": "2027-04-01",
           "date_end": "2027-04-03", "accessibility": "wheelchair"}  # fmt: skip
 STAY = {"check_in": "2027-04-02", "check_out": "2027-04-06"}

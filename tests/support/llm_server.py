@@ -21,10 +21,11 @@ import threading
 import time
 from collections import defaultdict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-RECORDINGS = Path(__file__).resolve().parent / "data" / "llm"
+from tests.support.paths import DATA
+
+RECORDINGS = DATA / "llm"
 PATHS = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
 
 

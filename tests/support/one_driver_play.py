@@ -1,8 +1,9 @@
 """A refund run on a SQLite file, played by `tests/test_one_driver.py` in real subprocesses.
 
-    python -m tests.one_driver_play drive DB SENT       a run whose refund waits for DB.go
-    python -m tests.one_driver_play crash DB SENT       a run SIGKILLed once its refund is out
-    python -m tests.one_driver_play resume DB SENT RUN [CHANGE]   Engine.resume, one CHANGE
+    python -m tests.support.one_driver_play drive DB SENT    a run whose refund waits for DB.go
+    python -m tests.support.one_driver_play crash DB SENT    a run SIGKILLed once its refund is out
+    python -m tests.support.one_driver_play resume DB SENT RUN [CHANGE]
+                                                             Engine.resume, one CHANGE
 
 `SENT` gets one line per refund dispatched (`pid key`); `find_refund` answers from it, as a
 destination that remembers what it did. Prints `run ID`, then `ended TERMINAL` or
@@ -35,8 +36,9 @@ from runner.core.policy import Policy
 from runner.store.base import Store
 from runner.testing import FunctionModel, call, latest_results
 from runner.tools.invocation import ToolInvocation
+from tests.support.paths import ROOT
 
-CONTRACTS = load_contracts(Path(__file__).resolve().parent.parent / "examples" / "contracts")
+CONTRACTS = load_contracts(ROOT / "examples" / "contracts")
 PRINCIPAL = Principal(id="bot", scopes=frozenset({"orders.read", "orders.refund"}))
 SPEC = RunSpec(
     task="refund A-100 if it was lost",

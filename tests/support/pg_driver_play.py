@@ -1,7 +1,8 @@
 """A refund run on a PostgreSQL store, played by `tests/test_pg_engine_lease.py` in subprocesses.
 
-    python -m tests.pg_driver_play crash URL DIR          a run SIGKILLed in its lookup (no refund)
-    python -m tests.pg_driver_play resume URL DIR RUN     Engine.resume on its own store handle
+    python -m tests.support.pg_driver_play crash URL DIR       a run SIGKILLed in its lookup
+                                                               (no refund)
+    python -m tests.support.pg_driver_play resume URL DIR RUN  Engine.resume on its own store handle
 
 `DIR/sent` gets one line per refund dispatched (`pid key`); a refund waits for `DIR/go` before it
 answers. Prints `run ID`, then `ended TERMINAL` or `refused TYPE: MESSAGE`.
@@ -23,8 +24,7 @@ from runner.base.errors import RunnerError
 from runner.store.postgres import PostgresStore
 from runner.testing import FunctionModel
 from runner.tools.invocation import ToolInvocation
-
-from .one_driver_play import CONTRACTS, SPEC, agent
+from tests.support.one_driver_play import CONTRACTS, SPEC, agent
 
 MODEL = FunctionModel(agent)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..conftest import FLIGHT_ARGS
+from tests.support.travel import FLIGHT_ARGS
 
 OK_USAGE = {"input": 40, "output": 12}
 

@@ -26,7 +26,7 @@ from runner.base.clock import Clock
 from runner.core.confirm import ApprovalSecret
 from runner.engine.approvals import approve, pending_approvals
 from runner.travel import load_travel_contracts
-from tests.conftest import allow_loopback_only
+from tests.support.network import allow_loopback_only
 
 SECRET = "a-test-approval-secret-of-enough-bytes-0123456789"
 KEYS: dict[str, dict[str, Any]] = {

@@ -20,10 +20,9 @@ from runner import MemoryStore, SqliteStore
 from runner.proof.api import grade_run_sync
 from runner.store.base import RunListing, Store
 from runner.tools.children import family_ids, parent_of
+from tests.support.children_world import FAMILIES, family_contracts, load_family, run_family
+from tests.support.paths import ROOT
 
-from .children_world import FAMILIES, family_contracts, load_family, run_family
-
-ROOT = Path(__file__).resolve().parent.parent
 SWEPT = [
     FAMILIES / "child_exhausts_carved_budget.yaml",
     FAMILIES / "child_escalates.yaml",
@@ -64,7 +63,7 @@ def _driver(
     if kill_after is not None:
         env["RUNNER_KILL_AFTER_COMMITS"] = str(kill_after)
     return subprocess.run(
-        [sys.executable, "-m", "tests.children_driver", *args],
+        [sys.executable, "-m", "tests.support.children_driver", *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 

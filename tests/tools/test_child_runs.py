@@ -19,8 +19,7 @@ from runner.proof.api import grade_run_sync, replay_run_sync
 from runner.store.base import RunListing, Store
 from runner.tools.children import children_of, family_ids, parent_of
 from runner.travel.bundled import contracts_dir
-
-from .children_world import (
+from tests.support.children_world import (
     CHILD_TOOL,
     FAMILIES,
     Family,

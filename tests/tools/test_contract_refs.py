@@ -15,8 +15,9 @@ import pytest
 
 from runner.base.errors import ContractError
 from runner.tools.contracts import Contract, compile_contract, load_contracts
-
-from .conftest import FLIGHT_ARGS, ROOT, allow_loopback_only
+from tests.support.network import allow_loopback_only
+from tests.support.paths import ROOT
+from tests.support.travel import FLIGHT_ARGS
 
 
 def _with_origin(folder: Path, origin: dict[str, Any], **defs: Any) -> Path:

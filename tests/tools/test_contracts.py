@@ -15,8 +15,8 @@ from runner.tools.contracts import (
     load_contracts,
 )
 from runner.travel import SEMANTIC_RULES, TaskConstraints, load_travel_contracts
-
-from .conftest import FLIGHT_ARGS, FLIGHTS_OK, ROOT
+from tests.support.paths import ROOT
+from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
 
 
 def test_every_shipped_contract_compiles(contracts: ContractSet) -> None:

@@ -23,11 +23,11 @@ from runner.store import MemoryStore
 from runner.tools.contracts import CompiledContract, load_contract_file, load_contracts
 from runner.tools.declare import Toolset, contract_json, declare_contract, declared_in
 from runner.tools.invocation import Principal, ToolInvocation
-
-from . import declared_tools
-from .conftest import ROOT
+from tests.support import declared_tools
+from tests.support.paths import ROOT
 
 DECLARED = declared_tools.tools.contracts[0]
+MODULE = declared_tools.__name__
 FILE = load_contract_file(ROOT / "contracts" / "search_flights.json", {})  # schema only, no rules
 
 
@@ -274,19 +274,19 @@ def test_contracts_export_writes_the_json_for_a_module(
 ) -> None:
     assert declared_in(declared_tools) == [DECLARED]
     out = tmp_path / "contracts"
-    assert main(["contracts", "export", "--module", "tests.declared_tools", "--out", str(out)]) == 0
+    assert main(["contracts", "export", "--module", MODULE, "--out", str(out)]) == 0
     written = out / "search_flights.json"
     assert written.read_text(encoding="utf-8") == contract_json(DECLARED)
     assert "search_flights.json" in capsys.readouterr().out
     assert main(["--contracts", str(out), "contracts", "check"]) == 0
     # --check: the files are what the module declares (0), or the drift is named (1).
-    args = ["contracts", "export", "--module", "tests.declared_tools", "--out", str(out), "--check"]
+    args = ["contracts", "export", "--module", MODULE, "--out", str(out), "--check"]
     assert main(args) == 0
     written.write_text(written.read_text().replace('"timeout_s": 10.0', '"timeout_s": 9'))
     assert main(args) == 1
     assert "search_flights.json differs" in capsys.readouterr().out
     # Without --out: the one contract on stdout.
-    assert main(["contracts", "export", "--module", "tests.declared_tools"]) == 0
+    assert main(["contracts", "export", "--module", MODULE]) == 0
     assert json.loads(capsys.readouterr().out)["name"] == "search_flights"
 
 

@@ -13,8 +13,7 @@ import pytest
 from runner.base.errors import ContractError
 from runner.tools.contracts import Contract, ContractSet, compile_contract, load_contracts
 from runner.tools.declare import checked_contract_set
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 EXAMPLES = ROOT / "examples" / "contracts"
 

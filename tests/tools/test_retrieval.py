@@ -28,8 +28,9 @@ from runner.tools.retrieval import Bm25Retriever, ToolRetrieval, select, tool_te
 from runner.travel.catalogue import load_catalogue_contracts
 from runner.travel.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.travel.scenario import ScenarioRun, run_fixture
+from tests.support.paths import DATA
 
-CATALOGUE = Path(__file__).resolve().parent / "data" / "catalogue"
+CATALOGUE = DATA / "catalogue"
 PATHS = collect_fixture_paths([CATALOGUE])
 
 

@@ -25,9 +25,10 @@ from pydantic import BaseModel, ConfigDict
 
 from runner.base.errors import ContractError
 from runner.tools.contracts import CompiledContract, Contract, compile_contract, load_contracts
-
-from .conftest import FLIGHT_ARGS, ROOT, allow_loopback_only
-from .meta_server import CORE_ONLY, MetaSchemaServer
+from tests.support.meta_server import CORE_ONLY, MetaSchemaServer
+from tests.support.network import allow_loopback_only
+from tests.support.paths import ROOT
+from tests.support.travel import FLIGHT_ARGS
 
 META_URL = "META_URL"
 """Stands for the live meta-schema server's URL in a schema (its port is known only at run)."""

@@ -17,9 +17,9 @@ from runner.base.errors import ContractError
 from runner.cli import main
 from runner.tools.contracts import ContractSet, load_contracts
 from runner.tools.mcp import with_recorded
-
-from .conftest import ROOT, allow_loopback_only
-from .meta_server import MetaSchemaServer
+from tests.support.meta_server import MetaSchemaServer
+from tests.support.network import allow_loopback_only
+from tests.support.paths import ROOT
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def _servers(tmp_path: Path, meta: MetaSchemaServer) -> Path:
     servers = tmp_path / "servers.json"
     dialects = {
         "command": sys.executable,
-        "args": [str(ROOT / "tests" / "mcp_servers.py"), "dialects"],
+        "args": [str(ROOT / "tests" / "support" / "mcp_servers.py"), "dialects"],
         "env": {"MCP_STATE": str(tmp_path), "MCP_META_URL": meta.meta},
         "scope": "acct.write",
         "tools": TOOLS,

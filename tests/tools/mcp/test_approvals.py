@@ -27,9 +27,8 @@ from runner.testing import scripted
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal
 from runner.tools.mcp import McpConfig, McpTools, with_recorded
-from tests.conftest import allow_loopback_only
-
-from .mcp_harness import http_server, read_state, stdio_server
+from tests.support.mcp_harness import http_server, read_state, stdio_server
+from tests.support.network import allow_loopback_only
 
 TRIALS = range(3)
 SECRET = ApprovalSecret("a test secret of at least 16 bytes")

@@ -24,9 +24,8 @@ from runner.testing import scripted
 from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
 from runner.tools.mcp import McpConfig, McpTools, Pin
 from runner.tools.mcp.pinning import pin_server
-
-from .conftest import ROOT
-from .mcp_harness import SERVERS, Outcome, classes, read_state, replayed
+from tests.support.mcp_harness import SERVERS, Outcome, classes, read_state, replayed
+from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "mcp"
 

@@ -19,8 +19,7 @@ from runner.tools.declare import declare_contract
 from runner.tools.mcp import McpConfig, Pin, PinnedTool, with_recorded
 from runner.tools.mcp.pinning import compiled_contract, pin_server
 from runner.tools.mcp.tools import payload_of
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def _config(tools: dict[str, Any], **server: Any) -> McpConfig:

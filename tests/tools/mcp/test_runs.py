@@ -23,9 +23,7 @@ from runner.testing import scripted
 from runner.tools.declare import Toolset
 from runner.tools.invocation import Principal
 from runner.tools.mcp import McpConfig, McpTools
-from tests.conftest import allow_loopback_only
-
-from .mcp_harness import (
+from tests.support.mcp_harness import (
     Outcome,
     classes,
     http_server,
@@ -34,6 +32,7 @@ from .mcp_harness import (
     run_through,
     stdio_server,
 )
+from tests.support.network import allow_loopback_only
 
 TRIALS = range(3)
 DOCS_TOOLS = {"search": {"read_only": True}, "Fetch-Page": {"read_only": True}}
