@@ -1,5 +1,5 @@
 """`runner approvals`, `approve`, `deny`, `continue` with `--db postgresql://...`: the same flow as
-on SQLite (tests/test_cli_approvals.py), on the throwaway cluster."""
+on SQLite (tests/cli/test_approvals.py), on the throwaway cluster."""
 
 from __future__ import annotations
 

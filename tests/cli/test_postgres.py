@@ -197,7 +197,7 @@ def test_every_crash_point_of_a_hold_run_on_postgres_resumes_with_one_hold(
 ) -> None:
     """`runner run` on PostgreSQL killed (SIGKILL) after every other durable commit in turn, then
     `runner resume --db URL`: the run ends in a declared state, its log has no gap, and the hold
-    is made once (as tests/test_crash_sweep.py checks on SQLite)."""
+    is made once (as tests/engine/test_crash_sweep.py checks on SQLite)."""
     fixture = str(FIXTURES / "hold_timeout_after_commit.yaml")
     point, swept = 1, 0
     while True:

@@ -170,7 +170,7 @@ async def _check_records(url: str, run_ids: list[str]) -> None:
                     # reconciling that write (a lookup by key) before it goes on, and the
                     # scripted supplier plays its script to the writes it really received:
                     # more attempts, waits and transitions, as one process killed there gets
-                    # (test_crash_sweep.py::test_a_write_killed_in_flight_adds_attempts).
+                    # (engine/test_crash_sweep.py::test_a_write_killed_in_flight_adds_attempts).
                     more = value if name == "attempts" else len(value)
                     assert more >= (wanted if name == "attempts" else len(wanted)), (
                         fixture.name,

@@ -8,7 +8,7 @@ does: same terminal, same holds, same attempts, same transitions.
 A crash is the process dying right after a commit (`_failpoints.committed` raising, as in
 `test_durability.py`: the first commit after the fast call answered, which must come before the
 slow call answers), the run's task cancelled at a chosen moment (nothing more is written in
-`transition` mode, as in `test_engine_postgres.py`), or a real subprocess SIGKILLed after its
+`transition` mode, as in `test_postgres.py`), or a real subprocess SIGKILLed after its
 n-th commit (`RUNNER_KILL_AFTER_COMMITS`, as in `test_crash_sweep.py`).
 """
 

@@ -30,7 +30,7 @@ def recorded(name: str, tmp_path: Path, contracts: ContractSet) -> tuple[Recordi
 
 def failed_names(recording: Recording, contracts: ContractSet) -> set[str]:
     """The checks of the record's claims that fail, each on its own: the replay refutes every
-    edited record here too (`replays_as_recorded`, tests/test_grade_replays.py)."""
+    edited record here too (`replays_as_recorded`, tests/proof/test_grade_replays.py)."""
     return {check.name for check in grade(recording, contracts, None, None, replayed=False).failed}
 
 

@@ -1,6 +1,7 @@
 """Live-model runs through the service on PostgreSQL: the service queues the run's document (its
 fixture and the model's name, never a key) and a `runner worker --config` builds the model from
-its own config and environment. A throwaway cluster (tests/pg.py), the loopback provider server."""
+its own config and environment. A throwaway cluster (tests/support/pg.py), the loopback provider
+server."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`runner serve` on PostgreSQL: two service processes and two `runner worker`s on one store (a
-throwaway cluster, tests/pg.py). Runs submitted to either service are driven by the workers and
-read, listed and streamed from the other; tenant isolation holds across processes; a cancel of a
-run that ended is refused (409). Cancel and approvals: tests/test_service_postgres_control.py."""
+throwaway cluster, tests/support/pg.py). Runs submitted to either service are driven by the
+workers and read, listed and streamed from the other; tenant isolation holds across processes; a
+cancel of a run that ended is refused (409). Cancel and approvals:
+tests/service/test_postgres_control.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Continuations of decided approvals through `runner serve` on PostgreSQL, driven by workers:
 their tokens are checked when a worker starts them, and the waiting run's view says where its
-continuation stands (tests/test_service_continuations.py has the same on SQLite)."""
+continuation stands (tests/service/test_continuations.py has the same on SQLite)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Cancel and approvals through `runner serve` on PostgreSQL: two service processes and two real
-`runner worker`s on one store (a throwaway cluster, tests/pg.py). Every cancel and decision goes
-through the service process that did NOT accept the run; the run is driven by a worker, a third
-process, and ends exactly as it does on the SQLite service."""
+`runner worker`s on one store (a throwaway cluster, tests/support/pg.py). Every cancel and decision
+goes through the service process that did NOT accept the run; the run is driven by a worker, a
+third process, and ends exactly as it does on the SQLite service."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Drive runs through real MCP servers (tests/mcp_servers.py): stdio subprocesses the runner
+"""Drive runs through real MCP servers (tests/support/mcp_servers.py): stdio subprocesses the runner
 starts, or a streamable-HTTP server on loopback (uvicorn, in a subprocess the test starts)."""
 
 from __future__ import annotations

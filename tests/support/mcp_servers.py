@@ -1,7 +1,7 @@
 """Real MCP servers for the tests, on the official SDK's low-level `Server`.
 
-    python tests/mcp_servers.py KIND                 # stdio
-    python tests/mcp_servers.py KIND --http PORT     # streamable HTTP on 127.0.0.1 (uvicorn)
+    python tests/support/mcp_servers.py KIND              # stdio
+    python tests/support/mcp_servers.py KIND --http PORT  # streamable HTTP on 127.0.0.1 (uvicorn)
 
 KIND is `search` (read-only), `booking` (a write and its lookup), `hostile` (misbehaves) or
 `dialects` (schemas naming a meta-schema server). What a server must remember across its own

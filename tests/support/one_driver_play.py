@@ -1,4 +1,4 @@
-"""A refund run on a SQLite file, played by `tests/test_one_driver.py` in real subprocesses.
+"""A refund run on a SQLite file, played by `tests/engine/test_one_driver.py` in real subprocesses.
 
     python -m tests.support.one_driver_play drive DB SENT    a run whose refund waits for DB.go
     python -m tests.support.one_driver_play crash DB SENT    a run SIGKILLed once its refund is out

@@ -1,4 +1,5 @@
-"""A refund run on a PostgreSQL store, played by `tests/test_pg_engine_lease.py` in subprocesses.
+"""A refund run on a PostgreSQL store, played in subprocesses by
+`tests/engine/test_postgres_lease.py`.
 
     python -m tests.support.pg_driver_play crash URL DIR       a run SIGKILLed in its lookup
                                                                (no refund)

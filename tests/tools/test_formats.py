@@ -1,7 +1,8 @@
 """Each asserted format decides as its standard says, on the cases the JSON Schema suite picks.
 
 The cases are the key ones of the draft 2020-12 optional format tests (valid and invalid), with
-the standard each follows; `tests/test_fast_validation.py` proves both validators agree on them.
+the standard each follows; `tests/tools/test_fast_validation.py` proves both validators agree on
+them.
 """
 
 from __future__ import annotations

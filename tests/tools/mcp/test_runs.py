@@ -149,7 +149,7 @@ def test_a_write_happens_once(
     assert key in bookings  # the runtime filled key_argument with the operation key
     cancel_all = next(t for t in outcome.tools.pin.tools if t.tool == "cancel_all")
     assert cancel_all.needs_approval and cancel_all.offered  # under approval: see
-    assert "booking__cancel_all" in outcome.tools.tool_names  # tests/test_mcp_approvals.py
+    assert "booking__cancel_all" in outcome.tools.tool_names  # tests/tools/mcp/test_approvals.py
     _declared_and_replayed(outcome)
 
 
