@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from runner.cli import main
-from tests.support.mcp_harness import SERVERS, read_state
+from tests.support.mcp_harness import BOOKING_UNDER_APPROVAL, SERVERS, read_state
 
 SECRET = "the-runtime-secret-for-the-tests-0001"
 FIXTURE = {
@@ -32,22 +32,12 @@ FIXTURE = {
 
 
 def _servers(state: Path) -> dict[str, object]:
-    tools = {
-        "book_room": {
-            "reconcile_with": "find_booking",
-            "key_argument": "request_id",
-            "suppresses_duplicates": True,
-            "requires_approval": True,
-            "approval_summary": "Book room {room} for {nights} nights",
-        },
-        "find_booking": {"read_only": True, "runtime_only": True, "key_argument": "request_id"},
-    }
     server = {
         "command": sys.executable,
         "args": [str(SERVERS), "booking"],
         "env": {"MCP_STATE": str(state)},
         "scope": "booking.write",
-        "tools": tools,
+        "tools": BOOKING_UNDER_APPROVAL,
     }
     return {"servers": {"booking": server}}
 

@@ -18,24 +18,11 @@ from runner.core.budget import Limits
 from runner.core.policy import Policy
 from runner.travel.fixtures import parse_fixture
 from tests.support.paths import FIXTURES
-from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
+from tests.support.travel import FLIGHTS_OK, fixture_data
 
 
 def _fixture(folder: Path, **changes: Any) -> Path:
-    data: dict[str, Any] = {
-        "name": "inline",
-        "description": "built by a test",
-        "task": "Find flights SFO to NRT.",
-        "tenant": "optiverse",
-        "principal": {"id": "agent-7", "scopes": ["travel.read"]},
-        "tools": ["search_flights"],
-        "environment": {"search_flights": [{"respond": FLIGHTS_OK}]},
-        "model": [
-            {"tool_calls": [{"name": "search_flights", "args": FLIGHT_ARGS}]},
-            {"final": "NH7."},
-        ],
-        **changes,
-    }
+    data = fixture_data(**changes)
     path = folder / "inline.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -28,6 +28,17 @@ from runner.tools.invocation import Principal
 from runner.tools.mcp import McpConfig, McpTools, with_recorded
 
 SERVERS = Path(__file__).with_name("mcp_servers.py")
+BOOKING_UNDER_APPROVAL: dict[str, dict[str, object]] = {
+    "book_room": {
+        "reconcile_with": "find_booking",
+        "key_argument": "request_id",
+        "suppresses_duplicates": True,
+        "requires_approval": True,
+        "approval_summary": "Book room {room} for {nights} nights",
+    },
+    "find_booking": {"read_only": True, "runtime_only": True, "key_argument": "request_id"},
+}
+"""The booking server's pin when its write needs approval: the booking and its lookup by key."""
 
 
 def stdio_server(kind: str, state: Path, **settings: Any) -> dict[str, Any]:

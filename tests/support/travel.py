@@ -39,8 +39,8 @@ FLIGHTS_OK: dict[str, Any] = {
 }
 
 
-def make_fixture(**overrides: Any) -> Fixture:
-    """A valid one-tool fixture, with any field replaced."""
+def fixture_data(**overrides: Any) -> dict[str, Any]:
+    """A valid one-tool fixture as a file holds it (not validated yet), any field replaced."""
     data: dict[str, Any] = {
         "name": "inline",
         "description": "built by a test",
@@ -55,7 +55,12 @@ def make_fixture(**overrides: Any) -> Fixture:
         ],
     }
     data.update(overrides)
-    return Fixture.model_validate(data)
+    return data
+
+
+def make_fixture(**overrides: Any) -> Fixture:
+    """A valid one-tool fixture, with any field replaced."""
+    return Fixture.model_validate(fixture_data(**overrides))
 
 
 def stored_run_with_a_forged_summary(db: Path, capsys: pytest.CaptureFixture[str]) -> str:

@@ -27,21 +27,14 @@ from runner.testing import scripted
 from runner.tools.contracts import ContractSet
 from runner.tools.invocation import Principal
 from runner.tools.mcp import McpConfig, McpTools, with_recorded
-from tests.support.mcp_harness import http_server, read_state, stdio_server
+from tests.support.mcp_harness import BOOKING_UNDER_APPROVAL, http_server, read_state, stdio_server
 from tests.support.network import allow_loopback_only
 
 TRIALS = range(3)
 SECRET = ApprovalSecret("a test secret of at least 16 bytes")
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TOOLS = {
-    "book_room": {
-        "reconcile_with": "find_booking",
-        "key_argument": "request_id",
-        "suppresses_duplicates": True,
-        "requires_approval": True,
-        "approval_summary": "Book room {room} for {nights} nights",
-    },
-    "find_booking": {"read_only": True, "runtime_only": True, "key_argument": "request_id"},
+    **BOOKING_UNDER_APPROVAL,
     "cancel_all": {},  # the server says destructive: it asks for approval
 }
 BOOK = {"tool_calls": [{"name": "booking__book_room", "args": {"room": "plain", "nights": 2}}]}
