@@ -88,5 +88,13 @@ def contracts() -> ContractSet:
     return load_travel_contracts()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the throwaway PostgreSQL cluster, through whichever fixture, is in the
+    `pg` lane (a fixture that asks for it only at run time marks its parameter itself)."""
+    for item in items:
+        if "pg_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.pg)
+
+
 # The throwaway PostgreSQL cluster (started only when a test asks for it).
 from tests.support.pg import pg_cluster, pg_url  # noqa: E402, F401

@@ -26,7 +26,7 @@ from tests.support.service_harness import LONG, A, Service, loopback, serving
 
 __all__ = ["loopback"]
 
-pytestmark = pytest.mark.usefixtures("loopback")
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("loopback")]
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 T = TypeVar("T")
