@@ -43,12 +43,14 @@ typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 # Over every core; a file's tests stay together on one worker, so its module fixtures (a served
-# service, a browser) are built once and its tests run in order, as they do serially.
+# service, a browser) are built once and its tests run in order, as they do serially. The
+# `serial` tests (a load test that measures the machine) run alone after the rest.
 PARALLEL := -n auto --dist loadfile
 PYTEST_ARGS ?=
 
 test: lint typecheck
-	$(BIN)/pytest $(PARALLEL) $(PYTEST_ARGS)
+	$(BIN)/pytest $(PARALLEL) -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/pytest -m serial $(PYTEST_ARGS)
 
 # The inner loop: no slow, PostgreSQL or browser tests (no lint or type check either).
 test-fast: $(DEV_STAMP)

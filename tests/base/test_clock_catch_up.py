@@ -110,6 +110,7 @@ def _resume_timed(
     return result, took
 
 
+@pytest.mark.slow
 def test_a_run_resumed_on_a_real_clock_skips_its_recorded_waits(
     contracts: ContractSet, tmp_path: Path
 ) -> None:
@@ -173,6 +174,7 @@ def test_a_retry_wait_stored_before_the_crash_is_not_waited_again(
     assert result.elapsed_s >= 32.0
 
 
+@pytest.mark.slow
 def test_the_deadline_counts_recorded_time_and_live_time_not_the_downtime(
     contracts: ContractSet, tmp_path: Path
 ) -> None:
@@ -336,6 +338,7 @@ def _date_in(seconds: float) -> str:
     return formatdate(time.time() + seconds, usegmt=True)
 
 
+@pytest.mark.slow
 def test_a_retry_after_date_on_a_real_clock_replays_and_resumes_to_the_microsecond(
     contracts: ContractSet, tmp_path: Path
 ) -> None:

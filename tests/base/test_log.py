@@ -12,6 +12,7 @@ from runner.travel.scenario import run_fixture
 from tests.support.travel import make_fixture
 
 
+@pytest.mark.slow
 def test_json_transition_events_carry_run_fields_and_a_pinned_stamp(
     contracts: ContractSet, capsys: pytest.CaptureFixture[str]
 ) -> None:

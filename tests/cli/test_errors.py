@@ -250,6 +250,7 @@ def test_a_bad_log_is_one_line_naming_the_line(
 # -- bad days ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_locked_store_is_one_line_and_reading_goes_on(
     stored: tuple[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -287,6 +288,7 @@ def _runner(
     )
 
 
+@pytest.mark.slow
 def test_a_write_error_mid_run_is_one_line_and_the_run_resumes(tmp_path: Path) -> None:
     """The operating system refuses to let any file grow past a limit, as a full disk would: the
     run stops with one line naming the store, and `runner resume` finishes it afterwards.

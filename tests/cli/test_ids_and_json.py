@@ -95,6 +95,7 @@ def test_verbose_is_accepted_before_and_after_the_subcommand(
     assert "contracts compiled" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_verbose_after_the_subcommand_logs_transitions(tmp_path: Path) -> None:
     fixture = str(FIXTURES / "access_denied.yaml")
     db = str(tmp_path / "r.sqlite")

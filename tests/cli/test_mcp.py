@@ -15,6 +15,8 @@ import pytest
 from runner.cli import main
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.slow
+
 EXAMPLE = ROOT / "examples" / "mcp"
 
 

@@ -13,6 +13,8 @@ import yaml
 from runner.cli import main
 from tests.support.mcp_harness import BOOKING_UNDER_APPROVAL, SERVERS, read_state
 
+pytestmark = pytest.mark.slow
+
 SECRET = "the-runtime-secret-for-the-tests-0001"
 FIXTURE = {
     "name": "book_approved",

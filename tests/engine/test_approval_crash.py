@@ -20,6 +20,8 @@ from runner.travel.approval_play import holds_of
 from tests.support.crash_sweep import runner_process
 from tests.support.paths import FIXTURES
 
+pytestmark = pytest.mark.slow
+
 FIXTURE = FIXTURES / "approval" / "hold_approved.yaml"
 SECRET = "the-runtime-secret-for-the-tests-0001"
 

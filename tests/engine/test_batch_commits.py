@@ -535,6 +535,7 @@ def _comparable(reported: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["parallel_calls", "same_tool_overtakes"])
 def test_killed_at_every_commit_a_batch_resumes_as_it_ran_uncrashed(
     fixture: str, tmp_path: Path

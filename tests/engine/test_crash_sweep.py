@@ -27,6 +27,8 @@ from tests.support.crash_sweep import (
 )
 from tests.support.paths import FIXTURES
 
+pytestmark = pytest.mark.slow
+
 STEP = Variant(run_args=("--durability", "step"))  # resumed as it began: in step mode
 
 

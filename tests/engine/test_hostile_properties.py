@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -38,6 +39,8 @@ from tests.support.hostile_runs import (
     spec,
 )
 from tests.support.travel import FLIGHT_ARGS
+
+pytestmark = pytest.mark.slow
 
 EXAMPLES = 250
 """Examples per property (4 properties: about 1,000 runs in all)."""

@@ -49,6 +49,8 @@ from tests.support.paths import ROOT
 from tests.support.service_harness import LONG, loopback, serving
 from tests.support.timed_supplier import SearchThenHold, Supplier
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["loopback"]
 
 

@@ -27,10 +27,15 @@ from tests.support.crash_sweep import (
     all_holds,
     crash_after_the_hold,
     live_args,
+    llm,
     resume,
     sweep_fixture,
 )
 from tests.support.llm_server import RecordedLLMServer
+
+__all__ = ["llm"]
+
+pytestmark = pytest.mark.slow
 
 
 def test_a_resumed_live_run_goes_on_with_its_live_model(

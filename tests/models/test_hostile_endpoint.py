@@ -45,6 +45,7 @@ CUT_OFF = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stop", "reason"), CUT_OFF)
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_cut_off_reply_never_dispatches_its_tool_calls(
@@ -88,6 +89,7 @@ HOSTILE_USAGE: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(HOSTILE_USAGE))
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_untrusted_usage_is_replaced_by_the_runners_estimate(

@@ -20,6 +20,8 @@ from tests.support.llm_server import RecordedLLMServer
 from tests.support.paths import FIXTURES
 from tests.support.travel import make_fixture
 
+pytestmark = pytest.mark.slow
+
 EMPTY = {"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}
 
 

@@ -128,6 +128,7 @@ CASES: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_live_run_replays_exactly_on_a_fake_clock(

@@ -21,6 +21,7 @@ from tests.support.provider_replies import exchange
 from tests.support.travel import make_fixture
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_retry_after_date_wait_replays_exactly(
     protocol: str, server: RecordedLLMServer, contracts: ContractSet, tmp_path: Path

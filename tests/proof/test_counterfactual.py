@@ -208,6 +208,7 @@ def _disagreement(predicted: Replay, real: ScenarioRun) -> str | None:
     )
 
 
+@pytest.mark.slow
 def test_counterfactual_replay_agrees_with_real_runs_wherever_it_is_confident(
     tmp_path: Path, contracts: ContractSet
 ) -> None:
@@ -233,6 +234,7 @@ def test_counterfactual_replay_agrees_with_real_runs_wherever_it_is_confident(
     assert pairs > 1500 and confident > 0.9 * pairs, (pairs, confident)
 
 
+@pytest.mark.slow
 def test_runs_recorded_under_a_tighter_budget_replay_under_the_fixtures_own_as_it_really_runs(
     tmp_path: Path, contracts: ContractSet
 ) -> None:

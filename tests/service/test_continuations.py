@@ -35,7 +35,7 @@ from tests.support.service_harness import (
 
 __all__ = ["loopback"]
 
-pytestmark = pytest.mark.usefixtures("loopback")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("loopback")]
 
 
 def _until(service: Service, run_id: str, done: Any, timeout_s: float = 60.0) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from tests.support.service_harness import A_READ, A, B, Service, loopback, read_
 
 __all__ = ["loopback"]
 
-pytestmark = pytest.mark.usefixtures("loopback")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("loopback")]
 
 HOTEL = {"city": "Tokyo", "check_in": "2027-04-02", "check_out": "2027-04-06",
          "accessibility": "wheelchair", "guests": 2}  # fmt: skip

@@ -17,6 +17,8 @@ from tests.support.llm_server import RecordedLLMServer
 from tests.support.paths import FIXTURES
 from tests.support.service_harness import loopback
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["llm", "loopback"]
 
 

@@ -20,6 +20,8 @@ from runner.core.states import TERMINAL
 from runner.store import SqliteStore
 from tests.support.service_harness import A, loopback, serving
 
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
+
 __all__ = ["loopback"]
 
 RUNS = 200

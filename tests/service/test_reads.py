@@ -19,6 +19,8 @@ from runner.travel import load_travel_contracts
 from tests.support.service_harness import KEYS, A
 from tests.support.store_contract import header, record
 
+pytestmark = pytest.mark.slow
+
 
 def summary(run_id: str, transitions: int) -> RunSummary:
     return RunSummary(

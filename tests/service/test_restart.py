@@ -28,7 +28,7 @@ from tests.support.service_harness import (
 
 __all__ = ["loopback"]
 
-pytestmark = pytest.mark.usefixtures("loopback")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("loopback")]
 
 
 def _kill(service: Service) -> None:

@@ -28,6 +28,8 @@ from schemathesis.specs.openapi.checks import (
 from tests.support.live_service import ENV, live_settings
 from tests.support.service_harness import A, Service, free_port, loopback, serving
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["loopback"]
 
 EXAMPLES = 20

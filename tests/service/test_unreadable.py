@@ -20,7 +20,7 @@ from tests.support.service_harness import B, Service, loopback, serving
 
 __all__ = ["loopback"]
 
-pytestmark = pytest.mark.usefixtures("loopback")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("loopback")]
 
 UNREADABLE = "unreadable_record"
 

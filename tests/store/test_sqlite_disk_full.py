@@ -19,6 +19,8 @@ from runner.travel.fixtures import load_fixture
 from runner.travel.scenario import resume_fixture, run_fixture
 from tests.support.paths import FIXTURES
 
+pytestmark = pytest.mark.slow
+
 MAX_EXTRA_PAGES = 200
 
 

@@ -27,6 +27,8 @@ from runner.store import SqliteStore
 from tests.support.paths import FIXTURES
 from tests.support.store_contract import header
 
+pytestmark = pytest.mark.slow
+
 FIXTURE = FIXTURES / "hold_not_committed.yaml"  # a write: the run has a supplier database too
 
 _COMMANDS = """

@@ -23,6 +23,8 @@ from runner.tools.children import family_ids, parent_of
 from tests.support.children_world import FAMILIES, family_contracts, load_family, run_family
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.slow
+
 SWEPT = [
     FAMILIES / "child_exhausts_carved_budget.yaml",
     FAMILIES / "child_escalates.yaml",

@@ -144,6 +144,7 @@ def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     return changed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("contract", "side"), CASES, ids=IDS)
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
@@ -168,6 +169,7 @@ def test_arbitrary_json(contract: CompiledContract, side: str, payload: Any) -> 
     _agree(contract, side, payload)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("contract", "side"), CASES, ids=IDS)
 def test_every_edge_string_in_every_string_slot(contract: CompiledContract, side: str) -> None:
     """Deterministic: the edge cases in each string position of one valid payload."""
@@ -269,6 +271,7 @@ def _around(form: str) -> st.SearchStrategy[str]:
 FORMATS = sorted(ASSERTED_FORMATS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", FORMATS)
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
@@ -294,6 +297,7 @@ def test_the_strings_around_each_format_hold_valid_and_invalid_ones() -> None:
         assert not check(invalid), form
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", sorted(PLAIN_PATTERNS))
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())

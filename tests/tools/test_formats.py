@@ -172,6 +172,7 @@ _STAMP_PARTS = st.tuples(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(_STAMP_PARTS)
 def test_the_text_shortcut_agrees_with_the_arithmetic(parts: tuple[str, ...]) -> None:

@@ -236,6 +236,7 @@ CLOSED = {"type": "object", "properties": {"a": {"type": "string"}}, "additional
 ANY = {"$defs": {"any": {}}}
 
 
+@pytest.mark.slow
 @settings(
     max_examples=400,
     deadline=None,

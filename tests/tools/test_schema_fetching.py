@@ -130,6 +130,7 @@ def _header(log: Path) -> dict[str, Any]:
     return header
 
 
+@pytest.mark.slow
 def test_mcp_tools_naming_a_meta_schema_are_not_offered_and_nothing_is_fetched(
     tmp_path: Path, meta: MetaSchemaServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -161,6 +162,7 @@ def test_mcp_tools_naming_a_meta_schema_are_not_offered_and_nothing_is_fetched(
     assert meta.requests == []
 
 
+@pytest.mark.slow
 def test_a_recorded_pin_that_offered_such_a_tool_replays_and_grades_nothing(
     tmp_path: Path, meta: MetaSchemaServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -30,6 +30,8 @@ from runner.tools.mcp import McpConfig, McpTools, with_recorded
 from tests.support.mcp_harness import BOOKING_UNDER_APPROVAL, http_server, read_state, stdio_server
 from tests.support.network import allow_loopback_only
 
+pytestmark = pytest.mark.slow
+
 TRIALS = range(3)
 SECRET = ApprovalSecret("a test secret of at least 16 bytes")
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

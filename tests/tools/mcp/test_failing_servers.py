@@ -45,6 +45,7 @@ def _cli_with_server(tmp_path: Path, server: dict[str, Any]) -> subprocess.Compl
     )
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_initialize_says_so_in_one_line(tmp_path: Path) -> None:
     silent = {
         "command": sys.executable,
@@ -57,6 +58,7 @@ def test_a_server_that_never_answers_initialize_says_so_in_one_line(tmp_path: Pa
     assert "no answer in 1 s" in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
+@pytest.mark.slow
 def test_a_server_that_prints_garbage_is_one_error_line_not_a_traceback(tmp_path: Path) -> None:
     garbage = {
         "command": sys.executable,

@@ -34,6 +34,8 @@ from tests.support.mcp_harness import (
 )
 from tests.support.network import allow_loopback_only
 
+pytestmark = pytest.mark.slow
+
 TRIALS = range(3)
 DOCS_TOOLS = {"search": {"read_only": True}, "Fetch-Page": {"read_only": True}}
 BOOKING_TOOLS = {
