@@ -1,5 +1,6 @@
 # `make run`: set up .venv with what running needs and run every fixture (fixtures/ and its
-# folders); `make test`: add the dev tools, then lint, type-check and test; `make bench`: the
+# folders); `make test`: add the dev tools, then lint, type-check and run every test; `make
+# test-fast`: the tests without the slow, PostgreSQL and browser lanes; `make bench`: the
 # runner's own cost against its floors (about 1-3 minutes); `make bench-postgres`: the durable
 # step on PostgreSQL beside SQLite's, and queued runs per second with 1, 2 and 4 workers (starts
 # its own throwaway PostgreSQL); `make bench-peers`: the runner beside Burr, LangGraph and
@@ -13,7 +14,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 PEERS_VENV := bench/.peers-venv
 PEERS_STAMP := $(PEERS_VENV)/.installed
 
-.PHONY: install run test lint typecheck bench bench-postgres bench-peers clean
+.PHONY: install run test test-fast lint typecheck bench bench-postgres bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +42,19 @@ lint: $(DEV_STAMP)
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# Over every core; a file's tests stay together on one worker, so its module fixtures (a served
+# service, a browser) are built once and its tests run in order, as they do serially. The
+# `serial` tests (a load test that measures the machine) run alone after the rest.
+PARALLEL := -n auto --dist loadfile
+PYTEST_ARGS ?=
+
 test: lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL) -m "not serial" $(PYTEST_ARGS)
+	$(BIN)/pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: PYTEST_ARGS chose none of them
+
+# The inner loop: no slow, PostgreSQL or browser tests (no lint or type check either).
+test-fast: $(DEV_STAMP)
+	$(BIN)/pytest $(PARALLEL) -m "not slow and not pg and not browser" $(PYTEST_ARGS)
 
 bench: $(RUN_STAMP)
 	$(BIN)/python -m bench

@@ -1,11 +1,11 @@
 """PostgreSQL: the durable step cost beside SQLite's, and queued runs per second with 1, 2 and 4
 workers; prints a table and writes bench/results_postgres.json. `make bench-postgres`.
 
-A throwaway cluster is started for it (tests/pg.py) with PostgreSQL's durable defaults (fsync on,
-synchronous commit), on loopback. The step cost is the same 20-step run as `make bench`, on the
-engine's awaited-store path (store/writebehind.py) against SQLite (synchronous=NORMAL) and memory,
-alternating. The worker figures are fixture runs (every bundled fixture, cycled), submitted once
-all the workers are up, timed until the last run ended.
+A throwaway cluster is started for it (tests/support/pg.py) with PostgreSQL's durable defaults
+(fsync on, synchronous commit), on loopback. The step cost is the same 20-step run as `make bench`,
+on the engine's awaited-store path (store/writebehind.py) against SQLite (synchronous=NORMAL) and
+memory, alternating. The worker figures are fixture runs (every bundled fixture, cycled), submitted
+once all the workers are up, timed until the last run ended.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from runner.store.base import AsyncStore, Store
 from runner.store.postgres import PostgresStore
 from runner.tools.contracts import ContractSet
 from runner.travel import fixtures_dir, load_travel_contracts
-from tests.pg import start_cluster, stop_cluster
+from tests.support.pg import start_cluster, stop_cluster
 
 from . import workloads
 

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "embed_service.py"
 DECLARED = ROOT / "examples" / "declared_tools_service.py"
 MARKER = "<!-- executed by tests/test_examples.py -->"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", [EXAMPLE, DECLARED], ids=lambda path: path.stem)
 def test_the_embedding_example_runs_and_prints_nothing(tmp_path: Path, example: Path) -> None:
     """Its own tools and model, SQLite, handles, a cancel, and every run replayed identical
@@ -35,6 +36,7 @@ def test_the_embedding_example_runs_and_prints_nothing(tmp_path: Path, example: 
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
+@pytest.mark.slow
 def test_the_embedding_example_logs_when_it_configures_logging(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--verbose"],
@@ -48,6 +50,7 @@ def test_the_embedding_example_logs_when_it_configures_logging(tmp_path: Path) -
     assert "event='transition'" in done.stderr and "reason='cancelled'" in done.stderr
 
 
+@pytest.mark.slow
 def test_mypy_strict_accepts_the_examples() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "examples/"],

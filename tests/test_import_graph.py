@@ -115,6 +115,7 @@ def test_no_core_module_names_the_travel_world(module: str) -> None:
     assert not sorted(name for name in names if _is_world(name)), f"{module} imports the world"
 
 
+@pytest.mark.slow
 def test_importing_every_core_module_loads_nothing_of_the_travel_world() -> None:
     script = (
         "import importlib, json, sys\n"

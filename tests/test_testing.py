@@ -19,8 +19,7 @@ from runner.testing import (
     scripted,
 )
 from runner.tools.invocation import ToolResponse
-
-from .conftest import ROOT
+from tests.support.paths import ROOT
 
 ORDER = {"status": "ok", "order_id": "A-1", "state": "lost", "amount_cents": 900}
 SPEC = RunSpec(

@@ -13,8 +13,8 @@ are built in `_validators.py`, which fetches nothing and reads every schema as 2
 naming another `$schema` than a published draft's, or a `$vocabulary`, is refused here). They
 call the same format functions, and the reference reads patterns as ECMA-262 (`_patterns.py`), so
 they agree; the differential tests prove it on every contract and on every asserted format
-(`tests/test_fast_validation.py`), and on generated schemas playing with drafts, `$id`s and
-anchors (`tests/test_schema_dialects.py`).
+(`tests/tools/test_fast_validation.py`), and on generated schemas playing with drafts, `$id`s and
+anchors (`tests/tools/test_schema_dialects.py`).
 """
 
 from __future__ import annotations

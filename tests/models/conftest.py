@@ -1,4 +1,4 @@
-"""The loopback model server for the adapter tests (test_live_adapters.py keeps its own copy)."""
+"""The loopback model server for the adapter tests."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..conftest import allow_loopback_only
-from ..llm_server import RecordedLLMServer, load_recordings
+from tests.support.llm_server import RecordedLLMServer, load_recordings
+from tests.support.network import allow_loopback_only
 
 
 @pytest.fixture

@@ -20,10 +20,9 @@ from runner.models.pricing import ModelPrice
 from runner.proof.api import grade_run_sync, replay_run_sync
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from ..conftest import make_fixture
-from ..llm_recordings import call, error, ok
-from ..llm_server import RecordedLLMServer
+from tests.support.llm_recordings import call, error, ok
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.travel import make_fixture
 
 PRIMARY, FALLBACK = "gpt-4o-mini", "o1"
 SPENT = TokenUsage(input_tokens=1000, output_tokens=300)

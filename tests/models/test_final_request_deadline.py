@@ -10,11 +10,10 @@ import pytest
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from ..conftest import make_fixture
-from ..llm_server import RecordedLLMServer
-from .hostile import exchange
-from .test_live_adapters import PROTOCOLS, adapter
+from tests.support.live_adapters import PROTOCOLS, adapter
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.provider_replies import exchange
+from tests.support.travel import make_fixture
 
 # A token budget the first reply's usage spends, and a 1 s deadline.
 TIGHT = {"max_attempts": 8, "max_model_steps": 16, "max_tokens": 1000, "max_seconds": 1}

@@ -16,12 +16,11 @@ from runner.store import MemoryStore, SqliteStore
 from runner.store.base import Store
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from ..conftest import make_fixture
-from ..llm_recordings import error
-from ..llm_server import RecordedLLMServer
-from .hostile import anthropic_exchange, exchange, openai_exchange
-from .test_live_adapters import PROTOCOLS, adapter
+from tests.support.live_adapters import PROTOCOLS, adapter
+from tests.support.llm_recordings import error
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.provider_replies import anthropic_exchange, exchange, openai_exchange
+from tests.support.travel import make_fixture
 
 
 def play(
@@ -47,6 +46,7 @@ CUT_OFF = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stop", "reason"), CUT_OFF)
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_cut_off_reply_never_dispatches_its_tool_calls(
@@ -90,6 +90,7 @@ HOSTILE_USAGE: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(HOSTILE_USAGE))
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_untrusted_usage_is_replaced_by_the_runners_estimate(

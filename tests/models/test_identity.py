@@ -20,9 +20,8 @@ from runner.record.trace import read_log
 from runner.store import FanoutStore, JsonlLog, MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from ..conftest import FIXTURES
-from ..llm_server import RecordedLLMServer
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.paths import FIXTURES
 
 LIVE = ModelIdentity(provider="openai", name="gpt-x", base_url="http://127.0.0.1:9/v1")
 

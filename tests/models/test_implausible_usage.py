@@ -14,10 +14,9 @@ from runner.models.transcript import Transcript, UserMessage
 from runner.proof.api import grade_run_sync, replay_run_sync
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from ..conftest import make_fixture
-from ..llm_recordings import ok
-from ..llm_server import RecordedLLMServer
+from tests.support.llm_recordings import ok
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.travel import make_fixture
 
 LONG = "word " * 10_000  # 50,000 characters: about 12,500 tokens at four a token
 

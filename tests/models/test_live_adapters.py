@@ -13,24 +13,17 @@ import pytest
 
 from runner.harness.fixtures import Fixture, collect_fixture_paths, load_fixture
 from runner.harness.scenario import ScenarioRun
-from runner.models.anthropic import AnthropicModel
-from runner.models.openai import OpenAIChatModel
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
+from tests.support.live_adapters import PROTOCOLS, adapter, sent
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.paths import FIXTURES
+from tests.support.travel import make_fixture
 
-from ..conftest import FIXTURES, make_fixture
-from ..llm_server import RecordedLLMServer
+pytestmark = pytest.mark.slow
 
-PROTOCOLS = ["openai", "anthropic"]
 EMPTY = {"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}
-
-
-def adapter(protocol: str, url: str, model: str, fallback: str | None = None) -> Any:
-    if protocol == "openai":
-        return OpenAIChatModel(model, base_url=f"{url}/v1", api_key="test-key",
-                               fallback_model=fallback)  # fmt: skip
-    return AnthropicModel(model, base_url=url, api_key="test-key", fallback_model=fallback)
 
 
 def play(protocol: str, server: RecordedLLMServer, model: str, contracts: ContractSet,
@@ -41,10 +34,6 @@ def play(protocol: str, server: RecordedLLMServer, model: str, contracts: Contra
 
 def classes(outcome: ScenarioRun) -> list[str | None]:
     return [r.result_class for r in outcome.result.transitions if r.trigger == "classify"]
-
-
-def sent(server: RecordedLLMServer, protocol: str, model: str) -> list[dict[str, Any]]:
-    return server.requests[(protocol, model)]
 
 
 def check_pairing(protocol: str, body: dict[str, Any]) -> None:

@@ -20,12 +20,12 @@ from runner.store import MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.scenario import run_fixture, spec_for
-
-from ..conftest import FIXTURES, make_fixture
-from ..llm_recordings import error
-from ..llm_server import RecordedLLMServer
-from .hostile import exchange
-from .test_live_adapters import PROTOCOLS, adapter
+from tests.support.live_adapters import PROTOCOLS, adapter
+from tests.support.llm_recordings import error
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.paths import FIXTURES
+from tests.support.provider_replies import exchange
+from tests.support.travel import make_fixture
 
 FAST = {"max_attempts": 8, "max_model_steps": 16, "max_tokens": 50_000, "max_seconds": 1}
 
@@ -128,6 +128,7 @@ CASES: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_live_run_replays_exactly_on_a_fake_clock(

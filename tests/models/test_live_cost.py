@@ -14,10 +14,9 @@ from runner.models.openai import OpenAIChatModel
 from runner.proof.api import replay_run_sync
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from ..conftest import make_fixture
-from ..llm_recordings import call, ok, reply
-from ..llm_server import RecordedLLMServer
+from tests.support.llm_recordings import call, ok, reply
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.travel import make_fixture
 
 LIVE = [
     ("openai", "gpt-4o-mini"),

@@ -13,11 +13,10 @@ from runner.models.openai import OpenAIChatModel
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
-
-from ..conftest import make_fixture
-from ..llm_server import RecordedLLMServer
-from .hostile import exchange
-from .test_live_adapters import PROTOCOLS, adapter, sent
+from tests.support.live_adapters import PROTOCOLS, adapter, sent
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.provider_replies import exchange
+from tests.support.travel import make_fixture
 
 TEN_THIRTY = {"input_usd_per_mtok": 10.0, "output_usd_per_mtok": 30.0}
 EMPTY = {"status": "ok", "options": [], "source_timestamp": "2027-03-01T09:00:00Z"}

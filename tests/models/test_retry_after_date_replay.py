@@ -14,14 +14,14 @@ from runner.proof.replay import Recording, describe, replay
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import run_fixture
+from tests.support.live_adapters import PROTOCOLS, adapter
+from tests.support.llm_recordings import error
+from tests.support.llm_server import RecordedLLMServer
+from tests.support.provider_replies import exchange
+from tests.support.travel import make_fixture
 
-from ..conftest import make_fixture
-from ..llm_recordings import error
-from ..llm_server import RecordedLLMServer
-from .hostile import exchange
-from .test_live_adapters import PROTOCOLS, adapter
 
-
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_retry_after_date_wait_replays_exactly(
     protocol: str, server: RecordedLLMServer, contracts: ContractSet, tmp_path: Path

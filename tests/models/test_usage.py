@@ -18,8 +18,7 @@ from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.scenario import spec_for
-
-from ..conftest import make_fixture
+from tests.support.travel import make_fixture
 
 ANY_JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),

@@ -30,7 +30,7 @@ T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)
 SECRET = ApprovalSecret("s" * 32)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ApprovalLedger]:
     made: MemoryStore | SqliteStore | BlockingStore
     if request.param == "postgres":  # as the command line serves it

@@ -11,7 +11,7 @@ from runner.store import MemoryStore, SqliteStore
 from runner.store.adapters import as_async
 from runner.store.base import AsyncStore
 from runner.store.postgres import PostgresStore
-from tests.store.contract import StoreContract
+from tests.support.store_contract import StoreContract
 
 
 @pytest.fixture

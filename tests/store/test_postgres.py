@@ -20,10 +20,9 @@ from runner.record.operations import Operation, OperationStatus
 from runner.store._pg_schema import MIGRATIONS
 from runner.store.postgres import PostgresStore
 from runner.store.urls import hide_password
-from tests.pg import Cluster
-
-from .contract import _output as output
-from .contract import header
+from tests.support.pg import Cluster
+from tests.support.store_contract import _output as output
+from tests.support.store_contract import header
 
 T0 = datetime(2027, 3, 1, 9, tzinfo=UTC)
 RACERS = 8

@@ -23,8 +23,7 @@ from runner.store import sqlite as sqlite_store
 from runner.store._rows import _fast_json
 from runner.store._sqlite_base import statements
 from runner.store.sqlite import MIGRATIONS
-
-from .contract import header, record
+from tests.support.store_contract import header, record
 
 
 def test_survives_reopening(tmp_path: Path) -> None:

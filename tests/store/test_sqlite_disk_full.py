@@ -17,8 +17,9 @@ from runner.harness.fixtures import load_fixture
 from runner.store import SqliteStore
 from runner.tools.contracts import ContractSet
 from runner.travel.scenario import resume_fixture, run_fixture
+from tests.support.paths import FIXTURES
 
-from ..conftest import FIXTURES
+pytestmark = pytest.mark.slow
 
 MAX_EXTRA_PAGES = 200
 

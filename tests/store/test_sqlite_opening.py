@@ -17,6 +17,8 @@ from runner.base.errors import StoreLocked
 from runner.store import SqliteStore
 from runner.store.sqlite import MIGRATIONS
 
+pytestmark = pytest.mark.slow
+
 PROCESSES = 48
 
 

@@ -24,9 +24,10 @@ import pytest
 from runner.base.errors import StoreError
 from runner.cli import main
 from runner.store import SqliteStore
+from tests.support.paths import FIXTURES
+from tests.support.store_contract import header
 
-from ..conftest import FIXTURES
-from .contract import header
+pytestmark = pytest.mark.slow
 
 FIXTURE = FIXTURES / "hold_not_committed.yaml"  # a write: the run has a supplier database too
 

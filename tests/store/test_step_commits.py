@@ -18,8 +18,7 @@ from runner.record.operations import OperationStatus
 from runner.record.trace import RunSummary, TransitionRecord
 from runner.store import MemoryStore, SqliteStore, Store
 from runner.store.step_commits import StepCommits
-
-from .contract import header, operation, record
+from tests.support.store_contract import header, operation, record
 
 
 def to(seq: int, state: State, run_id: str = "r1") -> TransitionRecord:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,33 +15,12 @@ from runner.cli import main
 from runner.core.machine import Trigger
 from runner.core.states import State
 from runner.record.operations import Operation, OperationStatus
-from runner.record.trace import RunHeader, RunSummary, TransitionRecord, read_log
+from runner.record.trace import RunSummary, TransitionRecord, read_log
 from runner.store import JsonlLog, SqliteStore, UnreadableRun
 from runner.store.base import RunListing
 from runner.store.sqlite import TRANSITION
-
-from ..conftest import FIXTURES
-
-WHEN = datetime(2027, 3, 1, tzinfo=UTC)
-
-
-def header(run_id: str, **changes: object) -> RunHeader:
-    data: dict[str, object] = {
-        "run_id": run_id,
-        "name": "n",
-        "tenant": "t",
-        "principal": "p",
-        "started_at": WHEN,
-        "task": "task",
-        "tools": [],
-        "scopes": [],
-        "context": {},
-        "limits": {},
-        "policy": {},
-        "seed": 0,
-    }
-    data.update(changes)
-    return RunHeader(**data)  # type: ignore[arg-type]
+from tests.support.bare_rows import WHEN, header
+from tests.support.paths import FIXTURES
 
 
 def test_lone_surrogates_are_replaced_before_they_are_written(tmp_path: Path) -> None:
