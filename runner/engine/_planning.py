@@ -103,13 +103,12 @@ async def _ask(
     (`core._plan_rules.decide_request`): asked again after its wait, asked of the adapter's
     same-family fallback model (once a run, `_fall_back`), or given up.
     """
-    started = run.clock.monotonic()
+    started = now = run.clock.monotonic()
     limits = run.setup.spec.limits
     retries = 0
     spending = run.spending
     while True:
         ordinal = count_request(spending)
-        now = run.clock.monotonic()
         timeout = bounds.time_left(limits, spending.usage, now) if bounded else None
         try:
             reply = await run.setup.effects.ask(
@@ -131,6 +130,7 @@ async def _ask(
                 retries += 1
                 await run.clock.sleep(wait)
                 count_wait(spending, wait)
+                now = run.clock.monotonic()
                 continue
             case NoReply(came_to=came_to):
                 return None, core.ms_since(run, started), came_to, limiting
@@ -147,17 +147,20 @@ async def _ask(
                             ModelOutOfBudget(bound=Bound.COST),
                             Bound.COST,
                         )
+                now = run.clock.monotonic()
             case unreachable:
                 assert_never(unreachable)
     tokens = reply.usage
     count_reply(
         spending, tokens.input_tokens, tokens.output_tokens, run.transcript, run.planning.offering
     )
-    if bounded and run.clock.monotonic() >= spending.usage.started_at + limits.max_seconds:
+    ended = run.clock.monotonic()
+    latency = round((ended - started) * 1000, 3)
+    if bounded and ended >= spending.usage.started_at + limits.max_seconds:
         # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
         # it spent is counted, what it says is not acted on (the deadline is not the model's).
-        return reply, core.ms_since(run, started), ModelLate(), limiting
-    return reply, core.ms_since(run, started), None, limiting
+        return reply, latency, ModelLate(), limiting
+    return reply, latency, None, limiting
 
 
 def _failure(exc: Exception) -> RequestFailure:
