@@ -92,18 +92,20 @@ async def _ask(
     tools: tuple[ToolSpec, ...],
     choice: ToolChoice,
     *,
+    started: float,
     bounded: bool,
     limit: int | None = None,
     limiting: Bound = Bound.TOKENS,
 ) -> tuple[ModelReply | None, float, PlanObservation | None, Bound]:
-    """One model request, asked again while the decision says so (the provider unavailable).
+    """One model request, asked again while the decision says so (the provider unavailable);
+    `started` is when the caller read the clock (nothing since has waited).
 
     Returns (reply or None, latency_ms, what became of it when it cannot be acted on as a reply,
     the bound that set the output limit it was asked under). Each failure is decided
     (`core._plan_rules.decide_request`): asked again after its wait, asked of the adapter's
     same-family fallback model (once a run, `_fall_back`), or given up.
     """
-    started = now = run.clock.monotonic()
+    now = started
     limits = run.setup.spec.limits
     retries = 0
     spending = run.spending
@@ -338,7 +340,7 @@ async def plan(core: Core, run: RunState) -> None:
         await _carry(core, run, BoundSpent(bound=bound), None)
         return
     reply, latency, problem, limiting = await _ask(
-        core, run, tools, "auto", bounded=True, limit=limit, limiting=limiting
+        core, run, tools, "auto", started=now, bounded=True, limit=limit, limiting=limiting
     )
     fields = _offer_fields(run, tools)
     if reply is not None:
@@ -437,7 +439,8 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     tools = _offer(core, run)  # before its cost is projected, which counts their manifest
     limits = run.setup.spec.limits
     usage = run.spending.usage
-    left = bounds.time_left(limits, usage, run.clock.monotonic())
+    now = run.clock.monotonic()
+    left = bounds.time_left(limits, usage, now)
     affordable = bounds.cost_room(limits, usage, _projected_cost(run))
     limit, _ = _output_limit(run, final=True)
     stepped = limits.final_within_caps and usage.model_steps >= limits.max_model_steps
@@ -445,7 +448,9 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     latency: float | None = None
     if left > 0 and affordable and not stepped and (limit is None or limit >= 1):
         # the tools stay declared; tool_choice none forbids them
-        reply, latency, failure, _ = await _ask(core, run, tools, "none", bounded=True, limit=limit)
+        reply, latency, failure, _ = await _ask(
+            core, run, tools, "none", started=now, bounded=True, limit=limit
+        )
     answer = reply.text if reply is not None and failure is None else None  # not one too late
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))
