@@ -313,7 +313,7 @@ def fire(lifecycle: Lifecycle, trigger: Trigger) -> State:
     """Move `lifecycle` along `trigger` through its bound trigger (the shared machine decides
     where), or raise `IllegalTransition`."""
     try:
-        getattr(lifecycle, trigger.value)()
+        getattr(lifecycle, trigger)()  # a `Trigger` is its name (a StrEnum)
     except MachineError as exc:
         raise IllegalTransition(lifecycle.state, trigger.value) from exc
     current = lifecycle.current = _STATES[lifecycle.state]

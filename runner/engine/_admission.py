@@ -120,9 +120,11 @@ async def _answer_or_dispatch(
             return refused
         if not await _claim_intent(runtime, run, slot, key, params_hash):
             return None  # a duplicate, or refused by the store (answered there)
+        now = run.clock.monotonic()  # the claim may have waited on the store
     _dispatch(
         run,
         slot,
+        now,
         tool=call.name,
         call_id=call.id,
         arguments=call.arguments,
@@ -152,8 +154,8 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     a crash, one attempt a level; blocked, the calls of a batch whose first child spent what
     was left stayed unknown, though no child of theirs had ever started."""
     assert slot.contract is not None and slot.operation_key is not None
+    now = run.clock.monotonic()
     if not is_child_contract(slot.contract):
-        now = run.clock.monotonic()
         blocked = bounds.blocks_dispatch(run.setup.spec.limits, run.spending.usage, now)
         if blocked is not None:
             answer_now(
@@ -183,6 +185,7 @@ def admit_lookup(runtime: Runtime, run: RunState, slot: Slot) -> None:
     _dispatch(
         run,
         slot,
+        now,
         tool=lookup,
         call_id=f"{slot.call.id}~lookup",
         arguments={},
@@ -254,6 +257,7 @@ async def _claim_intent(
 def _dispatch(
     run: RunState,
     slot: Slot,
+    now: float,
     *,
     tool: str,
     call_id: str,
@@ -261,9 +265,10 @@ def _dispatch(
     implementation: ToolImplementation,
     contract: CompiledContract,
 ) -> None:
+    """Start the call's dispatch; `now` is when admission read the clock (nothing since has
+    waited), the dispatch's start and what its timeout is worked out from."""
     spec, spending = run.setup.spec, run.spending
     batch = run.calls.batch
-    now = run.clock.monotonic()
     left = None
     if is_child_contract(contract):  # carved for the child, held till it ends
         # Calls of the batch not admitted yet will each take an attempt: never carve those.

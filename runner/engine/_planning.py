@@ -92,24 +92,25 @@ async def _ask(
     tools: tuple[ToolSpec, ...],
     choice: ToolChoice,
     *,
+    started: float,
     bounded: bool,
     limit: int | None = None,
     limiting: Bound = Bound.TOKENS,
 ) -> tuple[ModelReply | None, float, PlanObservation | None, Bound]:
-    """One model request, asked again while the decision says so (the provider unavailable).
+    """One model request, asked again while the decision says so (the provider unavailable);
+    `started` is when the caller read the clock (nothing since has waited).
 
     Returns (reply or None, latency_ms, what became of it when it cannot be acted on as a reply,
     the bound that set the output limit it was asked under). Each failure is decided
     (`core._plan_rules.decide_request`): asked again after its wait, asked of the adapter's
     same-family fallback model (once a run, `_fall_back`), or given up.
     """
-    started = run.clock.monotonic()
+    now = started
     limits = run.setup.spec.limits
     retries = 0
     spending = run.spending
     while True:
         ordinal = count_request(spending)
-        now = run.clock.monotonic()
         timeout = bounds.time_left(limits, spending.usage, now) if bounded else None
         try:
             reply = await run.setup.effects.ask(
@@ -131,6 +132,7 @@ async def _ask(
                 retries += 1
                 await run.clock.sleep(wait)
                 count_wait(spending, wait)
+                now = run.clock.monotonic()
                 continue
             case NoReply(came_to=came_to):
                 return None, core.ms_since(run, started), came_to, limiting
@@ -147,17 +149,20 @@ async def _ask(
                             ModelOutOfBudget(bound=Bound.COST),
                             Bound.COST,
                         )
+                now = run.clock.monotonic()
             case unreachable:
                 assert_never(unreachable)
     tokens = reply.usage
     count_reply(
         spending, tokens.input_tokens, tokens.output_tokens, run.transcript, run.planning.offering
     )
-    if bounded and run.clock.monotonic() >= spending.usage.started_at + limits.max_seconds:
+    ended = run.clock.monotonic()
+    latency = round((ended - started) * 1000, 3)
+    if bounded and ended >= spending.usage.started_at + limits.max_seconds:
         # An adapter that swallowed its timeout, or blocked the loop so none could fire: what
         # it spent is counted, what it says is not acted on (the deadline is not the model's).
-        return reply, core.ms_since(run, started), ModelLate(), limiting
-    return reply, core.ms_since(run, started), None, limiting
+        return reply, latency, ModelLate(), limiting
+    return reply, latency, None, limiting
 
 
 def _failure(exc: Exception) -> RequestFailure:
@@ -335,7 +340,7 @@ async def plan(core: Core, run: RunState) -> None:
         await _carry(core, run, BoundSpent(bound=bound), None)
         return
     reply, latency, problem, limiting = await _ask(
-        core, run, tools, "auto", bounded=True, limit=limit, limiting=limiting
+        core, run, tools, "auto", started=now, bounded=True, limit=limit, limiting=limiting
     )
     fields = _offer_fields(run, tools)
     if reply is not None:
@@ -434,7 +439,8 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     tools = _offer(core, run)  # before its cost is projected, which counts their manifest
     limits = run.setup.spec.limits
     usage = run.spending.usage
-    left = bounds.time_left(limits, usage, run.clock.monotonic())
+    now = run.clock.monotonic()
+    left = bounds.time_left(limits, usage, now)
     affordable = bounds.cost_room(limits, usage, _projected_cost(run))
     limit, _ = _output_limit(run, final=True)
     stepped = limits.final_within_caps and usage.model_steps >= limits.max_model_steps
@@ -442,7 +448,9 @@ async def _final_request(core: Core, run: RunState, bound: Bound) -> None:
     latency: float | None = None
     if left > 0 and affordable and not stepped and (limit is None or limit >= 1):
         # the tools stay declared; tool_choice none forbids them
-        reply, latency, failure, _ = await _ask(core, run, tools, "none", bounded=True, limit=limit)
+        reply, latency, failure, _ = await _ask(
+            core, run, tools, "none", started=now, bounded=True, limit=limit
+        )
     answer = reply.text if reply is not None and failure is None else None  # not one too late
     if reply is not None:
         run.transcript.append(AssistantMessage(text=reply.text))

@@ -17,7 +17,6 @@ from ..core.states import State
 from ..models.base import ModelAdapter
 from ..record.spec import RunResult, RunSpec
 from ..tools.children import (
-    CHILD_FIELD,
     Charged,
     answer_of_child,
     answer_payload,
@@ -33,6 +32,7 @@ from ..tools.children import (
     lookup_name,
     parent_of,
 )
+from ..tools.contracts import CHILD_FIELD
 from ..tools.invocation import BudgetLeft, CancelSignal, ToolInvocation, ToolResponse
 from .handle import RunHandle
 

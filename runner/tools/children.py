@@ -39,10 +39,9 @@ from typing import Any, Final, Protocol
 
 from ..core.budget import Limits, Usage
 from ..core.states import State
-from .contracts import CompiledContract, Contract, compile_contract
+from .contracts import CHILD_FIELD, CompiledContract, Contract, compile_contract
 from .invocation import BudgetLeft, ToolResponse
 
-CHILD_FIELD: Final = "child_run"
 """The payload field a child-run tool's answer (and its lookup's) carries the child in."""
 _NAMESPACE: Final = uuid.UUID("6f0c5a52-8d3e-4c1e-9a51-2b7f3f0e9c11")
 _LIMIT_FIELDS: Final = ("attempts", "model_steps", "tokens", "seconds")
@@ -133,12 +132,7 @@ def child_contracts(
 
 def is_child_contract(contract: CompiledContract | None) -> bool:
     """Whether a tool's answers carry a child run (whose spending the parent is charged)."""
-    if contract is None:
-        return False
-    for branch in contract.contract.result_schema.get("oneOf", ()):  # (a loop: twice a step)
-        if CHILD_FIELD in branch.get("properties", ()):
-            return True
-    return False
+    return contract is not None and contract.carries_child
 
 
 def budget_left(

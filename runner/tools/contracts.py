@@ -97,6 +97,9 @@ class Contract(BaseModel):
     {room_type} room at {hotel_id}, {check_in} to {check_out}, {guests} guests`."""
 
 
+CHILD_FIELD: Final = "child_run"
+"""The field of a child-run tool's answer that carries the child run (`tools.children`)."""
+
 UNCHECKABLE: Final = "the schema cannot be checked on this value: its references loop"
 """Why a value was refused when validating it recursed without end."""
 
@@ -122,6 +125,9 @@ class CompiledContract:
     digest: str = ""
     """The contract, hashed (`contract_digest`): a run's header keeps it per tool, and a resume
     under another contract for one of its tools is refused."""
+    carries_child: bool = False
+    """Whether the tool's answers carry a child run (`tools.children`): read from the result
+    schema once, when the contract is compiled, not on every call."""
 
     @property
     def name(self) -> str:
@@ -371,6 +377,10 @@ def compile_contract(
         fast_input,
         fast_result,
         contract_digest(contract),
+        carries_child=any(
+            CHILD_FIELD in branch.get("properties", ())
+            for branch in contract.result_schema.get("oneOf", ())
+        ),
     )
 
 
