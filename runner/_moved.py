@@ -53,7 +53,8 @@ MOVED: Final[dict[str, str]] = {
     "runner.replay": "runner.proof.replay",
     "runner.grading": "runner.proof.grading",
     "runner.api": "runner.proof.api",
-    "runner.report": "runner.cli.report",
+    "runner.report": "runner.proof.report",
+    "runner.cli.report": "runner.proof.report",
     "runner.travel.fixtures": "runner.harness.fixtures",
 }
 """Old public module path -> where it lives now (private `_` modules moved without an alias)."""

@@ -1,7 +1,7 @@
 """What you import to test your own agent: a model that is a plain function, the scripted model,
 the fake clock, and a tool double that records its calls.
 
-    from runner.testing import FakeClock, FunctionModel, ToolDouble, call
+    from runner.testing import FakeClock, FunctionModel, ToolDouble, call, latest_results
 
     def my_model(transcript, tools):           # your agent's policy, as a plain function
         return "done" if latest_results(transcript) else call("search_flights", origin="SFO")

@@ -22,6 +22,7 @@ from ..harness.scenario import resume_fixture, run_fixture
 from ..models import live_model
 from ..models.base import ModelAdapter
 from ..proof.replay import Recording
+from ..proof.report import printable
 from ..record.spec import DURABILITIES
 from ..record.trace import Durability
 from ..store import FanoutStore, JsonlLog
@@ -71,7 +72,6 @@ from ._stored import (
     stored_holds,
 )
 from ._tool_commands import add_tool_commands, ended_run_json, run_tool_command
-from .report import printable
 
 
 def _with_model(sub: argparse.ArgumentParser, purpose: str) -> None:
@@ -97,7 +97,8 @@ def _with_durability(sub: argparse.ArgumentParser, default: Durability | None) -
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="runner", description=__doc__)
+    # the docstring's first paragraph: the rest is for the code's readers, not the command's
+    parser = ArgumentParser(prog="runner", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--contracts", type=Path, default=None, help="contracts folder (default: the bundled ones)"
     )

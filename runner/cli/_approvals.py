@@ -22,6 +22,7 @@ from ..core.confirm import ApprovalSecret
 from ..engine.approvals import approve, deny, pending_approvals
 from ..harness.scenario import continue_fixture
 from ..proof.replay import Recording
+from ..proof.report import printable
 from ..store.approvals import Proposal
 from ..store.base import Store
 from ..tools.mcp import McpConfig
@@ -32,7 +33,6 @@ from ._distributed import drive_lease
 from ._outcome import print_scenario
 from ._stored import stored_holds
 from ._tool_commands import ended_run_json
-from .report import printable
 
 
 def add_approval_commands(

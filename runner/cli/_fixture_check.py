@@ -9,9 +9,9 @@ from pathlib import Path
 from ..base.errors import FixtureError
 from ..harness.checks import check_script
 from ..harness.fixtures import collect_fixture_paths, expand_fixture_paths, load_fixture
+from ..proof.report import printable
 from ..tools.contracts import ContractSet
 from ._arguments import EXIT_BAD_INPUT
-from .report import printable
 
 EXIT_NEEDS_A_LOOK = 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ..harness.scenario import ScenarioRun
-from .report import RunView, printable, run_json, run_text
+from ..proof.report import RunView, printable, run_json, run_text
 
 
 def print_scenario(

@@ -17,6 +17,21 @@ from ..harness.scenario import run_fixture, stored_fixture, stored_world
 from ..proof._approval_checks import grant_not_in_ledger, tokens_used_by_several_runs
 from ..proof.grading import UNFINISHED, Check, FixtureGrade, grade
 from ..proof.replay import Recording, describe, replay, stored_limits
+from ..proof.report import (
+    RunView,
+    context_table,
+    fallback_line,
+    grade_json,
+    grade_text,
+    printable,
+    printable_json,
+    replay_json,
+    requests_sent,
+    run_text,
+    side_by_side,
+    started_as_line,
+    stored_run_json,
+)
 from ..record.recording import RAW_OUTCOME_ADAPTER, Responded
 from ..store.base import RunListing, Store, UnreadableRun
 from ..tools.children import children_of, family_ids
@@ -34,21 +49,6 @@ from ._common import (
 )
 from ._tool_commands import (
     listing_json,
-)
-from .report import (
-    RunView,
-    context_table,
-    fallback_line,
-    grade_json,
-    grade_text,
-    printable,
-    printable_json,
-    replay_json,
-    requests_sent,
-    run_text,
-    side_by_side,
-    started_as_line,
-    stored_run_json,
 )
 
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from ..base.errors import ConfigError, RunnerError
 from ..proof.replay import Recording
+from ..proof.report import RunView, printable, requests_sent, stored_run_json
 from ..record.trace import RunSummary
 from ..store.base import RunListing, UnreadableRun
 from ..tools.contracts import CompiledContract
 from ..tools.declare import contract_json, declared_in
-from .report import RunView, printable, requests_sent, stored_run_json
 
 EXIT_NEEDS_A_LOOK = 1
 

@@ -285,6 +285,11 @@ _check_stubs()
 _STATES: Final[dict[str, State]] = {state.value: state for state in State}
 _TRANSITIONS_LOG: Final = logging.getLogger("transitions.core")
 
+# The library logs every state a run enters and leaves at INFO, which the runner's own
+# transition records already say: kept to warnings unless the application set a level itself.
+if logging.getLogger("transitions").level == logging.NOTSET:
+    logging.getLogger("transitions").setLevel(logging.WARNING)
+
 
 def attach(initial: State = State.PLAN) -> Lifecycle:
     """Register a new run with the shared machine, which binds its triggers."""

@@ -110,7 +110,7 @@ class Policy(BaseModel):
 
     Every table is checked against `ALLOWED_DECISIONS` and every bound is finite, so no policy can
     switch a safety rule off. (The deliberately broken naive policy is simulation code:
-    `runner.sim`.)
+    `runner.core.sim`.)
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -153,7 +153,8 @@ class Policy(BaseModel):
             return cls()
         if name == "naive":
             raise ConfigError(
-                "the naive policy is a simulation of a broken runner: runner.sim.naive_policy()"
+                "the naive policy is a simulation of a broken runner: "
+                "runner.core.sim.naive_policy()"
             )
         raise ConfigError(f"unknown policy {name!r}: use default, naive, or a policy file")
 

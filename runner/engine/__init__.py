@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._cancel import RunCancelled
     from .engine import Engine
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "RunCancelled"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,4 +22,8 @@ def __getattr__(name: str) -> Any:
         from .engine import Engine  # noqa: PLC0415
 
         return Engine
+    if name == "RunCancelled":  # what a cancel through a run's handle raises in its task
+        from ._cancel import RunCancelled  # noqa: PLC0415
+
+        return RunCancelled
     raise AttributeError(f"module 'runner.engine' has no attribute {name!r}")

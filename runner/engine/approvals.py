@@ -3,9 +3,9 @@
 A write that needs approval is recorded as a `Proposal` (its canonical parameters, their hash, a
 summary a person can read) instead of being committed, and its run ends `escalate` with reason
 `approval_required`. `approve` records the decision with the approver's id and issues a confirm
-token (`runner.confirm`) bound to the run, the operation key, the parameter hash, the tenant, the
-approver, the policy digest and an expiry. `Engine.continue_approved` then continues the run with
-the token; `deny` records a denial, and the continuation ends `abstain`.
+token (`runner.core.confirm`) bound to the run, the operation key, the parameter hash, the tenant,
+the approver, the policy digest and an expiry. `Engine.continue_approved` then continues the run
+with the token; `deny` records a denial, and the continuation ends `abstain`.
 
 The model never sees a proposal's token, and an approval never adds a scope: a write outside the
 principal's scopes is refused at admission before any proposal is made.

@@ -1,6 +1,6 @@
 """`ChildRun`: a tool implemented as a run of its own, started (or resumed) in an engine; what a
 child-run tool is, its contracts, budget and answer, is the tools layer's (`runner.tools.children`,
-whose names are found here too: `runner.children` led here).
+whose names are found here too: the old `runner.children` leads here).
 """
 
 from __future__ import annotations

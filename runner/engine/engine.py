@@ -121,9 +121,9 @@ class Engine:
         `store`: a synchronous `Store` (memory, SQLite), written in place, or an `AsyncStore`
         (PostgreSQL), awaited at each phase of a run (store/writebehind.py).
         `durability`: how often a run commits on a synchronous store, unless its spec says
-        (`runner.spec.Durability`); an `AsyncStore` commits what a run wrote at each phase.
+        (`runner.record.spec.Durability`); an `AsyncStore` commits what a run wrote at each phase.
         `prices`: where a run's price is found when neither its spec nor its adapter gives one
-        (default: genai-prices when installed, see `runner.pricing`). `retrievers`: the tool
+        (default: genai-prices when installed, see `runner.models.pricing`). `retrievers`: the tool
         retrievers a spec's `tool_retrieval` may name, by name (default: `bm25`)."""
         check_durability(durability, "Engine(durability=...)")
         check_render_limit(render_limit, "Engine(render_limit=...)")
@@ -195,7 +195,7 @@ class Engine:
         for `run`).
 
         The run's header is stored before this returns, so `handle.run_id` can be looked up
-        (`runner.api.run_status`) straight away; on an awaited store (PostgreSQL) it is queued,
+        (`runner.run_status`) straight away; on an awaited store (PostgreSQL) it is queued,
         and stored once the run's lease is taken in its task (a refusal, `RunDriven`, is then
         the handle's result). Call it from a coroutine on this engine's clock's loop (any loop
         for `SystemClock`).

@@ -191,5 +191,5 @@ def grade_run_sync(
 ) -> Trial:
     """`grade_run` for synchronous code (no event loop may be running in this thread: the
     replay it makes would fail, and the run be graded as failing)."""
-    outside_a_loop("grade_run_sync", "await runner.api.grade_run(...)")
+    outside_a_loop("grade_run_sync", "await runner.proof.api.grade_run(...)")
     return grade(Recording.from_store(store, run_id), contracts, expect, None)

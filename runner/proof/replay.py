@@ -221,7 +221,7 @@ def replay(
     `system_prompt`: the prompt of a run whose header does not record one (stored before the
     runner recorded it); a recorded one always wins.
     """
-    outside_a_loop("replay_run_sync", "await runner.api.replay_run(...)")
+    outside_a_loop("replay_run_sync", "await runner.replay_run(...)")
     header = recording.header
     check_contracts_cover(header, contracts)
     check_whole(recording)

@@ -51,7 +51,7 @@ def parameter_hash(arguments: Mapping[str, Any]) -> str:
 def mint_key(tenant: str, tool: str, run_id: str, params_hash: str, generation: int = 0) -> str:
     """The operation key for one write intent.
 
-    `generation` stays 0 for the runner's own retries; only the naive simulation (`runner.sim`)
+    `generation` stays 0 for the runner's own retries; only the naive simulation (`runner.core.sim`)
     bumps it, which is exactly the bug (a fresh key per retry) it exists to demonstrate.
     """
     seed = f"{tenant}\x1f{tool}\x1f{run_id}\x1f{params_hash}\x1f{generation}"

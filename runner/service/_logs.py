@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ..cli.report import RequestsSent, requests_sent
+from ..proof.report import RequestsSent, requests_sent
 from ..record.trace import TransitionRecord
 from ..store.base import Store
 

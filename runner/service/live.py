@@ -40,7 +40,7 @@ LIVE_RUN_NAME = "live"
 
 class LiveBudget(BaseModel):
     """A live run's budget: each field at most the service's ceiling; one left out is the
-    ceiling's (see `runner.budget.Limits` for what each bounds). Strict: a count is a JSON
+    ceiling's (see `runner.core.budget.Limits` for what each bounds). Strict: a count is a JSON
     integer, seconds and dollars a number; `"10"`, `true` or `1e5` for a count are refused,
     never read as something the caller may not have meant."""
 

@@ -23,7 +23,6 @@ from pydantic import ValidationError
 
 from ..base.clock import Clock, SystemClock
 from ..base.errors import ApprovalRefused, RunnerError, StoreCorrupt
-from ..cli.report import RunView, run_json, stored_run_json, transition_json
 from ..core.confirm import ApprovalSecret
 from ..core.states import State
 from ..engine.approvals import approve, deny, ledger_of, pending_approvals
@@ -31,6 +30,7 @@ from ..engine.handle import RunHandle
 from ..harness.fixtures import Fixture, PrincipalSpec, collect_fixture_paths, load_fixture
 from ..harness.scenario import continue_fixture, resume_fixture, run_fixture, stored_world
 from ..harness.world import World
+from ..proof.report import RunView, run_json, stored_run_json, transition_json
 from ..record.trace import RunSummary, TransitionRecord
 from ..store import SqliteStore
 from ..store.approvals import Proposal

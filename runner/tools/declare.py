@@ -311,9 +311,12 @@ class DeclaredTools(ComposesInOrder):
     def contracts(self) -> list[CompiledContract]:
         return list(self._contracts.values())
 
-    def contract_set(self, *others: Iterable[CompiledContract]) -> ContractSet:
-        """These contracts (and any others, e.g. loaded from files) for an `Engine`."""
-        combined = [*self._contracts.values(), *(c for group in others for c in group)]
+    def contract_set(self, *others: ContractSet | Iterable[CompiledContract]) -> ContractSet:
+        """These contracts (and any others: a `ContractSet`, e.g. `load_contracts(folder)`, or
+        compiled contracts) for an `Engine`."""
+        combined = [*self._contracts.values()]
+        for group in others:  # a ContractSet is a mapping: its contracts are its values
+            combined += group.values() if isinstance(group, ContractSet) else group
         return checked_contract_set(combined)
 
 

@@ -103,7 +103,7 @@ class ToolInvocation:
     run_id: str | None = None
     """The run that dispatched the call."""
     budget_left: BudgetLeft | None = None
-    """For a child-run tool (`runner.children`): what the run has left to carve the child from
+    """For a child-run tool (`runner.tools.children`): what the run has left to carve the child from
     (less what other child calls of the batch hold). None for other tools."""
     cancel_requested: CancelSignal | None = None
     """Set once the run that dispatched the call is asked to cancel (`RunHandle.cancel`). A

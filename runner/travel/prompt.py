@@ -1,8 +1,8 @@
 """The travel world's system prompt: what the fixtures' model is told, passed to every fixture run.
 
-The core's engine has only a neutral default (`runner.spec.DEFAULT_SYSTEM_PROMPT`); this text is
-kept word for word as the runner always sent it, so scripted token estimates and recorded provider
-exchanges stay what they were.
+The core's engine has only a neutral default (`runner.record.spec.DEFAULT_SYSTEM_PROMPT`); this
+text is kept word for word as the runner always sent it, so scripted token estimates and recorded
+provider exchanges stay what they were.
 """
 
 from __future__ import annotations

@@ -115,3 +115,10 @@ def test_what_an_adapter_raises_is_caught_as_a_runner_error_where_it_always_was(
 def test_a_lost_response_is_still_described_as_stored_runs_recorded_it() -> None:
     """The stand-in went private; the name a write's unknown outcome carries did not."""
     assert describe_exception(ResponseLost("stopped")) == "ResponseLost: stopped"
+
+
+def test_the_cancellation_a_handle_causes_has_a_public_name() -> None:
+    """The README names `RunCancelled`: it was only in the private `runner.engine._cancel`."""
+    from runner.engine import RunCancelled as public  # noqa: PLC0415
+
+    assert public is RunCancelled and issubclass(public, asyncio.CancelledError)

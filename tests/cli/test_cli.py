@@ -300,3 +300,14 @@ def test_runs_keeps_its_columns_aligned_for_a_run_started_on_the_system_clock(
     for column in ("fixture", "terminal", "attempts"):
         at = header.index(column)
         assert all(row[at - 2 : at] == "  " and row[at] != " " for row in rows), (column, rows)
+
+
+def test_help_says_what_the_command_does_and_nothing_of_the_code_layout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`runner --help` printed the package docstring whole, its notes on layers included."""
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "run fixtures; resume, show and list stored runs" in out
+    assert "layer" not in out and "_common.WORLD" not in out

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from runner.cli import main
-from runner.cli.report import printable, printable_json
+from runner.proof.report import printable, printable_json
 from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
 
 CLEAR_SCREEN = "\x1b[2J\x1b[H"

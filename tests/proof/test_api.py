@@ -111,10 +111,10 @@ def test_sync_wrappers_called_inside_a_running_loop_are_a_config_error_and_print
     run_id = engine.run_sync(SPEC, HoldThenAnswer()).run_id
 
     async def service() -> None:
-        with pytest.raises(ConfigError, match=r"await runner\.api\.replay_run"):
+        with pytest.raises(ConfigError, match=r"await runner\.replay_run"):
             replay_run_sync(store, run_id, contracts)
         # it graded a good run as failing (`replays_as_recorded` caught the replay's refusal)
-        with pytest.raises(ConfigError, match=r"await runner\.api\.grade_run"):
+        with pytest.raises(ConfigError, match=r"await runner\.proof\.api\.grade_run"):
             grade_run_sync(store, run_id, contracts)
         with pytest.raises(ConfigError, match=r"await engine\.run"):
             engine.run_sync(SPEC, HoldThenAnswer())

@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runner.base.clock import FakeClock
-from runner.cli.report import RunView, context_table, run_json, run_text
 from runner.core.states import TERMINAL
 from runner.engine.engine import Engine
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.models.transcript import Transcript
 from runner.proof.grading import grade
 from runner.proof.replay import Recording, replay
+from runner.proof.report import RunView, context_table, run_json, run_text
 from runner.record.spec import RunResult, RunSpec
 from runner.store.base import RunListing, Store
 from runner.tools.contracts import ContractSet

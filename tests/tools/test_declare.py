@@ -342,3 +342,20 @@ def test_a_discriminated_union_result_decides_by_its_status() -> None:
         "error_code: 'x' is not one of "
         "['invalid_arguments', 'access_denied', 'rate_limited', 'service_unavailable']",
     )
+
+
+def test_contract_set_takes_contracts_loaded_from_files_as_they_come(tmp_path: Path) -> None:
+    """`contract_set(load_contracts(folder))` crashed: a `ContractSet` is a mapping of names."""
+    declared = declared_tools.tools.contract_set()
+    folder = tmp_path / "contracts"
+    folder.mkdir()
+    for name in declared:  # the declared tools' contracts, as files, under other names
+        data = json.loads(contract_json(declared[name]))
+        data["name"] = f"filed_{name}"
+        (folder / f"filed_{name}.json").write_text(json.dumps(data))
+    loaded = load_contracts(folder)
+    combined = declared_tools.tools.contract_set(loaded)
+    assert set(combined) == {*declared, *loaded} and len(loaded) == len(declared) > 0
+    assert declared_tools.tools.contract_set(loaded.values()).keys() == combined.keys()
+    with pytest.raises(ContractError, match="declared twice"):
+        declared_tools.tools.contract_set(loaded, [load_contracts(folder)[next(iter(loaded))]])

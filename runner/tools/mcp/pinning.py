@@ -11,7 +11,7 @@ the same contracts for replay, with no server running.
   "structured"?: ..., "found"?: bool}` or `{"status": "error", "error_code", "message"}`.
 - Annotations are hints from an untrusted party: they can make a tool more restricted (a tool
   whose server says it writes cannot be vouched read-only; a destructive hint requires approval,
-  so each call is a proposal a person decides (`runner.approvals`);
+  so each call is a proposal a person decides (`runner.engine.approvals`);
   `idempotentHint: false` withdraws `suppresses_duplicates`), never less (`readOnlyHint: true`
   does not make a tool a read, and no hint offers a tool the operator gave no overlay).
 """

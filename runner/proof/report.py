@@ -1,4 +1,5 @@
-"""How the CLI shows runs: one line per transition for people, one JSON object per run for tools.
+"""How a run is shown, by the CLI and the service: one line per transition for people, one JSON
+object per run for tools.
 
 The JSON object is a public interface (documented in the README): keys are only ever added.
 """
@@ -11,8 +12,6 @@ from typing import Any, Final
 
 from ..base.errors import StoreCorrupt
 from ..engine.effects import FAILED_PREFIX
-from ..proof.grading import FixtureGrade
-from ..proof.replay import Replay
 from ..record.recording import RecordedTurn
 from ..record.spec import RunResult
 from ..record.trace import (
@@ -23,6 +22,8 @@ from ..record.trace import (
     states_visited,
     summary_unbacked,
 )
+from .grading import FixtureGrade
+from .replay import Replay
 
 _TRANSITION_KEYS = (
     "seq", "from", "to", "trigger", "tool", "call_id", "args", "result_class", "attempt",
