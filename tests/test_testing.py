@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import Engine, MemoryStore, Principal, RunSpec, ToolRegistry, load_contracts
+from runner import Engine, FunctionTools, MemoryStore, Principal, RunSpec, load_contracts
 from runner.models.base import ToolSpec
 from runner.models.transcript import Transcript
 from runner.testing import (
@@ -33,7 +33,7 @@ SPEC = RunSpec(
 def _engine(**tools: ToolDouble) -> Engine:
     return Engine(
         contracts=load_contracts(ROOT / "examples" / "contracts"),
-        toolbox=ToolRegistry(dict(tools)),
+        toolbox=FunctionTools(dict(tools)),
         store=MemoryStore(),
         clock=FakeClock(),
     )

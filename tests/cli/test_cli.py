@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import Engine, Principal, RunSpec, SqliteStore, SystemClock, ToolRegistry
+from runner import Engine, FunctionTools, Principal, RunSpec, SqliteStore, SystemClock
 from runner.cli import main
 from runner.record.trace import read_log
 from runner.store.base import RunListing
@@ -288,7 +288,7 @@ def test_runs_keeps_its_columns_aligned_for_a_run_started_on_the_system_clock(
     assert main(["run", str(FIXTURES / "access_denied.yaml"), "--db", str(db)]) == 0
     store = SqliteStore(db)
     engine = Engine(
-        contracts=load_travel_contracts(), toolbox=ToolRegistry(), store=store, clock=SystemClock()
+        contracts=load_travel_contracts(), toolbox=FunctionTools(), store=store, clock=SystemClock()
     )
     spec = RunSpec(task="t", tenant="x", principal=Principal(id="p", scopes=frozenset()), tools=())
     engine.run_sync(spec, FunctionModel(lambda transcript, tools: "done"))

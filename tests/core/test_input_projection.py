@@ -27,9 +27,9 @@ from runner.record.spec import Principal
 from runner.store import FanoutStore, JsonlLog
 from runner.testing import FunctionModel, ToolDouble, latest_results
 from runner.tools.contracts import ContractSet
-from runner.tools.declare import Toolset
-from runner.tools.invocation import ToolRegistry
+from runner.tools.declare import DeclaredTools
 from runner.tools.retrieval import ToolRetrieval, manifest_tokens
+from runner.tools.toolbox import FunctionTools
 from tests.support.travel import FLIGHT_ARGS
 
 OPTIONS = [
@@ -72,7 +72,7 @@ class BillsTheManifest:
 
 
 def _run(contracts: ContractSet, cap: float, store: Any, **spec: Any) -> Any:
-    tools = ToolRegistry({"search_flights": ToolDouble(FLIGHTS)})
+    tools = FunctionTools({"search_flights": ToolDouble(FLIGHTS)})
     engine = Engine(contracts=contracts, toolbox=tools, store=store, clock=FakeClock())
     run = RunSpec(
         task="Find flights SFO to NRT.",
@@ -150,9 +150,9 @@ class Found(BaseModel):
     data: str
 
 
-def _catalogue(small: int, wide: int) -> Toolset:
+def _catalogue(small: int, wide: int) -> DeclaredTools:
     """`small` tools of a line each and `wide` ones of 8,000 characters of description."""
-    tools = Toolset()
+    tools = DeclaredTools()
 
     async def lookup(args: Query) -> Found:
         return Found(status="ok", data="r" * 200)
@@ -210,7 +210,7 @@ class BillsWhatItIsSent:
         return within_limit(reply, max_output_tokens)
 
 
-def _retrieving(tools: Toolset, limits: Limits) -> tuple[Engine, RunSpec]:
+def _retrieving(tools: DeclaredTools, limits: Limits) -> tuple[Engine, RunSpec]:
     engine = Engine(contracts=tools.contract_set(), toolbox=tools, store=MemoryStore(),
                     clock=FakeClock(), retrievers={"kw": ByKeyword})  # fmt: skip
     spec = RunSpec(

@@ -20,7 +20,8 @@ from runner.proof.replay import Recording, replay
 from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import Principal, ToolInvocation, ToolResponse
+from runner.tools.toolbox import FunctionTools
 from tests.support.hold_doubles import SPEC, HoldThenAnswer, SlowHotel, reply
 
 
@@ -40,7 +41,7 @@ class Stuck:
 
 def _drive(
     contracts: ContractSet,
-    tools: ToolRegistry,
+    tools: FunctionTools,
     scenario: Callable[[Engine], Awaitable[RunResult]],
 ) -> tuple[RunResult, MemoryStore]:
     clock = FakeClock()
@@ -154,7 +155,7 @@ def test_cancelling_the_task_keeps_the_records_and_leaves_the_run_unfinished(
 def test_start_outside_a_running_loop_is_a_config_error(contracts: ContractSet) -> None:
     attached = machine.attached_count()
     engine = Engine(
-        contracts=contracts, toolbox=ToolRegistry(), store=MemoryStore(), clock=FakeClock()
+        contracts=contracts, toolbox=FunctionTools(), store=MemoryStore(), clock=FakeClock()
     )
     with pytest.raises(ConfigError, match="running event loop"):
         engine.start(SPEC, HoldThenAnswer())
@@ -203,7 +204,7 @@ def test_a_cancel_during_a_retry_wait_carries_the_decided_retry_out_first(
         handle.cancel()
         return await handle.result()
 
-    result, store = _drive(contracts, ToolRegistry({"search_hotels": search_hotels}), scenario)
+    result, store = _drive(contracts, FunctionTools({"search_hotels": search_hotels}), scenario)
     _ends_once_cancelled(result, store, contracts)
     assert model.requests == 1 and len(calls) == 2 and calls[1] - calls[0] == pytest.approx(5)
     assert result.waits_s == [5.0]

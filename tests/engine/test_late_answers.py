@@ -27,7 +27,8 @@ from runner.proof.replay import Recording, replay
 from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import Principal, ToolInvocation, ToolResponse
+from runner.tools.toolbox import FunctionTools
 from tests.support.travel import HOLD_ARGS
 
 SPEC = RunSpec(
@@ -54,8 +55,8 @@ class Hotel:
     def __init__(self) -> None:
         self.holds = 0
 
-    def tools(self) -> ToolRegistry:
-        registry = ToolRegistry()
+    def tools(self) -> FunctionTools:
+        registry = FunctionTools()
         registry.register("hold_room", self.hold)
         registry.register("lookup_hold", self.lookup)
         return registry

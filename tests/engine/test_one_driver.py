@@ -24,11 +24,11 @@ import pytest
 
 from runner import (
     Engine,
+    FunctionTools,
     MemoryStore,
     Principal,
     SqliteStore,
     SystemClock,
-    ToolRegistry,
     ToolResponse,
 )
 from runner.base.clock import FakeClock
@@ -217,7 +217,7 @@ def test_two_tasks_of_one_process_cannot_drive_one_run(tmp_path: Path, kind: str
 
         tools = {"lookup_order": lookup, "refund_order": refund, "find_refund": find}
         engine = Engine(
-            contracts=play.CONTRACTS, toolbox=ToolRegistry(tools), store=store, clock=SystemClock()
+            contracts=play.CONTRACTS, toolbox=FunctionTools(tools), store=store, clock=SystemClock()
         )
         model = FunctionModel(play.agent)
         handle = engine.start(play.SPEC, model)

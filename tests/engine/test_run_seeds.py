@@ -16,13 +16,14 @@ from runner.proof.replay import Recording, replay
 from runner.record.spec import RunSpec
 from runner.store import MemoryStore, SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import Principal, ToolInvocation, ToolResponse
+from runner.tools.toolbox import FunctionTools
 from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
 
 UNAVAILABLE = {"status": "error", "error_code": "service_unavailable", "retryable": True}
 
 
-def _flaky_search() -> ToolRegistry:
+def _flaky_search() -> FunctionTools:
     """Unavailable on every other call: each run retries once, after a jittered backoff."""
     calls = 0
 
@@ -31,7 +32,7 @@ def _flaky_search() -> ToolRegistry:
         calls += 1
         return ToolResponse(payload=UNAVAILABLE if calls % 2 else FLIGHTS_OK)
 
-    tools = ToolRegistry()
+    tools = FunctionTools()
     tools.register("search_flights", search)
     return tools
 
@@ -114,7 +115,7 @@ def test_an_engine_wide_rng_is_refused_politely(contracts: ContractSet) -> None:
     with pytest.warns(DeprecationWarning, match="each run draws from its own"):
         Engine(
             contracts=contracts,
-            toolbox=ToolRegistry(),
+            toolbox=FunctionTools(),
             store=MemoryStore(),
             clock=FakeClock(),
             rng=random.Random(0),

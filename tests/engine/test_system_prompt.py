@@ -11,12 +11,12 @@ import pytest
 from runner import (
     Engine,
     FakeClock,
+    FunctionTools,
     MemoryStore,
     Principal,
     RunSpec,
     ScriptedModel,
     ToolInvocation,
-    ToolRegistry,
     ToolResponse,
 )
 from runner.models.base import ModelReply, ToolChoice, ToolSpec
@@ -50,7 +50,7 @@ def _run(
     options = {} if engine_prompt is None else {"system_prompt": engine_prompt}
     engine = Engine(
         contracts=contracts,
-        toolbox=ToolRegistry(),
+        toolbox=FunctionTools(),
         store=store,
         clock=FakeClock(START),
         **options,  # type: ignore[arg-type]
@@ -115,7 +115,7 @@ def test_a_resumed_run_keeps_the_prompt_it_began_with(contracts: ContractSet) ->
             await asyncio.sleep(0)
         return ToolResponse(payload=FLIGHTS_OK)
 
-    tools = ToolRegistry()
+    tools = FunctionTools()
     tools.register("search_flights", search)
 
     def engine(prompt: str) -> Engine:

@@ -17,7 +17,8 @@ from runner.record.operations import OperationStatus
 from runner.record.spec import RunSpec
 from runner.store import MemoryStore
 from runner.tools.contracts import ContractSet
-from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import Principal, ToolInvocation, ToolResponse
+from runner.tools.toolbox import FunctionTools
 from tests.support.travel import HOLD_ARGS
 
 SPEC = RunSpec(
@@ -51,8 +52,8 @@ class BuggyHotel:
         self.holds: dict[str, str] = {}
         self.lookups = 0
 
-    def tools(self) -> ToolRegistry:
-        registry = ToolRegistry()
+    def tools(self) -> FunctionTools:
+        registry = FunctionTools()
         registry.register("hold_room", self.hold)
         registry.register("lookup_hold", self.lookup)
         return registry

@@ -21,7 +21,7 @@ from runner.record.trace import HEADER_ADAPTER
 from runner.store import FanoutStore, JsonlLog
 from runner.testing import ToolDouble, latest_results
 from runner.tools.contracts import ContractSet
-from runner.tools.invocation import ToolRegistry
+from runner.tools.toolbox import FunctionTools
 from tests.support.travel import FLIGHT_ARGS, flight_spec
 
 PRIMARY = ModelPrice(input_usd_per_mtok=1, output_usd_per_mtok=2)
@@ -68,7 +68,7 @@ class Spare:
 
 
 def _engine(contracts: ContractSet, store: Any) -> Engine:
-    tools = ToolRegistry({"search_flights": ToolDouble(FLIGHTS)})
+    tools = FunctionTools({"search_flights": ToolDouble(FLIGHTS)})
     return Engine(contracts=contracts, toolbox=tools, store=store, clock=FakeClock())
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import Engine, FakeClock, Principal, RunSpec, ToolRegistry
+from runner import Engine, FakeClock, FunctionTools, Principal, RunSpec
 from runner.cli import main
 from runner.core.budget import Limits
 from runner.core.sim import naive_policy
@@ -182,7 +182,7 @@ def test_a_run_whose_toolbox_lacked_an_implementation_replays_identical(
     available'). Replay assumed every contract's tool existed, dispatched the call, found no
     recorded outcome and stopped: the stored run did not replay identical."""
     store = MemoryStore()
-    registry = ToolRegistry()
+    registry = FunctionTools()
     if lookup:
         registry.register("hold_room", ToolDouble(TimeoutError("the response was lost")))
     engine = Engine(contracts=contracts, toolbox=registry, store=store, clock=FakeClock())
@@ -212,7 +212,7 @@ def test_a_runtime_tool_the_model_called_is_still_there_for_its_lookup_in_replay
     """The model calls `lookup_hold` itself (`unknown_tool`: only the runner may), then a lost
     hold is looked up with it: replay must not take the first answer for a missing tool."""
     store = MemoryStore()
-    registry = ToolRegistry(
+    registry = FunctionTools(
         {
             "hold_room": ToolDouble(TimeoutError("the response was lost")),
             "lookup_hold": ToolDouble({"status": "ok", "found": True, "hold_id": "HOLD-1"}),

@@ -20,7 +20,8 @@ from runner.record.redaction import Redactor
 from runner.record.spec import RunSpec
 from runner.store import FanoutStore, JsonlLog, SqliteStore
 from runner.tools.contracts import ContractSet
-from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import Principal, ToolInvocation, ToolResponse
+from runner.tools.toolbox import FunctionTools
 from runner.travel.scenario import run_fixture
 from tests.support.paths import FIXTURES
 
@@ -79,7 +80,7 @@ def test_credentials_are_redacted_everywhere_and_the_run_replays_identical(
             }
         )
 
-    toolbox = ToolRegistry()
+    toolbox = FunctionTools()
     toolbox.register("search_hotels", search_hotels)
     script = [
         {"tool_calls": [{"name": "search_hotels", "args": {"city": f"Tokyo {SECRET}", **STAY}}]},
@@ -154,7 +155,7 @@ def test_a_model_error_quoting_a_credential_is_redacted_and_replays(
     tmp_path: Path, contracts: ContractSet
 ) -> None:
     store = SqliteStore(tmp_path / "runs.sqlite")
-    engine = Engine(contracts=contracts, toolbox=ToolRegistry(), store=store, clock=FakeClock())
+    engine = Engine(contracts=contracts, toolbox=FunctionTools(), store=store, clock=FakeClock())
     spec = RunSpec(
         task="Find an accessible hotel in Tokyo.",
         tenant="optiverse",
@@ -188,7 +189,7 @@ def test_a_started_run_redacts_the_models_key_as_an_awaited_run_does(
     """`engine.start` (a handle) redacted only the spec's credentials, not the adapter's key."""
     clock = FakeClock()
     store = SqliteStore(tmp_path / "runs.sqlite")
-    engine = Engine(contracts=contracts, toolbox=ToolRegistry(), store=store, clock=clock)
+    engine = Engine(contracts=contracts, toolbox=FunctionTools(), store=store, clock=clock)
     spec = RunSpec(
         task="Say hello.",
         tenant="optiverse",

@@ -15,7 +15,7 @@ from runner.proof.replay import describe
 from runner.store.sqlite import TRANSITION, TURN
 from runner.testing import FunctionModel, ToolDouble, latest_results
 from runner.tools.contracts import ContractSet
-from runner.tools.invocation import ToolRegistry
+from runner.tools.toolbox import FunctionTools
 from tests.support.travel import FLIGHT_ARGS, flight_spec
 
 LONG = {
@@ -41,7 +41,7 @@ def _model(seen: list[int] | None = None) -> FunctionModel:
 
 
 def _engine(contracts: ContractSet, store: SqliteStore, render_limit: int) -> Engine:
-    tools = ToolRegistry({"search_flights": ToolDouble(LONG)})
+    tools = FunctionTools({"search_flights": ToolDouble(LONG)})
     return Engine(contracts=contracts, toolbox=tools, store=store, clock=FakeClock(),
                   render_limit=render_limit)  # fmt: skip
 

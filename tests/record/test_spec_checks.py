@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runner import Engine, Principal, RunSpec, SqliteStore, ToolRegistry, ToolResponse
+from runner import Engine, FunctionTools, Principal, RunSpec, SqliteStore, ToolResponse
 from runner.base.errors import ConfigError
 from runner.core.evidence import EvidenceRequirement
 from runner.proof.api import list_runs
@@ -75,7 +75,7 @@ def test_a_refused_tenant_stores_nothing(tmp_path: Path) -> None:
 
     engine = Engine(
         contracts=contracts,
-        toolbox=ToolRegistry({"refund_order": refund}),
+        toolbox=FunctionTools({"refund_order": refund}),
         store=store,
         clock=FakeClock(),
     )
@@ -189,7 +189,7 @@ def _refund_engine(tmp_path: Path, **options: Any) -> Engine:
 
     return Engine(
         contracts=load_contracts(ROOT / "examples" / "contracts"),
-        toolbox=ToolRegistry({"refund_order": refund}),
+        toolbox=FunctionTools({"refund_order": refund}),
         store=SqliteStore(tmp_path / "runs.sqlite"),
         clock=FakeClock(),
         **options,

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from runner.tools.declare import Toolset
+from runner.tools.declare import DeclaredTools
 from runner.tools.invocation import ToolInvocation
 
 Airport = Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
@@ -56,7 +56,7 @@ class ToolError(BaseModel):
     field: str | SkipJsonSchema[None] = None
 
 
-tools = Toolset()
+tools = DeclaredTools()
 
 
 @tools.tool(

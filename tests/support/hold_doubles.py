@@ -11,7 +11,8 @@ from runner.core.confirm import ApprovalSecret
 from runner.models.base import ModelReply, TokenUsage, ToolCall, ToolChoice, ToolSpec
 from runner.models.transcript import ToolResultMessage, Transcript
 from runner.record.spec import RunSpec
-from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import Principal, ToolInvocation, ToolResponse
+from runner.tools.toolbox import FunctionTools
 from tests.support.travel import HOLD_ARGS
 
 HELD = {"status": "ok", "hold_id": "HOLD-1", "expires_at": "2027-03-02T09:00:00Z"}
@@ -66,8 +67,8 @@ class SlowHotel:
         self.lose_response = lose_response
         self.lookups = 0
 
-    def tools(self) -> ToolRegistry:
-        registry = ToolRegistry()
+    def tools(self) -> FunctionTools:
+        registry = FunctionTools()
         registry.register("hold_room", self.hold)
         registry.register("lookup_hold", self.lookup)
         return registry

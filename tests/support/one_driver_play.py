@@ -23,11 +23,11 @@ from typing import Any
 
 from runner import (
     Engine,
+    FunctionTools,
     Principal,
     RunSpec,
     SqliteStore,
     SystemClock,
-    ToolRegistry,
     ToolResponse,
     load_contracts,
 )
@@ -88,7 +88,7 @@ def engine(
             return ToolResponse(payload={"status": "ok", "found": True, "refund_id": "R1"})
         return ToolResponse(payload={"status": "ok", "found": False})
 
-    tools = ToolRegistry({"lookup_order": lookup, "refund_order": refund, "find_refund": find})
+    tools = FunctionTools({"lookup_order": lookup, "refund_order": refund, "find_refund": find})
     return Engine(
         contracts=CONTRACTS,
         toolbox=tools,

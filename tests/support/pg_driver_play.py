@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from runner import Engine, ToolRegistry, ToolResponse
+from runner import Engine, FunctionTools, ToolResponse
 from runner.base.clock import SystemClock
 from runner.base.errors import RunnerError
 from runner.store.postgres import PostgresStore
@@ -63,7 +63,7 @@ def engine(
         found = invocation.operation_key in keys
         return ToolResponse(payload={"status": "ok", "found": found, "refund_id": "R1"})
 
-    tools = ToolRegistry({"lookup_order": lookup, "refund_order": refund, "find_refund": find})
+    tools = FunctionTools({"lookup_order": lookup, "refund_order": refund, "find_refund": find})
     return Engine(contracts=CONTRACTS, toolbox=tools, store=store, clock=SystemClock())
 
 

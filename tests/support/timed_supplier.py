@@ -6,7 +6,8 @@ from __future__ import annotations
 from runner.base.clock import Clock
 from runner.models.base import ModelReply, ToolCall, ToolChoice, ToolSpec
 from runner.models.transcript import ToolResultMessage, Transcript
-from runner.tools.invocation import ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import ToolInvocation, ToolResponse
+from runner.tools.toolbox import FunctionTools
 from tests.support.hostile_runs import FLIGHTS_OK, HOLD_ARGS, answer, calls
 from tests.support.travel import FLIGHT_ARGS
 
@@ -44,8 +45,8 @@ class Supplier:
         self.searches = 0
         self.holds = 0
 
-    def tools(self) -> ToolRegistry:
-        registry = ToolRegistry()
+    def tools(self) -> FunctionTools:
+        registry = FunctionTools()
         registry.register("search_flights", self.search)
         registry.register("hold_room", self.hold)
         registry.register("lookup_hold", self.lookup)

@@ -21,7 +21,7 @@ from runner.models.scripted import ScriptedModel, ScriptedTurn
 from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore
 from runner.tools.contracts import CompiledContract, load_contract_file, load_contracts
-from runner.tools.declare import Toolset, contract_json, declare_contract, declared_in
+from runner.tools.declare import DeclaredTools, contract_json, declare_contract, declared_in
 from runner.tools.invocation import Principal, ToolInvocation
 from tests.support import declared_tools
 from tests.support.paths import ROOT
@@ -134,7 +134,7 @@ def test_the_export_round_trips_to_the_same_contract(tmp_path: Path) -> None:
     assert contract_json(exported) == contract_json(DECLARED)
 
 
-def _drive(tools: Toolset) -> RunResult:
+def _drive(tools: DeclaredTools) -> RunResult:
     """One run that calls search_flights once, then answers."""
     model = ScriptedModel(
         [
@@ -160,7 +160,7 @@ def _drive(tools: Toolset) -> RunResult:
 
 
 def test_a_declared_tool_is_dispatched_with_its_model_and_its_result_dumped() -> None:
-    tools = Toolset()
+    tools = DeclaredTools()
     seen: list[declared_tools.SearchFlights] = []
 
     @tools.tool(
@@ -260,7 +260,7 @@ def test_a_pydantic_constraint_the_schema_would_drop_is_refused() -> None:
 
 
 def test_a_tool_must_be_async() -> None:
-    tools = Toolset()
+    tools = DeclaredTools()
     with pytest.raises(ContractError, match="must be an async def"):
 
         @tools.tool(arguments=Bounded, result=Ok, scope="s", timeout_s=1)
@@ -299,7 +299,7 @@ def test_contracts_export_of_a_module_that_does_not_import_is_one_line(
 
 
 def test_a_file_contract_is_implemented_with_a_plain_mapping() -> None:
-    tools = Toolset()
+    tools = DeclaredTools()
     received: list[tuple[dict[str, Any], str]] = []
 
     @tools.implement(FILE)
@@ -323,7 +323,7 @@ def test_a_dangling_reconcile_with_is_refused_when_the_set_is_built() -> None:
         side_effect="write",
         reconcile_with="lookup_seat",
     )
-    tools = Toolset()
+    tools = DeclaredTools()
     tools.add(hold)
     with pytest.raises(ContractError, match="reconcile_with names 'lookup_seat'"):
         tools.contract_set()

@@ -101,7 +101,7 @@ def test_a_lookup_needing_a_scope_the_principal_lacks_is_not_called(tmp_path: Pa
     """The lookup reads with the run's authority: a principal allowed the write but not its
     lookup's scope does not get that read by way of a lost response. The outcome stays unknown
     (the run ends `unknown`, the key preserved); the lookup is never dispatched."""
-    from runner import Engine, MemoryStore, Principal, RunSpec, ToolRegistry  # noqa: PLC0415
+    from runner import Engine, FunctionTools, MemoryStore, Principal, RunSpec  # noqa: PLC0415
     from runner.testing import FakeClock, FunctionModel, call, latest_results  # noqa: PLC0415
 
     _copy(EXAMPLES, tmp_path, "find_refund", scope="orders.admin")
@@ -121,7 +121,7 @@ def test_a_lookup_needing_a_scope_the_principal_lacks_is_not_called(tmp_path: Pa
 
     engine = Engine(
         contracts=load_contracts(tmp_path),
-        toolbox=ToolRegistry({"refund_order": refund, "find_refund": find}),
+        toolbox=FunctionTools({"refund_order": refund, "find_refund": find}),
         store=MemoryStore(),
         clock=FakeClock(),
     )

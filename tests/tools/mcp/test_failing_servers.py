@@ -21,9 +21,10 @@ from runner.engine.engine import Engine
 from runner.record.spec import RunResult, RunSpec
 from runner.store import SqliteStore
 from runner.testing import scripted
-from runner.tools.invocation import Principal, ToolInvocation, ToolRegistry, ToolResponse
+from runner.tools.invocation import Principal, ToolInvocation, ToolResponse
 from runner.tools.mcp import McpConfig, McpTools, Pin
 from runner.tools.mcp.pinning import pin_server
+from runner.tools.toolbox import FunctionTools
 from tests.support.mcp_harness import SERVERS, Outcome, classes, read_state, replayed
 from tests.support.paths import ROOT
 
@@ -179,7 +180,7 @@ def test_a_local_tool_is_not_shadowed_by_a_stand_in_lookup_the_pin_does_not_use(
     def local(invocation: ToolInvocation) -> ToolResponse:
         return ToolResponse(payload={"status": "ok"})
 
-    toolbox = tools.before(ToolRegistry({"srv__no_lookup": local}))
+    toolbox = tools.before(FunctionTools({"srv__no_lookup": local}))
     assert toolbox.implementation("srv__no_lookup") is local
     assert tools.implementation("srv__no_lookup") is None
 

@@ -20,7 +20,7 @@ from runner.engine.engine import Engine
 from runner.record.spec import RunResult, RunSpec
 from runner.store import MemoryStore, SqliteStore
 from runner.testing import scripted
-from runner.tools.declare import Toolset
+from runner.tools.declare import DeclaredTools
 from runner.tools.invocation import Principal
 from runner.tools.mcp import McpConfig, McpTools
 from tests.support.mcp_harness import (
@@ -337,8 +337,8 @@ class Noted(BaseModel):
 
 
 def test_mcp_tools_and_local_tools_in_one_run(tmp_path: Path) -> None:
-    """The library API: MCP tools first, then a local `Toolset`; one contract set, one run."""
-    local = Toolset()
+    """The library API: MCP tools first, then a local `DeclaredTools`; one contract set, one run."""
+    local = DeclaredTools()
 
     @local.tool(arguments=NoteArgs, result=Noted, scope="docs.read", timeout_s=5)
     async def take_note(args: NoteArgs) -> Noted:
