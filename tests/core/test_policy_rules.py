@@ -124,7 +124,7 @@ def test_the_cli_refuses_an_unsafe_policy_file_with_exit_2(
 
 
 def test_naive_is_a_simulation_outside_the_production_type() -> None:
-    with pytest.raises(ConfigError, match=r"runner\.sim"):
+    with pytest.raises(ConfigError, match=r"runner\.core\.sim\.naive_policy"):
         Policy.named("naive")
     naive = naive_policy()
     assert isinstance(naive, NaivePolicy)
