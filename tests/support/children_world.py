@@ -22,7 +22,8 @@ from runner.record.spec import RunResult
 from runner.store.base import Store
 from runner.tools.children import child_contracts, child_run_id, lookup_name
 from runner.tools.contracts import ContractSet
-from runner.tools.invocation import ToolBox, ToolImplementation
+from runner.tools.invocation import ToolImplementation
+from runner.tools.toolbox import ToolBox
 from runner.travel import load_travel_contracts
 from runner.travel.environment import ScriptedEnvironment
 from runner.travel.prompt import SYSTEM_PROMPT
