@@ -253,7 +253,7 @@ def test_an_always_offered_tool_without_a_contract_is_refused_before_the_run_is_
 def test_missing_bm25s_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "bm25s", None)
     tool = ToolSpec(name="a_tool", description="does a thing", parameters={})
-    with pytest.raises(ConfigError, match=r"pip install 'runner\[retrieval\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'runner-fsm\[retrieval\]'"):
         Bm25Retriever([tool])
 
 
