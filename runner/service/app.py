@@ -214,6 +214,7 @@ def create_app(service: RunService) -> FastAPI:
 
     @app.api_route("/healthz", methods=["GET", "HEAD"], response_model=Health)
     def healthz() -> Health:
+        """Whether the service answers, and how many fixtures it offers. No key needed."""
         return Health(status="ok", fixtures=len(service.fixtures))
 
     # async: on PostgreSQL accepting a run only queues it; on SQLite the job is written to the
@@ -225,6 +226,11 @@ def create_app(service: RunService) -> FastAPI:
         responses={415: {"model": ErrorBody, "description": "the body is not JSON"}},
     )
     async def submit(body: SubmitBody, key: Annotated[ApiKey, role("submit")]) -> RunCreated:
+        """Accept a run: `{"fixture": NAME}` (a bundled fixture, or one under the config's
+        `fixtures:`) or a live-model run `{"task", "tools", "model", "budget"}`. Role `submit`.
+
+        The run is the key's tenant's and principal's, never the body's. It is stored before
+        the answer goes out, so a 202 is kept across a stop or a crash of the service."""
         submit_queued = getattr(service, "submit_queued", None)  # PostgreSQL: to the workers
         if isinstance(body, LiveRun):
             submit_live = getattr(service, "submit_queued_live", None)
@@ -243,10 +249,14 @@ def create_app(service: RunService) -> FastAPI:
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
         order: Annotated[Literal["oldest", "newest"], Query()] = "oldest",
     ) -> dict[str, Any]:
+        """This tenant's runs, paged, in the order they were accepted (those not started yet
+        too, `status` `queued`). Role `read`."""
         return service.list_runs(key, offset, limit, newest_first=order == "newest")
 
     @app.get("/v1/runs/{run_id}", response_model=RunDetail)
     def run(run_id: Annotated[str, RUN_ID], key: Annotated[ApiKey, role("read")]) -> dict[str, Any]:
+        """One run: the object `runner show --json` prints, plus what the service knows of it
+        (`status`, `state`, `tenant`, `holds`, where its continuation stands). Role `read`."""
         return service.run(key, run_id)
 
     @app.get("/v1/runs/{run_id}/transitions", response_model=TransitionPage)
@@ -256,6 +266,7 @@ def create_app(service: RunService) -> FastAPI:
         after: Annotated[int, Query(ge=-1, le=MAX_SEQ)] = -1,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
+        """A run's transitions after seq `after`, at most `limit` of them. Role `read`."""
         return service.transitions(key, run_id, after, limit)
 
     @app.get(
@@ -277,6 +288,9 @@ def create_app(service: RunService) -> FastAPI:
         ] = None,
         after: Annotated[int, Query(ge=-1, le=MAX_SEQ)] = -1,
     ) -> EventSourceResponse:
+        """A run's transitions as server-sent events: one `transition` event per transition,
+        `id:` its seq, then one `end` event. Reconnect with `Last-Event-ID` to go on after the
+        last one seen. Role `read`."""
         await anyio.to_thread.run_sync(service.check_tenant, key, run_id)
         if last_event_id is not None:
             after = max(after, last_seen(last_event_id))
@@ -289,14 +303,18 @@ def create_app(service: RunService) -> FastAPI:
     def cancel(
         run_id: Annotated[str, RUN_ID], key: Annotated[ApiKey, role("submit")]
     ) -> dict[str, Any]:
+        """Cancel a run: its calls in flight are settled, then it ends `abstain (cancelled)`;
+        409 `ended` for a run that has ended. Role `submit`."""
         return service.cancel(key, run_id)
 
     @app.get("/v1/fixtures", response_model=FixtureList)
     def fixtures(key: Annotated[ApiKey, role("read")]) -> FixtureList:
+        """The fixtures a fixture run may name. Role `read`."""
         return FixtureList(fixtures=sorted(service.fixtures))
 
     @app.get("/v1/approvals", response_model=ApprovalList)
     def approvals(key: Annotated[ApiKey, role("read")]) -> dict[str, Any]:
+        """This tenant's proposals waiting for a person's decision. Role `read`."""
         return {"approvals": service.approvals(key)}
 
     for verb in ("approve", "deny"):
@@ -336,6 +354,9 @@ def _decision_route(app: FastAPI, service: RunService, verb: str, needs: Any) ->
         response_model=Decided,
         name=verb,
         operation_id=f"{verb}_approval",
+        description=f"{verb.capitalize()} a pending proposal (the approver is the key's "
+        "principal, the note is recorded), then continue its run at once; 409 `decided` for a "
+        "proposal already decided, `no_secret` without an approval secret. Role `approve`.",
     )
     def decide(
         approval_id: Annotated[str, Path(min_length=3, max_length=300)],
