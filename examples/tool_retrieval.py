@@ -77,9 +77,16 @@ async def answer(args: Query) -> Answer:
 
 
 tools = DeclaredTools()
-for name, description in CATALOGUE.items():
-    tools.tool(name=name, description=description, arguments=Query, result=Answer,
-               scope="assistant.read", timeout_s=5)(answer)  # fmt: skip
+for name, description in CATALOGUE.items():  # one function answers for every tool here
+    declare = tools.tool(
+        name=name,
+        description=description,
+        arguments=Query,
+        result=Answer,
+        scope="app.read",
+        timeout_s=5,
+    )
+    declare(answer)
 
 
 def agent(transcript: Transcript, offered: tuple[ToolSpec, ...]) -> Reply:
@@ -98,7 +105,7 @@ def run(retrieval: ToolRetrieval) -> tuple[RunResult, MemoryStore]:
     spec = RunSpec(
         task="Convert 120 euros to yen at today's rate, then forecast tomorrow's weather in Kyoto.",
         tenant="acme",
-        principal=Principal(id="assistant", scopes=frozenset({"assistant.read"})),
+        principal=Principal(id="assistant", scopes=frozenset({"app.read"})),
         tools=tuple(CATALOGUE),
         tool_retrieval=retrieval,
     )
