@@ -1,4 +1,5 @@
-"""A 60-tool catalogue for the tool-retrieval fixtures: the travel contracts and 56 more.
+"""A 60-tool catalogue for tool retrieval: 56 tools beside the travel contracts, all of them in
+the travel world's contract set (`bundled.load_travel_contracts`).
 
 The extra tools are travel look-alikes (near-duplicate descriptions of flights, hotels and rail)
 and tools of unrelated domains (finance, people, operations, support, weather, documents), so a
@@ -11,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-from ..tools.contracts import CompiledContract, Contract, ContractSet, compile_contract
+from ..tools.contracts import CompiledContract, Contract, compile_contract
 
 _STRING: Final = {"type": "string", "minLength": 1, "maxLength": 120}
 _RESULT: Final[dict[str, Any]] = {
@@ -371,21 +372,3 @@ def _contract(name: str, scope: str, description: str, arguments: tuple[str, ...
 def catalogue_contracts() -> tuple[CompiledContract, ...]:
     """The 56 extra tools, compiled once per process (the travel world's contracts hold them)."""
     return tuple(compile_contract(_contract(*row), f"catalogue:{row[0]}") for row in _EXTRA)
-
-
-def load_catalogue_contracts() -> ContractSet:
-    """The travel contracts, which hold the catalogue: the travel tools and the 56 extra."""
-    from .bundled import load_travel_contracts  # noqa: PLC0415  # bundled builds on this module
-
-    return load_travel_contracts()
-
-
-def catalogue_tools() -> list[str]:
-    """The 60 tool names a catalogue fixture may use (the runtime-only lookup and the child-run
-    tool are not among them)."""
-    contracts = load_catalogue_contracts()
-    return [
-        name
-        for name, c in contracts.items()
-        if c.contract.audience == "model" and not c.carries_child
-    ]

@@ -27,7 +27,7 @@ from runner.proof.replay import Recording, replay
 from runner.record.trace import TransitionRecord
 from runner.tools.contracts import ContractSet
 from runner.tools.retrieval import Bm25Retriever, ToolRetrieval, select, tool_text, words
-from runner.travel.catalogue import load_catalogue_contracts
+from runner.travel import load_travel_contracts
 from runner.travel.scenario import run_fixture
 from tests.support.paths import DATA
 
@@ -37,7 +37,7 @@ PATHS = collect_fixture_paths([CATALOGUE])
 
 @pytest.fixture(scope="module")
 def catalogue() -> ContractSet:
-    return load_catalogue_contracts()
+    return load_travel_contracts()  # the travel world's contracts hold the catalogue
 
 
 def proposals(records: list[TransitionRecord]) -> list[tuple[TransitionRecord, list[str]]]:
