@@ -35,7 +35,7 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 install: $(DEV_STAMP)
 
 run: $(RUN_STAMP)
-	$(BIN)/runner run fixtures/ fixtures/approval fixtures/completion fixtures/injection
+	$(BIN)/runner run fixtures/ fixtures/approval fixtures/completion fixtures/injection fixtures/features
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check runner tests bench examples docs

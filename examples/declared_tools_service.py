@@ -4,7 +4,10 @@ your own model adapter and `FunctionModel` side by side, a SQLite store, handles
 
 One run is cancelled while its write is in flight and the write's response is lost: the run looks
 the write up by its key first (it committed), then ends `abstain` (`cancelled`) with one terminal
-record. Every run is replayed identical from inside the running event loop. It prints nothing.
+record. Every run is replayed identical from inside the running event loop.
+
+    python examples/declared_tools_service.py   # what each run came to
+
 The test suite runs this file and type-checks it with `mypy --strict`.
 """
 
@@ -171,10 +174,19 @@ async def main(db: Path) -> None:
     assert any(record.trigger == "reconcile" for record in cancelled.transitions)
     assert [op.status for op in cancelled.operations] == ["committed"]  # looked up, not resent
     assert (reserved.answer, looked.answer) == ("Reserved.", "Shipped.")
+    print(f"declared tools: {', '.join(sorted(contracts))}")
+    for tenant, result in zip(
+        ("t-cancelled", "t-reserves", "t-looks"), (cancelled, reserved, looked), strict=True
+    ):
+        answer = f": {result.answer}" if result.answer else ""
+        print(f"{tenant}: {result.terminal.value} ({result.reason}){answer}")
+    writes = ", ".join(f"{op.tool} {op.status}" for op in cancelled.operations)
+    print(f"t-cancelled: its write's response was lost; looked up by its key first: {writes}")
     for result in (cancelled, reserved, looked):
         assert run_status(store, result.run_id).reason == result.reason
         replayed = await replay_run(store, result.run_id, contracts)
         assert replayed.identical, replayed.divergence
+    print("replayed 3 runs from the store alone: all identical")
     store.close()
 
 

@@ -34,7 +34,7 @@ from runner.core.machine import Trigger
 from runner.core.policy import ApprovalRules, Backoff, Policy
 from runner.core.result_classes import ResultClass
 from runner.core.states import State
-from runner.harness.fixtures import ApprovalScript, Expect, Fixture, ToolOutcome
+from runner.harness.fixtures import ApprovalScript, ChildScript, Expect, Fixture, ToolOutcome
 from runner.models.scripted import ScriptedTurn
 from runner.record.recording import RecordedOutput, RecordedTurn
 from runner.record.trace import RunHeader, RunSummary
@@ -266,7 +266,9 @@ def _fields(*models: type[BaseModel]) -> set[str]:
 def test_the_format_pages_name_every_field_of_their_models() -> None:
     assert (
         _missing(
-            _fields(Fixture, Expect, ToolOutcome, ScriptedTurn, ApprovalScript, Limits),
+            _fields(
+                Fixture, Expect, ToolOutcome, ScriptedTurn, ApprovalScript, ChildScript, Limits
+            ),
             "fixture-format.md",
         )
         == []

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.travel import load_travel_contracts
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,9 +79,13 @@ def test_the_installed_copy_runs_and_ships_py_typed(venv: Path, elsewhere: Path)
 
 
 def test_contracts_check_finds_the_bundled_contracts(venv: Path, elsewhere: Path) -> None:
+    """The contract files and the travel world's contracts made in code (the catalogue, the
+    child-run tool), all from the installed copy."""
     done = _run(venv / "bin" / "runner", "contracts", "check", cwd=elsewhere)
     assert done.returncode == 0, done.stderr
-    names = sorted(path.stem for path in (ROOT / "contracts").glob("*.json"))
+    files = {path.stem for path in (ROOT / "contracts").glob("*.json")}
+    names = sorted(load_travel_contracts())
+    assert files < set(names)
     assert done.stdout.strip() == f"ok: {len(names)} contracts compiled ({', '.join(names)})"
 
 
@@ -88,8 +94,12 @@ def test_a_bundled_fixture_runs_from_anywhere(venv: Path, elsewhere: Path) -> No
     assert found.returncode == 0, found.stderr
     fixtures = Path(found.stdout.strip())
     assert fixtures.is_relative_to(venv)
-    shipped = sorted(path.name for path in fixtures.iterdir() if path.suffix == ".yaml")
-    assert shipped == sorted(path.name for path in (ROOT / "fixtures").glob("*.yaml"))
+    for folder in ("", "approval", "completion", "features", "injection"):
+        shipped = sorted(path.name for path in (fixtures / folder).iterdir() if path.is_file())
+        kept = sorted(
+            path.name for path in (ROOT / "fixtures" / folder).iterdir() if path.is_file()
+        )
+        assert shipped == kept, folder
     done = _run(
         venv / "bin" / "runner", "run", fixtures / "hold_timeout_after_commit.yaml",
         "--db", "runs.sqlite",
@@ -116,5 +126,15 @@ def test_the_package_list_names_every_package() -> None:
         if folder.is_dir() and not folder.name.startswith((".", "__"))
     }
     data = {"runner.travel.bundled_contracts", "runner.travel.bundled_fixtures", *fixture_folders}
-    assert len(fixture_folders) == 3  # approval, completion, injection: each named, or unshipped
+    assert len(fixture_folders) == 4  # approval, completion, features, injection: each named
     assert listed == found | data
+
+
+def test_the_bundled_features_folder_runs_from_anywhere(venv: Path, elsewhere: Path) -> None:
+    """Tool retrieval, a child run and a money budget, from the installed fixtures alone."""
+    found = _run(venv / "bin" / "runner", "fixtures", "path", cwd=elsewhere)
+    features = Path(found.stdout.strip()) / "features"
+    done = _run(venv / "bin" / "runner", "run", features, "--db", "runs.sqlite", cwd=elsewhere)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "3 fixtures x 1: 3 runs met expectations, 0 did not" in done.stdout
+    assert "child research_trip:child" in done.stdout and "  offered " in done.stdout

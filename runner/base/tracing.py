@@ -3,7 +3,7 @@
 A span carries the tool, a summary of its arguments (anything that looks like a secret redacted,
 long values clipped), the result class, the attempt count, latency, operation key, and the tokens
 of the model request that proposed the call. OpenTelemetry is an optional extra
-(`pip install runner[otel]`); `OtelSpans` imports it only when built.
+(`pip install 'runner-fsm[otel]'`); `OtelSpans` imports it only when built.
 """
 
 from __future__ import annotations

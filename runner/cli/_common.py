@@ -101,7 +101,8 @@ def _open_postgres(url: str) -> Store:
         from ..store.postgres import PostgresStore  # noqa: PLC0415  # the optional extra
     except ImportError as exc:
         raise ConfigError(
-            f"--db {hide_password(url)} needs the PostgreSQL extra: pip install 'runner[postgres]'"
+            f"--db {hide_password(url)} needs the PostgreSQL extra: "
+            "pip install 'runner-fsm[postgres]'"
         ) from exc
     from ..store.adapters import BlockingStore  # noqa: PLC0415
 

@@ -87,7 +87,7 @@ def _url(db: Database) -> str:
         import procrastinate  # noqa: F401, PLC0415  # the optional extra
         import psycopg  # noqa: F401, PLC0415
     except ImportError as exc:
-        raise ConfigError(f"--db {db} needs: pip install 'runner[postgres]'") from exc
+        raise ConfigError(f"--db {db} needs: pip install 'runner-fsm[postgres]'") from exc
     return db.url
 
 
@@ -191,7 +191,7 @@ def _live(config: Path | None) -> LiveConfig | None:
     try:
         from ..service.config import ServiceConfig  # noqa: PLC0415  # the service extra
     except ImportError as exc:
-        raise ConfigError(f"--config needs: pip install '.[service]' ({exc})") from exc
+        raise ConfigError(f"--config needs: pip install 'runner-fsm[service]' ({exc})") from exc
     return ServiceConfig.load(config).live
 
 
@@ -206,7 +206,7 @@ def unready_providers(live: LiveConfig | None) -> list[str]:
     for provider, settings in live.providers.items():
         if not sdk_installed(provider):
             lines.append(
-                f"live runs of {provider} are handed back: pip install 'runner[{provider}]'"
+                f"live runs of {provider} are handed back: pip install 'runner-fsm[{provider}]'"
             )
         if not os.environ.get(settings.api_key_env):
             lines.append(

@@ -20,6 +20,8 @@ def print_scenario(
         print(json.dumps(run_json(view, expect), sort_keys=True))
         return
     print(run_text(view, heading))
+    for child in outcome.children:  # the child runs its child-run tools started
+        print(run_text(RunView.of_result(child, None), f"child {child.name}"))
     declared = (
         outcome.fixture.approval.expect if continuation and outcome.fixture.approval else None
     )

@@ -1,4 +1,4 @@
-"""`runner serve`: the HTTP service (needs `pip install '.[service]'`)."""
+"""`runner serve`: the HTTP service (needs `pip install 'runner-fsm[service]'`)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
         from ..service import ServiceConfig, build_app  # noqa: PLC0415
     except ImportError as exc:
-        raise ConfigError(f"runner serve needs: pip install '.[service]' ({exc})") from exc
+        raise ConfigError(f"runner serve needs: pip install 'runner-fsm[service]' ({exc})") from exc
     config = ServiceConfig.load(args.config)
     check_listening(args.host, args.port)  # before the app takes up any unfinished run
     if args.db.url is not None:  # many service processes and `runner worker`s share it

@@ -8,6 +8,7 @@ contracts; a bad file is one `FixtureError` naming the file and every problem fo
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -176,6 +177,41 @@ class ApprovalScript(BaseModel):
     """What the continuation after the decision must come to."""
 
 
+class ChildScript(BaseModel):
+    """A child-run tool's sub-agent, scripted: each call of the tool runs it as a run of its own
+    (`runner.engine.children.ChildRun`), under the fixture's tenant, principal and clock, on a
+    budget carved from what the calling run has left, its tools played in the fixture's world."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task: str = Field(min_length=1)
+    """The child's task, a template over the call's arguments (`Research: {question}`)."""
+    budget: Limits = Field(default_factory=Limits)
+    """The most a child may ever have; cut down to what the calling run has left."""
+    tools: list[str] = Field(min_length=1)
+    environment: dict[str, list[ToolOutcome]] = Field(default_factory=dict)
+    model: list[ScriptedTurn] = Field(min_length=1)
+    """Each child follows this script from its start."""
+    price: ModelPrice | None = None
+    expect: Expect | None = None
+    """What every child run of the tool must come to."""
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> ChildScript:
+        problems = []
+        known = (info.context or {}).get("known_tools")
+        if known is not None:
+            missing = [tool for tool in self.tools if tool not in known]
+            if missing:
+                problems.append(f"tools without a contract: {', '.join(missing)}")
+        unknown = sorted(set(self.environment) - set(self.tools))
+        if unknown:
+            problems.append(f"environment scripts tools not in tools: {', '.join(unknown)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
 class Fixture(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -201,6 +237,8 @@ class Fixture(BaseModel):
     prohibited: list[str] = Field(default_factory=list)
     """Calls the script makes (obeying instructions in tool results) that must never be
     dispatched: the injection corpus checks each is refused at admission and recorded."""
+    children: dict[str, ChildScript] = Field(default_factory=dict)
+    """The child-run tools among `tools`, each with the sub-agent a call of it runs."""
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Fixture:
@@ -213,15 +251,41 @@ class Fixture(BaseModel):
         unknown = sorted(set(self.environment) - set(self.tools))
         if unknown:
             problems.append(f"environment scripts tools not in tools: {', '.join(unknown)}")
+        unknown = sorted(set(self.children) - set(self.tools))
+        if unknown:
+            problems.append(f"children script tools not in tools: {', '.join(unknown)}")
+        both = ", ".join(sorted(set(self.children) & set(self.environment)))
+        if both:
+            problems.append(f"child-run tools are scripted in children, not environment: {both}")
         problems += [
             f"when: {cls!r} is not a result class"
-            for turn in self.model
+            for turn in (*self.model, *(t for c in self.children.values() for t in c.model))
             for cls in turn.when or ()
             if cls not in RESULT_CLASSES
         ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def child(self, tool: str) -> Fixture:
+        """The fixture a child run of `tool` plays: its script, under this one's tenant,
+        principal, clock and constraints."""
+        script = self.children[tool]
+        return Fixture(
+            name=f"{self.name}__{tool}",
+            description=f"The sub-agent a call of {tool} runs in {self.name}.",
+            task=script.task,
+            tenant=self.tenant,
+            principal=self.principal,
+            budget=script.budget,
+            clock=self.clock,
+            constraints=self.constraints,
+            tools=script.tools,
+            environment=script.environment,
+            model=script.model,
+            price=script.price,
+            expect=script.expect,
+        )
 
 
 def _format_errors(exc: ValidationError) -> str:
@@ -276,8 +340,52 @@ def parse_fixture(path: Path, known_tools: Iterable[str] | None = None) -> Fixtu
 
 
 def load_fixture(path: Path, contracts: ContractSet) -> Fixture:
-    """Parse a fixture and check it against the loaded contracts."""
-    return parse_fixture(path, contracts)
+    """Parse a fixture and check it against the loaded contracts: a child-run tool among its
+    tools is scripted in `children` (and only such a tool is), and a child has none of its own."""
+    fixture = parse_fixture(path, contracts)
+    problems = child_problems(fixture, contracts)
+    if problems:
+        raise FixtureError(path, "; ".join(problems))
+    return fixture
+
+
+def child_problems(fixture: Fixture, contracts: ContractSet) -> list[str]:
+    """What is wrong with how `fixture` scripts its child-run tools (empty: nothing)."""
+
+    def carries_child(tool: str) -> bool:
+        compiled = contracts.get(tool)
+        return compiled is not None and compiled.carries_child
+
+    problems = [
+        f"tools: {tool} is a child-run tool: script its child under children.{tool}"
+        for tool in fixture.tools
+        if carries_child(tool) and tool not in fixture.children
+    ]
+    problems += [
+        f"children.{tool}: {tool} is not a child-run tool"
+        for tool in fixture.children
+        if not carries_child(tool) and tool in contracts
+    ]
+    problems += [
+        f"children.{tool}.tools: {inner} is a child-run tool (a scripted child starts none)"
+        for tool, script in fixture.children.items()
+        for inner in script.tools
+        if carries_child(inner)
+    ]
+    for tool, script in fixture.children.items():
+        if carries_child(tool):
+            arguments = set(contracts[tool].contract.input_schema.get("properties", {}))
+            try:
+                named = {f for _, f, _, _ in string.Formatter().parse(script.task) if f}
+            except ValueError as exc:
+                problems.append(f"children.{tool}.task: not a template: {exc}")
+                continue
+            unknown = sorted(named - arguments)
+            if unknown:
+                problems.append(
+                    f"children.{tool}.task names {', '.join(unknown)}, not arguments of {tool}"
+                )
+    return problems
 
 
 def collect_fixture_paths(paths: Iterable[Path]) -> list[Path]:

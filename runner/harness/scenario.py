@@ -5,6 +5,10 @@ With a live model, real time is in the loop: the run keeps time on the system cl
 fixture's clock start does not apply), so the deadline bounds the real requests and every wait
 really happens; the simulated tools then answer at once (see `InstantLatency`).
 
+A fixture's child-run tools (`children:`) are played by child runs of their own, each on an engine
+sharing the run's store, clock and world's place, their scripted tools played in that place;
+each child that ends is checked against its script's `expect`.
+
 Also resumes a fixture run that was killed: everything needed (the fixture, policy, seed, where the
 world's place lives, which model drove it) is in the run's header; the fixture and its world's
 place are kept in the header's `annotations` (older headers had them as fields; they are read back
@@ -17,7 +21,7 @@ import asyncio
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,7 @@ from ..base.errors import ResumeRefused, StoreCorrupt, StoreError
 from ..core.confirm import ApprovalSecret
 from ..core.policy import Policy
 from ..core.stored_policy import stored_policy
+from ..engine.children import ChildRun
 from ..engine.engine import Engine
 from ..engine.handle import RunHandle
 from ..models.base import ModelAdapter
@@ -37,11 +42,13 @@ from ..models.scripted import ScriptedModel
 from ..record.spec import RunResult, RunSpec
 from ..record.trace import Durability, RunHeader
 from ..store.base import Store
+from ..tools.children import children_of, lookup_name
 from ..tools.contracts import ContractSet
 from ..tools.invocation import Principal
 from ..tools.mcp import McpConfig, McpTools, with_recorded
 from ..tools.mcp.pinning import recorded_pin
 from ..tools.retrieval import RetrieverFactory
+from ..tools.toolbox import FirstOf, FunctionTools, ToolBox
 from .expectations import check_expectations
 from .fixtures import Expect, Fixture
 from .world import ScriptedTools, Stage, World
@@ -55,6 +62,8 @@ class ScenarioRun:
     environment: ScriptedTools
     holds: int | None
     """What the run left in its world's place (`Stage.holds`; None: nothing to count)."""
+    children: list[RunResult] = field(default_factory=list)
+    """The child runs its child-run tools started that ended, in call order."""
 
     @property
     def passed(self) -> bool:
@@ -144,6 +153,7 @@ def run_fixture(
         retrievers=retrievers,
         mcp=mcp,
         durability=durability,
+        system_prompt=spec.system_prompt,
     )
 
 
@@ -245,6 +255,7 @@ class _StoredRun:
             live=self.live is not None,
             mcp=mcp,
             continuation=continuation,
+            system_prompt=self.spec.system_prompt,
         )
 
 
@@ -366,24 +377,39 @@ def _play(
     mcp: McpTools | None = None,
     durability: Durability = "transition",
     continuation: bool = False,
+    system_prompt: str | None = None,
 ) -> ScenarioRun:
-    """Build the fixture's world (clock, scripted tools and model) and drive one run in it.
+    """Build the fixture's world (clock, scripted tools and model, child runs) and drive one run
+    in it.
 
     `live`: a live model plans, so the run keeps real time (see the module docstring).
+    `system_prompt`: what the children are told (the run's own is in its spec).
     """
     clock: Clock = SystemClock() if live else FakeClock(fixture.clock.start)
     tool_clock: Clock = InstantLatency(clock) if live else clock
     environment = stage.toolbox(fixture, tool_clock, consumed)
     mcp = mcp.on_clock(clock) if mcp is not None else None  # real I/O on a fake clock
-    engine = Engine(
-        contracts=contracts,
-        toolbox=environment if mcp is None else mcp.before(environment),
-        store=store,
-        clock=clock,
-        policy=policy,
-        durability=durability,
-        retrievers=retrievers,
-    )
+    toolbox: ToolBox = environment if mcp is None else mcp.before(environment)
+
+    def engine_on(tools: ToolBox) -> Engine:
+        return Engine(
+            contracts=contracts,
+            toolbox=tools,
+            store=store,
+            clock=clock,
+            policy=policy,
+            durability=durability,
+            retrievers=retrievers,
+        )
+
+    children = FunctionTools()
+    for tool in fixture.children:
+        child = fixture.child(tool)
+        run = _child_run(tool, child, engine_on(stage.toolbox(child, tool_clock, {})))
+        run.system_prompt = system_prompt
+        children.register(tool, run)
+        children.register(lookup_name(tool), run.lookup)
+    engine = engine_on(FirstOf(children, toolbox) if fixture.children else toolbox)
     try:
         with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
             try:
@@ -395,9 +421,27 @@ def _play(
         expect = fixture.expect
         if continuation:  # what the run comes to after the decision
             expect = fixture.approval.expect if fixture.approval is not None else None
-        return _scenario(fixture, result, environment, stage.holds(), expect)
+        outcome = _scenario(fixture, result, environment, stage.holds(), expect)
+        if fixture.children:
+            _check_children(outcome, store)
+        return outcome
     finally:
         stage.close()
+
+
+def _child_run(tool: str, child: Fixture, engine: Engine) -> ChildRun:
+    """The child-run tool `tool`, each call a run of `child` (its task made from the call's
+    arguments, a fresh scripted model each) on `engine`."""
+
+    def task(arguments: Mapping[str, Any]) -> str:
+        return child.task.format(**arguments)
+
+    def model() -> ScriptedModel:
+        return ScriptedModel(child.model, price=child.price)
+
+    return ChildRun(
+        name=tool, engine=engine, task=task, tools=child.tools, model=model, limits=child.budget
+    )
 
 
 def _scenario(
@@ -411,3 +455,28 @@ def _scenario(
     return ScenarioRun(
         fixture=fixture, result=result, failures=failures, environment=environment, holds=holds
     )
+
+
+def _check_children(outcome: ScenarioRun, store: Store) -> None:
+    """Find the child runs the run started (linked by its outputs) and check each that ended
+    against its script's `expect`; a tool whose script expects something and started no child
+    is a failure too."""
+    started: set[str] = set()
+    for _, run_id in children_of(store.outputs(outcome.result.run_id)):
+        header, summary = store.header(run_id), store.summary(run_id)
+        if header is None or summary is None:
+            continue
+        transitions = store.transitions(run_id)
+        child = RunResult.of(summary, name=header.name, transitions=transitions, evidence=[])
+        outcome.children.append(child)
+        parent = header.annotations.get("parent")
+        tool = parent.get("tool") if isinstance(parent, dict) else None
+        script = outcome.fixture.children.get(tool) if isinstance(tool, str) else None
+        if script is None or script.expect is None:
+            continue
+        started.add(str(tool))
+        found = check_expectations(script.expect, child, None)
+        outcome.failures.extend(f"child {child.name} {failure}" for failure in found)
+    for tool, script in outcome.fixture.children.items():
+        if script.expect is not None and tool not in started:
+            outcome.failures.append(f"child of {tool}: no child run ended")

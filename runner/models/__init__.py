@@ -1,12 +1,12 @@
 """Model adapters: the protocol, a fixture-scripted double, and one module per provider.
 
 The provider adapters need their extras and are imported from their modules:
-`runner.models.openai.OpenAIChatModel` (`pip install runner[openai]`, also for OpenAI-compatible
-servers such as vLLM, llama.cpp or Ollama) and `runner.models.anthropic.AnthropicModel`
-(`runner[anthropic]`). Your own adapter is any object with `ModelAdapter.generate()`. The
-transcript a model sees (`transcript.py`), what a request costs (`pricing.py`), which model
-drove a run (`identity.py`) and a live model by name or rebuilt from a record (`live.py`) live
-here.
+`runner.models.openai.OpenAIChatModel` (`pip install 'runner-fsm[openai]'`, also for
+OpenAI-compatible servers such as vLLM, llama.cpp or Ollama) and
+`runner.models.anthropic.AnthropicModel` (`runner-fsm[anthropic]`). Your own adapter is any
+object with `ModelAdapter.generate()`. The transcript a model sees (`transcript.py`), what a
+request costs (`pricing.py`), which model drove a run (`identity.py`) and a live model by name
+or rebuilt from a record (`live.py`) live here.
 
 May import: `base`, `core`.
 """

@@ -1,5 +1,5 @@
 """An adapter for the Anthropic Messages API, on the official `anthropic` SDK
-(`pip install runner[anthropic]`) with its retries turned off. The key comes from
+(`pip install 'runner-fsm[anthropic]'`) with its retries turned off. The key comes from
 `ANTHROPIC_API_KEY`.
 """
 
@@ -139,7 +139,7 @@ class AnthropicModel:
             import anthropic  # noqa: PLC0415  # an optional extra, loaded only when used
         except ImportError as exc:
             raise ConfigError(
-                "the anthropic adapter needs `pip install runner[anthropic]`"
+                "the anthropic adapter needs `pip install 'runner-fsm[anthropic]'`"
             ) from exc
         self._anthropic = anthropic
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")

@@ -1,8 +1,8 @@
 """An adapter for the OpenAI Chat Completions tool-calling API (OpenAI, vLLM, llama.cpp, Ollama).
 
-Built on the official `openai` SDK (`pip install runner[openai]`) with its retries turned off: the
-runner's policy is the one retry layer. The API key comes from `OPENAI_API_KEY` (a local server
-that needs none may be given any key); it never appears in fixtures or logs.
+Built on the official `openai` SDK (`pip install 'runner-fsm[openai]'`) with its retries turned
+off: the runner's policy is the one retry layer. The API key comes from `OPENAI_API_KEY` (a local
+server that needs none may be given any key); it never appears in fixtures or logs.
 """
 
 from __future__ import annotations
@@ -144,7 +144,9 @@ class OpenAIChatModel:
         try:
             import openai  # noqa: PLC0415  # an optional extra, loaded only when used
         except ImportError as exc:
-            raise ConfigError("the openai adapter needs `pip install runner[openai]`") from exc
+            raise ConfigError(
+                "the openai adapter needs `pip install 'runner-fsm[openai]'`"
+            ) from exc
         self._openai = openai
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if key is None and base_url is None:

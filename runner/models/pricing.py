@@ -23,7 +23,7 @@ from .base import TokenUsage
 from .identity import ModelIdentity
 
 PER: Final = Decimal(1_000_000)
-PRICES_EXTRA: Final = "pip install 'runner[prices]'"
+PRICES_EXTRA: Final = "pip install 'runner-fsm[prices]'"
 MAX_USD_PER_MTOK: Final = 1_000_000
 
 

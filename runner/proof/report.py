@@ -312,6 +312,8 @@ def transition_line(record: TransitionRecord) -> str:
     if record.approval is not None:
         who = record.approval.get("approver")
         extra += f"  approval {record.approval.get('verdict')}" + (f" by {who}" if who else "")
+    if record.offered is not None:  # tool retrieval chose what this request offered
+        extra += f"  offered {', '.join(record.offered)}"
     if record.provenance is not None:
         extra += "  from " + ", ".join(
             f"{name}={source}" for name, source in sorted(record.provenance.items())

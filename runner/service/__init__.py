@@ -1,5 +1,5 @@
 """The runner as a service (`runner serve`): an HTTP API over a store, live events over SSE,
-approvals, cancel, and a run inspector page. Needs the optional extra `runner[service]`
+approvals, cancel, and a run inspector page. Needs the optional extra `runner-fsm[service]`
 (FastAPI, sse-starlette, uvicorn); `import runner` never imports it.
 
 A face, like the command line: it may import every layer. It plays fixtures through the

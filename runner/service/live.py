@@ -102,7 +102,7 @@ class LiveRuns:
             _log.warning(
                 "its SDK is not installed: its live runs are refused (409) until it is",
                 provider=provider,
-                install=f"pip install 'runner[service,{provider}]'",
+                install=f"pip install 'runner-fsm[service,{provider}]'",
             )
         for provider, settings in config.providers.items():
             if needs_keys and not os.environ.get(settings.api_key_env):
@@ -129,7 +129,7 @@ class LiveRuns:
                 409,
                 "no_model_sdk",
                 f"model: this service cannot build {provider} models: its SDK is not installed "
-                f"(pip install 'runner[service,{provider}]' where the service runs)",
+                f"(pip install 'runner-fsm[service,{provider}]' where the service runs)",
             )
         if self.needs_keys and not os.environ.get(settings.api_key_env):
             raise ApiError(

@@ -8,7 +8,7 @@ worker that lost its run can no longer write to it. Each transition row keeps th
 generation it was written under, which is how the tests check from the records that no run ever
 had two owners at once.
 
-Needs the `postgres` extra (`pip install 'runner[postgres]'`); `import runner` never imports it.
+Needs the `postgres` extra (`pip install 'runner-fsm[postgres]'`); `import runner` never imports it.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class Bm25Retriever:
         except ImportError as exc:
             raise ConfigError(
                 "tool retrieval with the bm25 retriever needs the bm25s package: "
-                "pip install 'runner[retrieval]' (or give Engine(retrievers=...) your own)"
+                "pip install 'runner-fsm[retrieval]' (or give Engine(retrievers=...) your own)"
             ) from exc
         stop = frozenset(STOPWORDS_EN)
         self._stop = stop

@@ -3,7 +3,8 @@
 It implements the harness's world protocol (`world.py`: `TRAVEL`): its tools' semantic rules
 (`rules.py`), the simulated hotel supplier (`supplier.py`), the scripted environment that plays a
 fixture's tool outcomes (`environment.py`), its system prompt (`prompt.py`), where its bundled
-contracts and fixtures are (`bundled.py`), the MCP catalogue's travel contracts (`catalogue.py`),
+contracts and fixtures are and its whole contract set (`bundled.py`), the tool catalogue for
+tool retrieval (`catalogue.py`), the research sub-agent, a child-run tool (`research.py`),
 approval fixtures played end to end (`approval_play.py`), and the harness's driver bound to it
 under its old names (`scenario.py`). The faces (`runner.cli`, `runner.service`'s factories) wire
 it to the harness; `tests/test_import_graph.py` keeps everything below it free of it.

@@ -1,4 +1,5 @@
-"""Where the travel world's contracts and fixtures are, in a checkout or in a plain install.
+"""Where the travel world's contracts and fixtures are, in a checkout or in a plain install, and
+the world's whole contract set.
 
 The top-level `contracts/` and `fixtures/` folders stay where the repository keeps them. A wheel
 ships copies of them inside this package (`bundled_contracts/`, `bundled_fixtures/`, mapped in
@@ -12,6 +13,8 @@ import functools
 from pathlib import Path
 
 from ..tools.contracts import ContractSet, load_contracts
+from .catalogue import catalogue_contracts
+from .research import research_contracts
 from .rules import SEMANTIC_RULES
 
 _HERE = Path(__file__).resolve().parent
@@ -34,5 +37,9 @@ def fixtures_dir() -> Path:
 
 @functools.cache
 def load_travel_contracts() -> ContractSet:
-    """The bundled travel contracts with their semantic rules, compiled once per process."""
-    return load_contracts(contracts_dir(), SEMANTIC_RULES)
+    """The travel world's contracts, compiled once per process: the bundled contract files with
+    their semantic rules, the tool catalogue beside them (`catalogue.py`: travel look-alikes and
+    other domains' tools, for tool retrieval) and the research sub-agent (`research.py`: a
+    child-run tool). The fixtures in `fixtures/features/` use the last two."""
+    files = load_contracts(contracts_dir(), SEMANTIC_RULES)
+    return ContractSet([*files.values(), *catalogue_contracts(), *research_contracts()])

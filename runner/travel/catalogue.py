@@ -1,4 +1,5 @@
-"""A 60-tool catalogue for the tool-retrieval fixtures: the travel contracts and 56 more.
+"""A 60-tool catalogue for tool retrieval: 56 tools beside the travel contracts, all of them in
+the travel world's contract set (`bundled.load_travel_contracts`).
 
 The extra tools are travel look-alikes (near-duplicate descriptions of flights, hotels and rail)
 and tools of unrelated domains (finance, people, operations, support, weather, documents), so a
@@ -11,8 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-from ..tools.contracts import Contract, ContractSet, compile_contract
-from .bundled import load_travel_contracts
+from ..tools.contracts import CompiledContract, Contract, compile_contract
 
 _STRING: Final = {"type": "string", "minLength": 1, "maxLength": 120}
 _RESULT: Final[dict[str, Any]] = {
@@ -369,14 +369,6 @@ def _contract(name: str, scope: str, description: str, arguments: tuple[str, ...
 
 
 @functools.cache
-def load_catalogue_contracts() -> ContractSet:
-    """The travel contracts and the 56 extra tools, compiled once per process."""
-    travel = load_travel_contracts()
-    extra = [compile_contract(_contract(*row), f"catalogue:{row[0]}") for row in _EXTRA]
-    return ContractSet([*travel.values(), *extra])
-
-
-def catalogue_tools() -> list[str]:
-    """The 60 tool names a catalogue fixture may use (the runtime-only lookup is not one)."""
-    contracts = load_catalogue_contracts()
-    return [name for name, c in contracts.items() if c.contract.audience == "model"]
+def catalogue_contracts() -> tuple[CompiledContract, ...]:
+    """The 56 extra tools, compiled once per process (the travel world's contracts hold them)."""
+    return tuple(compile_contract(_contract(*row), f"catalogue:{row[0]}") for row in _EXTRA)

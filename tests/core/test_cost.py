@@ -135,7 +135,7 @@ def test_limits_refuse_a_non_positive_money_budget() -> None:
 
 def test_missing_price_table_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "genai_prices", None)  # import fails as if not installed
-    with pytest.raises(ConfigError, match=r"pip install 'runner\[prices\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'runner-fsm\[prices\]'"):
         GenaiPrices()
 
 
@@ -348,7 +348,7 @@ def test_with_no_table_installed_the_advice_is_a_price_or_the_table(
         default_prices.cache_clear()
     assert "no price table is installed" in message
     assert "`price:`" in message and "RunSpec.price" in message
-    assert "pip install 'runner[prices]'" in message
+    assert "pip install 'runner-fsm[prices]'" in message
     told = _refusal(contracts, NoPrices())  # chosen: no table, whether installed or not
     assert "Engine(prices=NoPrices())" in told and "`price:`" in told
 

@@ -130,7 +130,7 @@ def test_a_model_that_cannot_be_rebuilt_is_refused_not_replaced(
         model_for_resume("r1", keyless, None, replied_live=True)
     monkeypatch.setitem(sys.modules, "anthropic", None)  # the SDK is not installed
     claude = ModelIdentity(provider="anthropic", name="claude-x", base_url="http://h:1")
-    with pytest.raises(ResumeRefused, match=r"pip install runner\[anthropic\]"):
+    with pytest.raises(ResumeRefused, match=r"pip install 'runner-fsm\[anthropic\]'"):
         model_for_resume("r1", claude, None, replied_live=True)
     custom = ModelIdentity(provider="custom", name="my.Adapter")
     with pytest.raises(ResumeRefused, match="resume it with that adapter"):

@@ -329,8 +329,9 @@ def test_live_runs_accepted_before_a_crash_go_on_live_after_the_restart(
 def test_a_provider_whose_sdk_is_not_installed_is_refused_409_and_warned_of_at_start(
     tmp_path: Path, llm: RecordedLLMServer
 ) -> None:
-    """`pip install '.[service]'` alone: the openai SDK missing (blocked in the service process by
-    a sitecustomize), its runs are refused at submit, never accepted to fail at their start."""
+    """`pip install 'runner-fsm[service]'` alone: the openai SDK missing (blocked in the service
+    process by a sitecustomize), its runs are refused at submit, never accepted to fail at their
+    start."""
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(
@@ -344,7 +345,7 @@ def test_a_provider_whose_sdk_is_not_installed_is_refused_409_and_warned_of_at_s
             refused = client.post("/v1/runs", json=live("openai:fixture-read_only_success"))
             assert refused.status_code == 409, refused.text
             assert refused.json()["error"]["code"] == "no_model_sdk"
-            assert "pip install 'runner[service,openai]'" in refused.json()["error"]["message"]
+            assert "pip install 'runner-fsm[service,openai]'" in refused.json()["error"]["message"]
             assert client.get("/v1/runs").json()["total"] == 0  # nothing accepted
         run_id = submit(svc, live("anthropic:fixture-read_only_success"))  # its SDK is there
         assert svc.wait_ended(run_id)["state"] == "complete"

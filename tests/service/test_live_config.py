@@ -183,6 +183,6 @@ def test_a_worker_says_at_start_which_providers_it_cannot_build(
     live_config = ServiceConfig.load(_config(tmp_path)).live
     assert set(unready_providers(live_config)) == {
         "live runs of openai are handed back: $RUNNER_TEST_OPENAI_KEY is not set",
-        "live runs of anthropic are handed back: pip install 'runner[anthropic]'",
+        "live runs of anthropic are handed back: pip install 'runner-fsm[anthropic]'",
     }
     assert unready_providers(None) == []

@@ -20,7 +20,10 @@ from tests.support.travel import FLIGHT_ARGS, FLIGHTS_OK
 
 
 def test_every_shipped_contract_compiles(contracts: ContractSet) -> None:
-    assert sorted(contracts) == [
+    """The contract files, the 56 catalogue tools made in code, and the child-run tool with its
+    lookup: the travel world's whole set."""
+    files = sorted(load_contracts(ROOT / "contracts"))
+    assert files == [
         "cancel_all_holds",
         "check_rail",
         "hold_room",
@@ -28,6 +31,8 @@ def test_every_shipped_contract_compiles(contracts: ContractSet) -> None:
         "search_flights",
         "search_hotels",
     ]
+    assert set(files) < set(contracts) and len(contracts) == 6 + 56 + 2
+    assert {"research_trip", "research_trip_lookup", "search_charter_flights"} <= set(contracts)
 
 
 def test_bad_date_is_rejected(contracts: ContractSet) -> None:

@@ -27,7 +27,7 @@ from runner.proof.replay import Recording, replay
 from runner.record.trace import TransitionRecord
 from runner.tools.contracts import ContractSet
 from runner.tools.retrieval import Bm25Retriever, ToolRetrieval, select, tool_text, words
-from runner.travel.catalogue import load_catalogue_contracts
+from runner.travel import load_travel_contracts
 from runner.travel.scenario import run_fixture
 from tests.support.paths import DATA
 
@@ -37,7 +37,7 @@ PATHS = collect_fixture_paths([CATALOGUE])
 
 @pytest.fixture(scope="module")
 def catalogue() -> ContractSet:
-    return load_catalogue_contracts()
+    return load_travel_contracts()  # the travel world's contracts hold the catalogue
 
 
 def proposals(records: list[TransitionRecord]) -> list[tuple[TransitionRecord, list[str]]]:
@@ -253,7 +253,7 @@ def test_an_always_offered_tool_without_a_contract_is_refused_before_the_run_is_
 def test_missing_bm25s_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "bm25s", None)
     tool = ToolSpec(name="a_tool", description="does a thing", parameters={})
-    with pytest.raises(ConfigError, match=r"pip install 'runner\[retrieval\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'runner-fsm\[retrieval\]'"):
         Bm25Retriever([tool])
 
 

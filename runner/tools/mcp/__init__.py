@@ -1,4 +1,4 @@
-"""Tools from MCP servers under the runner's contracts and policy (`pip install 'runner[mcp]'`).
+"""Tools from MCP servers under the runner's contracts and policy (`pip install 'runner-fsm[mcp]'`).
 
 Importing this package does not import the MCP SDK; connecting to servers does. `import runner`
 never imports either. May import what `runner.tools` may: `base`, `core`, `models`.

@@ -161,7 +161,9 @@ class McpTools(ComposesInOrder):
         try:
             from ._link import ServerLink  # noqa: PLC0415  # the optional SDK
         except ImportError as exc:
-            raise ConfigError("MCP servers need the mcp SDK: pip install 'runner[mcp]'") from exc
+            raise ConfigError(
+                "MCP servers need the mcp SDK: pip install 'runner-fsm[mcp]'"
+            ) from exc
         listed: dict[str, list[dict[str, Any]]] = {}
         links = {name: ServerLink(name, server, config) for name, server in config.servers.items()}
         for name, link in links.items():
