@@ -1,21 +1,18 @@
 """The examples users run: each program in `examples/` runs from any directory, exits 0 and
 prints what it did (the lines checked here); they type-check under `mypy --strict` (`make
-typecheck` covers them too), and the README's test of a user's agent passes."""
+typecheck` covers them too). The docs' blocks are run by `tests/docs/`."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.paths import ROOT
 
 EXAMPLES = ROOT / "examples"
-MARKER = "<!-- executed by tests/test_examples.py -->"
 
 PRINTS: dict[str, list[str]] = {
     # Its own tools and model, SQLite, handles, a cancel, every run replayed from its loop.
@@ -123,21 +120,3 @@ def test_mypy_strict_accepts_the_examples() -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-def _readme_block() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.search(re.escape(MARKER) + r"\s*```python\n(.*?)```", text, re.DOTALL)
-    assert found is not None, "the README's testing-kit example is marked for this test"
-    return found.group(1)
-
-
-def test_the_readmes_ten_line_test_of_an_agent_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(ROOT)
-    code = _readme_block()
-    assert len(code.strip().splitlines()) <= 16
-    namespace: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
-    tests = [value for name, value in namespace.items() if name.startswith("test_")]
-    assert len(tests) == 1
-    tests[0]()

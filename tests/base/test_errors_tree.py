@@ -1,7 +1,8 @@
 """Every exception a user can catch or raise sits under `RunnerError`, drawn once: the tree in
-`runner/base/errors.py`'s docstring is the classes' own hierarchy, and the README's "Errors" shows
-that drawing unchanged. Cancellation stays outside, an `asyncio.CancelledError`, so that `except
-Exception` never swallows it; control-flow exceptions of the runner's own stay private.
+`runner/base/errors.py`'s docstring is the classes' own hierarchy (the docs' exceptions page is
+generated from that drawing when the site builds). Cancellation stays outside, an
+`asyncio.CancelledError`, so that `except Exception` never swallows it; control-flow exceptions
+of the runner's own stay private.
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ from runner.base import errors
 from runner.base.errors import ModelRejected, ModelUnavailable, RunnerError
 from runner.engine._cancel import RunCancelled
 from runner.tools._outcomes import ResponseLost, describe_exception
-from tests.support.paths import ROOT
-
-README = ROOT / "README.md"
 
 DEMO_WORLD = "runner.travel"
 """The demo domain: what its fake tools raise is a tool's own failure, recorded by its name (a
@@ -74,12 +72,6 @@ def test_the_drawn_tree_is_the_classes_tree() -> None:
     assert _edges(_drawing(errors.__doc__)) == _hierarchy(RunnerError)
 
 
-def test_the_readme_shows_the_same_drawing() -> None:
-    assert errors.__doc__ is not None
-    section = README.read_text().split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
-    assert _drawing(section) == _drawing(errors.__doc__)
-
-
 def test_every_public_exception_is_under_runner_error_or_is_a_cancellation() -> None:
     outside = []
     for module in _every_module():
@@ -118,7 +110,7 @@ def test_a_lost_response_is_still_described_as_stored_runs_recorded_it() -> None
 
 
 def test_the_cancellation_a_handle_causes_has_a_public_name() -> None:
-    """The README names `RunCancelled`: it was only in the private `runner.engine._cancel`."""
+    """The docs name `RunCancelled`: it was only in the private `runner.engine._cancel`."""
     from runner.engine import RunCancelled as public  # noqa: PLC0415
 
     assert public is RunCancelled and issubclass(public, asyncio.CancelledError)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from runner.base.clock import SystemClock
 from runner.base.errors import ConfigError
@@ -216,11 +215,11 @@ def test_a_config_that_lacks_a_pinned_server_is_refused_before_anything_runs() -
         McpTools(resumed_with, pin)
 
 
-def test_the_readme_config_to_copy_is_the_example_that_runs() -> None:
-    """The first config in the README's MCP section is the one a reader copies with the command
-    above it: it must be `examples/mcp/servers.yaml`, not one naming a server nobody started."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Tools from MCP servers", 1)[1].split("\n## ", 1)[0]
-    first_config = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    example = (EXAMPLE / "servers.yaml").read_text()
-    assert yaml.safe_load(first_config) == yaml.safe_load(example)
+def test_the_docs_config_to_copy_is_the_example_that_runs() -> None:
+    """The first config on the MCP how-to page is the one a reader copies with the command below
+    it: it is `examples/mcp/servers.yaml` itself, included when the site builds, so it cannot name
+    a server nobody started."""
+    page = (ROOT / "docs" / "how-to" / "mcp-tools.md").read_text()
+    first_config = page.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert first_config.strip() == '--8<-- "examples/mcp/servers.yaml"'
+    assert (EXAMPLE / "servers.yaml").is_file()

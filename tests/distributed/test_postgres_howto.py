@@ -1,5 +1,5 @@
-"""The README's "PostgreSQL and many workers" block, run as a stranger would paste it: every line
-but the one starting a server (a test cluster stands in) and the install (this checkout is it)."""
+"""The PostgreSQL how-to page's blocks, run as a stranger would paste them: every line but the one
+starting a server (a test cluster stands in) and the install (this checkout is it)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,17 @@ from tests.support.pg import Cluster
 
 
 def _block() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## PostgreSQL and many workers", 1)[1]
-    found = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert found is not None, "the section has a shell block"
-    return [line for line in found.group(1).splitlines() if line.strip()]
+    text = (ROOT / "docs" / "how-to" / "postgres-and-workers.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", text, re.S)
+    assert len(blocks) >= 2, "the page installs, then starts a database, a worker and runs"
+    return [line for block in blocks[:2] for line in block.splitlines() if line.strip()]
 
 
 def test_the_install_line_installs_this_project_not_the_other_runner_on_pypi() -> None:
     """`runner` on PyPI is an unrelated project (1.1, 2013, "Simple command runner"): the line a
-    stranger pastes must install this one, from the checkout."""
+    stranger pastes names this one's distribution, `runner-fsm`."""
     [install] = [line for line in _block() if line.startswith("pip install")]
-    assert install.split("#")[0].split()[2] == "'.[postgres]'", install
+    assert install.split("#")[0].split()[2] == "'runner-fsm[postgres]'", install
 
 
 def test_the_readme_block_queues_runs_that_a_worker_ends(
