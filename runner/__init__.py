@@ -1,6 +1,6 @@
 """runner: drive a language model's tool-calling loop as an explicit, persisted state machine.
 
-What the README teaches is importable from here: the engine and a run's spec and result, the ways
+What the docs teach is importable from here: the engine and a run's spec and result, the ways
 of handing an engine its tools (`ToolBox`: `FunctionTools`, `DeclaredTools`, `FirstOf`), contracts,
 the model types and the scripted and function models, stores, clocks, the transition log, reading
 the store (`replay_run`, `list_runs`, `run_status`) and the common errors. The rest lives in its

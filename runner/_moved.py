@@ -1,6 +1,6 @@
 """Module paths that moved when the runner was laid out in layer packages: importing an old path
-still works for one release, with a `DeprecationWarning` naming the new one (README, "What
-moved"). No file stands at an old path: the finder below maps each to its module."""
+still works for one release, with a `DeprecationWarning` naming the new one (the docs' architecture
+page). No file stands at an old path: the finder below maps each to its module."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A read-only MCP server on the official SDK: the README's copy-paste example.
+"""A read-only MCP server on the official SDK: the MCP how-to page's copy-paste example.
 
 runner run examples/mcp/search_docs.yaml --mcp examples/mcp/servers.yaml
 """

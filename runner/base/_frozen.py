@@ -1,7 +1,7 @@
 """`quick_init`: a quicker `__init__` for a frozen, slotted, keyword-only dataclass.
 
 Kept for the one class it pays for: `TransitionRecord` (25 fields, three built a step), where it
-saves about 8% of a step's instructions (see the README's "Performance"). A frozen dataclass's
+saves about 8% of a step's instructions (docs/performance.md). A frozen dataclass's
 generated `__init__` sets each field through `object.__setattr__`; this one gives the new value
 the class of a plain slotted twin of the same layout (not frozen), stores the fields as into any
 slotted object and gives the value its class back. The same keyword-only parameters, defaults,

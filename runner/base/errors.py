@@ -3,8 +3,8 @@
 Expected model and tool failures are observations, not exceptions. Exceptions are for mistakes
 made before a run starts (bad contracts, fixtures, configuration), for a model adapter to say how
 a request failed (the run observes it, it never escapes a run), and for bugs or broken
-infrastructure during one. The tree (the README's "Errors" shows it too, and
-`tests/test_errors_tree.py` holds both to the classes)::
+infrastructure during one. The tree (the docs' exceptions page is generated from it, and
+`tests/base/test_errors_tree.py` holds it to the classes)::
 
     RunnerError
     ├── LoadError                 bad input found before any run starts

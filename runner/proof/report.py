@@ -1,7 +1,7 @@
 """How a run is shown, by the CLI and the service: one line per transition for people, one JSON
 object per run for tools.
 
-The JSON object is a public interface (documented in the README): keys are only ever added.
+The JSON object is a public interface (docs/reference/json-output.md): keys are only ever added.
 """
 
 from __future__ import annotations

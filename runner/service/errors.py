@@ -43,7 +43,7 @@ RUN_KIND = "run_kind"
 _RUN_TAGS = frozenset({"FixtureRun", "LiveRun"})
 """The submit body's kinds: in a problem's location after `body`, not a field of it."""
 _FIELD_CODES = {"budget": "invalid_budget"}
-"""A problem in one of these body fields has its own code (the README promises them)."""
+"""A problem in one of these body fields has its own code (the HTTP API reference promises them)."""
 _FROM_THE_KEY = frozenset({"tenant", "principal", "api_key", "key"})
 
 
