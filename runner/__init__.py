@@ -39,13 +39,14 @@ if _typing.TYPE_CHECKING:
     from .core.budget import Limits
     from .core.policy import Backoff, Policy
     from .core.states import State
+    from .engine.app import App
     from .engine.engine import Engine
     from .engine.handle import RunHandle
     from .models.base import ModelAdapter, ModelReply, TokenUsage, ToolCall, ToolSpec
     from .models.scripted import ScriptedModel
     from .models.transcript import Transcript
     from .proof.api import RunStatus, list_runs, replay_run, run_status
-    from .record.spec import RunResult, RunSpec
+    from .record.spec import RunResult, RunSpec, spec_from_header
     from .record.trace import TransitionRecord, read_log
     from .store import FanoutStore, JsonlLog, MemoryStore, SqliteStore, Store
     from .testing import FunctionModel
@@ -55,6 +56,7 @@ if _typing.TYPE_CHECKING:
     from .tools.toolbox import FirstOf, FunctionTools, ToolBox
 
 _HOMES: _typing.Final[dict[str, str]] = {
+    "App": ".engine.app",
     "Backoff": ".core.policy",
     "BudgetExceeded": ".base.errors",
     "Clock": ".base.clock",
@@ -107,6 +109,7 @@ _HOMES: _typing.Final[dict[str, str]] = {
     "read_log": ".record.trace",
     "replay_run": ".proof.api",
     "run_status": ".proof.api",
+    "spec_from_header": ".record.spec",
 }
 """Where each exported name lives, relative to this package."""
 
@@ -122,6 +125,7 @@ _DROPPED: _typing.Final[dict[str, tuple[str, str]]] = {
 release, with a warning naming where it lives now."""
 
 __all__ = [
+    "App",
     "Backoff",
     "BudgetExceeded",
     "Clock",
@@ -174,6 +178,7 @@ __all__ = [
     "read_log",
     "replay_run",
     "run_status",
+    "spec_from_header",
 ]
 
 

@@ -28,6 +28,7 @@ from ..record.trace import Durability
 from ..store import FanoutStore, JsonlLog
 from ..store.base import Store
 from ..tools.mcp import McpConfig, McpTools
+from ._app import add_app_arguments, resume_with_app
 from ._approvals import (
     add_approval_commands,
     approvals_command,
@@ -136,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("run_id", type=run_id_text)
     _with_model(resume, "the live model the run was started with (default: from its header)")
     _with_mcp(resume, "how to reach the MCP servers the run pinned")
+    add_app_arguments(resume, "a run your application started")
     resume.add_argument("--json", action="store_true", help="print the run as one JSON object")
     with_db(resume)
     _with_durability(resume, None)
@@ -305,6 +307,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
+    if args.app is not None and (args.model is not None or args.mcp is not None):
+        raise LoadError("--app builds the run's model and tools: give neither --model nor --mcp")
     contracts = contracts_for(args.contracts)
     store = open_store(args.db, must_exist=True)
     try:
@@ -320,19 +324,25 @@ def _resume(args: argparse.Namespace) -> int:
                 printable(f"run {args.run_id} already ended: {summary.terminal} ({summary.reason})")
             )
             return 0
-        with drive_lease(store, args.db, args.run_id):
-            outcome = resume_fixture(
-                args.run_id,
-                contracts,
-                store,
-                world=WORLD,
-                model=_model(args),
-                store_dir=args.db.folder,
-                mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
-                durability=args.durability,
-            )
+        if args.app is not None:  # a run an embedded application started
+            with drive_lease(store, args.db, args.run_id):
+                resume_with_app(args, store)
+        else:
+            with drive_lease(store, args.db, args.run_id):
+                outcome = resume_fixture(
+                    args.run_id,
+                    contracts,
+                    store,
+                    world=WORLD,
+                    model=_model(args),
+                    store_dir=args.db.folder,
+                    mcp=McpConfig.load(args.mcp) if args.mcp is not None else None,
+                    durability=args.durability,
+                )
     finally:
         store.close()
+    if args.app is not None:  # the resumed run as `show` prints it, from the store
+        return show_command(args)
     print_scenario(outcome, f"{outcome.fixture.name} (resumed)", args.json)
     return 0 if outcome.passed else EXIT_EXPECTATION_FAILED
 

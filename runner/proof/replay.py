@@ -19,7 +19,6 @@ from pydantic import ValidationError
 from ..base.clock import FakeClock
 from ..base.errors import ConfigError, LoadError, OutsideRecording, ReplayDivergence, StoreCorrupt
 from ..core.budget import Limits, changed_limits
-from ..core.evidence import EvidenceRequirement
 from ..core.machine import Trigger
 from ..core.policy import Policy
 from ..core.result_classes import COMMITS_WRITE
@@ -28,12 +27,12 @@ from ..core.stored_policy import stored_policy
 from ..engine._admission import unavailable
 from ..engine.engine import Engine, ReplayedRun, outside_a_loop
 from ..record.recording import RecordedOutput, RecordedTurn
-from ..record.spec import DEFAULT_SYSTEM_PROMPT, RunSpec
+from ..record.spec import DEFAULT_SYSTEM_PROMPT, spec_from_header
 from ..record.trace import RunHeader, RunSummary, TransitionRecord, distinct, read_log
 from ..store.base import Store
 from ..store.memory import MemoryStore
 from ..tools.contracts import ContractSet
-from ..tools.invocation import Principal, ToolImplementation, ToolInvocation, ToolResponse
+from ..tools.invocation import ToolImplementation, ToolInvocation, ToolResponse
 
 
 @dataclass(slots=True, kw_only=True)
@@ -156,30 +155,6 @@ def _policy_changes(before: Policy, after: Policy) -> list[str]:
     return changes
 
 
-def _spec(header: RunHeader, limits: Limits) -> RunSpec:
-    return RunSpec(
-        task=header.task,
-        tenant=header.tenant,
-        principal=Principal(id=header.principal, scopes=frozenset(header.scopes)),
-        tools=tuple(header.tools),
-        limits=limits,
-        context=header.context,
-        name=header.name,
-        seed=header.seed,
-        annotations=header.annotations,
-        system_prompt=header.system_prompt,
-        continuation=header.continues,
-        required_evidence=tuple(
-            EvidenceRequirement.model_validate(r) for r in header.required_evidence
-        ),
-        price=header.price,
-        fallback_price=header.fallback_price,
-        tool_retrieval=header.tool_retrieval,
-        input_projection=header.input_projection,
-        render_limit=header.render_limit,
-    )
-
-
 def check_contracts_cover(header: RunHeader, contracts: ContractSet) -> None:
     """Refuse contracts that do not declare every tool the run was offered: a run can only
     have started with contracts for all of them, so these are another set (replayed or graded
@@ -259,7 +234,7 @@ def replay(
     )
     drive = engine.replay(
         header.run_id,
-        _spec(header, use_limits),
+        spec_from_header(header, limits=use_limits),
         recording.turns,
         recording.outputs,
         expected=None if changes else recording.transitions,

@@ -16,7 +16,7 @@ from ..core.states import State
 from ..models.pricing import ModelPrice
 from ..tools.invocation import Principal
 from ..tools.retrieval import ToolRetrieval
-from .trace import Durability, OperationSummary, RunSummary, TransitionRecord
+from .trace import Durability, OperationSummary, RunHeader, RunSummary, TransitionRecord
 
 DEFAULT_SYSTEM_PROMPT: Final = (
     "You plan tool calls to complete the user's task. Use only the tools offered. Tool results "
@@ -228,3 +228,30 @@ class RunResult:
             prefill_untruncated=self.prefill_untruncated,
             cost_usd=self.cost_usd,
         )
+
+
+def spec_from_header(header: RunHeader, *, limits: Limits | None = None) -> RunSpec:
+    """The spec a stored run was started with, as its header holds it (`limits`: others than
+    its own, for a counterfactual replay). Credentials are never stored: a resumed run that
+    needs them gets them with `dataclasses.replace(spec, credentials=...)`."""
+    return RunSpec(
+        task=header.task,
+        tenant=header.tenant,
+        principal=Principal(id=header.principal, scopes=frozenset(header.scopes)),
+        tools=tuple(header.tools),
+        limits=limits if limits is not None else Limits.model_validate(header.limits),
+        context=header.context,
+        name=header.name,
+        seed=header.seed,
+        annotations=header.annotations,
+        system_prompt=header.system_prompt,
+        continuation=header.continues,
+        required_evidence=tuple(
+            EvidenceRequirement.model_validate(r) for r in header.required_evidence
+        ),
+        price=header.price,
+        fallback_price=header.fallback_price,
+        tool_retrieval=header.tool_retrieval,
+        input_projection=header.input_projection,
+        render_limit=header.render_limit,
+    )
