@@ -46,16 +46,22 @@ class Limits(BaseModel):
     # Validators are built on first use, not at `import runner` (issue 11: import cost).
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    max_attempts: int = Field(default=8, ge=1, strict=True)
+    # The defaults: measured on a real third-party customer-service domain (an order database
+    # behind an MCP server, its tasks' reference trajectories driven by a scripted model), whose
+    # longest task took 13 tool actions (one a request, then the answer) and about 48,000 tokens
+    # summed over its requests. Headroom for retries, corrections and a model that wanders:
+    # about 4x the actions and requests, about 10x the tokens (a transcript resent each request
+    # grows them faster than the steps), and 10 s a request for 30 requests for the deadline.
+    max_attempts: int = Field(default=50, ge=1, strict=True)
     """Admitted tool attempts, counted on admission (retries and refused calls included)."""
-    max_model_steps: int = Field(default=16, ge=1, strict=True)
+    max_model_steps: int = Field(default=50, ge=1, strict=True)
     """Model requests that may propose tools; the final tool-free request is outside this cap."""
-    max_tokens: int = Field(default=50_000, ge=1, strict=True)
+    max_tokens: int = Field(default=500_000, ge=1, strict=True)
     """Cumulative input plus output tokens reported (or estimated) for model requests. Each
     request's output is limited to what is left (after its projected input, where that leaves
     any), so only input passes it; the final tool-free request after it is spent is outside it."""
     max_seconds: float = Field(
-        default=30.0, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False, strict=True
+        default=300.0, gt=0, le=MAX_DEADLINE_S, allow_inf_nan=False, strict=True
     )
     """Wall-clock deadline from the run's start, covering model calls, waits and tools."""
     max_cost_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False, strict=True)
@@ -68,6 +74,31 @@ class Limits(BaseModel):
     left (its output limited to the rest); else the run abstains without a final answer. A
     child run's limits set it: its caps are what its parent has left, so nothing may stand
     outside them. Left out of a run's header while false (headers stored before it read false)."""
+
+
+LIMIT_OF_BOUND: Final[dict[str, str]] = {
+    Bound.ATTEMPTS: "max_attempts",
+    Bound.MODEL_STEPS: "max_model_steps",
+    Bound.TOKENS: "max_tokens",
+    Bound.DEADLINE: "max_seconds",
+    Bound.COST: "max_cost_usd",
+}
+"""The limit whose bound a run's reason names, when a bound ended it."""
+
+
+def limit_spent(reason: str, limits: Limits) -> str | None:
+    """Which limit ended a run and how to raise it (None: no bound ended it): what a person
+    reads under a run that stopped on its budget."""
+    name = LIMIT_OF_BOUND.get(reason)
+    if name is None:
+        return None
+    value = getattr(limits, name)
+    default = Limits.model_fields[name].default
+    which = f"{name} {value:g}" + (" (the default)" if value == default else "")
+    return (
+        f"{which} was spent; raise it with RunSpec(limits=Limits({name}=...)), "
+        f"or a fixture's budget: {{{name}: ...}}"
+    )
 
 
 def changed_limits(before: Limits, after: Limits) -> list[str]:

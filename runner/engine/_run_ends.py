@@ -172,6 +172,7 @@ def finish(runtime: Runtime, run: RunState) -> RunResult:
         name=run.setup.spec.name,
         transitions=run.moves.records,
         evidence=run.calls.evidence,
+        limits=run.setup.spec.limits,
     )
 
 

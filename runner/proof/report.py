@@ -6,11 +6,15 @@ The JSON object is a public interface (docs/reference/json-output.md): keys are 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from pydantic import ValidationError
+
 from ..base.errors import StoreCorrupt
+from ..core.budget import Limits, limit_spent
 from ..engine.effects import FAILED_PREFIX
 from ..record.recording import RecordedTurn
 from ..record.spec import RunResult
@@ -93,11 +97,14 @@ class RunView:
     prefill_untruncated: int | None = None
     cost_usd: float | None = None
     """What the model requests cost in total (None: an unpriced run)."""
+    limit_spent: str | None = None
+    """When a bound ended the run: which limit, and how to raise it."""
 
     @classmethod
     def of_result(cls, result: RunResult, holds: int | None) -> RunView:
         view = cls.of_summary(result.name, result.summary(), result.transitions)
         view.holds = holds
+        view.limit_spent = result.limit_spent
         return view
 
     @classmethod
@@ -113,7 +120,11 @@ class RunView:
             )
             if unbacked is not None:  # a row removed at the end, or the summary edited
                 raise StoreCorrupt(unbacked)
-            return cls.of_summary(header.name, summary, transitions)
+            view = cls.of_summary(header.name, summary, transitions)
+            # A header whose limits no longer load still shows; only the hint goes.
+            with contextlib.suppress(ValidationError):
+                view.limit_spent = limit_spent(summary.reason, Limits.model_validate(header.limits))
+            return view
         last = transitions[-1] if transitions else None  # unfinished: what the log says so far
         return cls(
             run_id=header.run_id,
@@ -200,6 +211,7 @@ def run_json(view: RunView, expect: dict[str, Any] | None) -> dict[str, Any]:
         "fixture": view.name,
         "terminal": view.terminal,
         "reason": view.reason,
+        "limit_spent": view.limit_spent,
         "answer": view.answer,
         "attempts": view.attempts,
         "model_steps": view.model_steps,
@@ -374,6 +386,8 @@ def run_text(view: RunView, heading: str) -> str:
         lines.append(printable(f"  operation {op.key} ({op.tool}): {op.status}"))
     if view.answer:
         lines.append(f"  answer: {printable(view.answer)}")
+    if view.limit_spent is not None:
+        lines.append(f"  limit: {view.limit_spent}")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..base._jsonsafe import NotJson, json_value, safe_str
 from ..base.errors import ConfigError
-from ..core.budget import INPUT_PROJECTION, Limits
+from ..core.budget import INPUT_PROJECTION, Limits, limit_spent
 from ..core.evidence import EvidenceRequirement
 from ..core.states import State
 from ..models.pricing import ModelPrice
@@ -171,6 +171,8 @@ class RunResult:
     """The cumulative prefill had no tool result been truncated."""
     cost_usd: float | None = None
     """What the model requests cost in total, at the run's price (None: an unpriced run)."""
+    limit_spent: str | None = None
+    """When a bound ended the run: which limit, and how to raise it (`core.budget.limit_spent`)."""
 
     @property
     def prefill(self) -> int:
@@ -189,8 +191,10 @@ class RunResult:
         name: str,
         transitions: list[TransitionRecord],
         evidence: list[dict[str, Any]],
+        limits: Limits | None = None,
     ) -> RunResult:
-        """The result of a run whose stored summary is `summary`."""
+        """The result of a run whose stored summary is `summary` (`limits`: the run's, to say
+        which one ended it)."""
         return cls(
             run_id=summary.run_id,
             name=name,
@@ -209,6 +213,7 @@ class RunResult:
             prefill_per_step=summary.prefill_per_step,
             prefill_untruncated=summary.prefill_untruncated,
             cost_usd=summary.cost_usd,
+            limit_spent=limit_spent(summary.reason, limits) if limits is not None else None,
         )
 
     def summary(self) -> RunSummary:

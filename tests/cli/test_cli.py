@@ -47,6 +47,7 @@ RUN_KEYS = {
     "fixture",
     "terminal",
     "reason",
+    "limit_spent",
     "answer",
     "attempts",
     "model_steps",

@@ -304,7 +304,7 @@ def test_a_resume_under_other_limits_is_refused_before_anything_is_re_driven(
     with asyncio.Runner(loop_factory=clock.loop_factory) as runner:
         with pytest.raises(ResumeRefused) as refused:
             runner.run(engine.resume(run_id, spec(limits=other), going_on))
-        assert "max_attempts 8 (given 3), max_seconds 30.0 (given 45.0)" in str(refused.value)
+        assert "max_attempts 50 (given 3), max_seconds 300.0 (given 45.0)" in str(refused.value)
         assert len(store.transitions(run_id)) == stored and going_on.requests == 1
         result = runner.run(engine.resume(run_id, spec(), going_on))
     store.close()
