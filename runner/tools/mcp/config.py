@@ -17,14 +17,14 @@ own description of it (its annotations included) is a claim from an untrusted pa
         scope: booking.write
         tools:
           book: {reconcile_with: find_booking, key_argument: request_id,
-                 suppresses_duplicates: true}
+                 suppresses_duplicates: true, errors: not_applied}
           find_booking: {read_only: true, runtime_only: true, key_argument: request_id}
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -45,6 +45,11 @@ SERVER_NAME: Final = r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$"
 """Lowercase words joined by single underscores: `server__tool` then splits at its first `__`."""
 
 ServerName = Annotated[str, StringConstraints(pattern=SERVER_NAME, max_length=24)]
+
+ToolErrors = Literal["unknown", "not_applied"]
+"""What a write's tool-level error (`isError: true`) means: `unknown` (it may have been applied
+before it failed: looked up by key) or `not_applied` (the server refused it and did nothing: a
+failure the policy decides). A lost or broken transport is unknown whatever this says."""
 
 
 class ToolOverlay(BaseModel):
@@ -79,11 +84,16 @@ class ToolOverlay(BaseModel):
     overlay or the server's destructive hint) without asking anyone. Recorded in the pin."""
     runtime_only: bool = False
     """Called by the runner itself (a reconciliation lookup), never offered to the model."""
+    errors: ToolErrors | None = None
+    """Writes: what an `isError` result means (`ToolErrors`; default: the server's `errors`).
+    Recorded in the pin, so a resumed run reads its errors as it was started with."""
 
     @after_validator(mode="after")
     def _consistent(self) -> ToolOverlay:
         if self.read_only and (self.reconcile_with is not None or self.suppresses_duplicates):
             raise ValueError("a read_only tool has no reconcile_with or suppresses_duplicates")
+        if self.read_only and self.errors is not None:
+            raise ValueError("a read_only tool has no errors (a read's isError is a failure)")
         return self
 
 
@@ -104,6 +114,10 @@ class ServerConfig(BaseModel):
     scope: str = Field(min_length=1)
     """The scope a tool of this server needs, unless its overlay names another."""
     timeout_s: float = Field(default=30.0, gt=0, le=600)
+    errors: ToolErrors = "unknown"
+    """What an `isError` result of this server's writes means, unless a tool's overlay says
+    (`ToolErrors`): `unknown`, the safe default, or `not_applied` for a server that raises only
+    when it refused a write and changed nothing."""
     tools: dict[str, ToolOverlay] = Field(default_factory=dict)
     """Overlays by the server's own tool name; a tool without one is not offered."""
 

@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 
 from ...base.errors import ContractError
 from ..contracts import CompiledContract, Contract, compile_contract, refuse_unread_dialect
-from .config import McpConfig, ServerConfig, ToolOverlay
+from .config import McpConfig, ServerConfig, ToolErrors, ToolOverlay
 
 SEPARATOR: Final = "__"
 PIN_FORMAT: Final = "runner-mcp/1"
@@ -104,6 +104,9 @@ class PinnedTool:
     audience: Literal["model", "runtime"] = "model"
     hints_applied: list[str] = field(default_factory=list)
     """Restrictions the server's hints imposed on the overlay, in words."""
+    errors: ToolErrors = "unknown"
+    """Writes: what an `isError` result means (the overlay's, else the server's `errors`; a pin
+    recorded before the setting existed reads `unknown`, as such runs did)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,6 +190,7 @@ def _pin_one(
         "key_argument": key_argument,
         "audience": "runtime" if overlay.runtime_only else "model",
         "hints_applied": hints,
+        "errors": (overlay.errors or config.errors) if side_effect == "write" else "unknown",
     }
     if not tool:
         return _refused(base, "the server listed a tool with no name")

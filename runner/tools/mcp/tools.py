@@ -13,8 +13,10 @@ What a call comes to (the classifier then maps it as for any tool):
 - a result: `{"status": "ok", "text", "structured"?, "found"?}` (`found` copied from structured
   content, for lookups); `isError`: `{"status": "error", "error_code": "tool_error", "message"}`
   (`permanent`), and for a write the typed error its text states as JSON (the tool-result
-  convention), else `outcome_unknown` (the SDK makes any exception `isError`, one raised after
-  the write committed too), then the lookup;
+  convention), else by the pin's `errors`: `outcome_unknown` (the SDK makes any exception
+  `isError`, one raised after the write committed too), then the lookup; or, for a server the
+  operator says refuses a write without acting (`errors: not_applied`), `tool_error` as for a
+  read, a failure the policy decides;
 - a JSON-RPC error: invalid params is `invalid_arguments`; method not found is `permanent`; any
   other is `permanent` for a read, and for a write `unknown_outcome` (the server may have acted
   before it failed), then the lookup;
@@ -45,7 +47,7 @@ from ..contracts import CompiledContract, ContractSet
 from ..declare import checked_contract_set
 from ..invocation import ToolImplementation, ToolInvocation, ToolResponse
 from ..toolbox import ComposesInOrder
-from .config import McpConfig
+from .config import McpConfig, ToolErrors
 from .pinning import ANNOTATION, KEY_META, NO_LOOKUP, SEPARATOR, Pin, PinnedTool, recorded_pin
 
 
@@ -72,11 +74,13 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"status": "error", "error_code": code, "message": message, "retryable": False}
 
 
-def _write_error(text: str) -> dict[str, Any]:
+def _write_error(text: str, errors: ToolErrors) -> dict[str, Any]:
     """`isError` from a write: the typed error its text states (`{"status": "error",
     "error_code": ...}`, the tool-result convention: the server says what became of it), else
-    `outcome_unknown`. An SDK server turns any exception in a tool into `isError`, one raised
-    after the write committed too: only a lookup by key can tell whether it happened."""
+    what the operator said such an error means (`errors`). By default `outcome_unknown`: an SDK
+    server turns any exception in a tool into `isError`, one raised after the write committed
+    too, so only a lookup by key can tell whether it happened. `not_applied`: the server refuses
+    a write before acting, so its error is `tool_error` (`permanent`), as for a read."""
     try:
         stated = json.loads(text)
     except ValueError:
@@ -84,8 +88,12 @@ def _write_error(text: str) -> dict[str, Any]:
     if isinstance(stated, dict) and stated.get("status") == "error":
         code = stated.get("error_code")
         if isinstance(code, str) and code:
-            return _error(code, str(stated.get("message", "")) or code)
-    return _error("outcome_unknown", text or "the tool reported an error")
+            typed = _error(code, str(stated.get("message", "")) or code)
+            if isinstance(stated.get("retryable"), bool):
+                typed["retryable"] = stated["retryable"]
+            return typed
+    code = "tool_error" if errors == "not_applied" else "outcome_unknown"
+    return _error(code, text or "the tool reported an error")
 
 
 def _text_of(content: Iterable[Any]) -> str:
@@ -106,7 +114,7 @@ def payload_of(result: Any, pinned: PinnedTool) -> object:
     text = _text_of(result.content)
     if result.is_error:
         if pinned.side_effect == "write":
-            return _write_error(text)
+            return _write_error(text, pinned.errors)
         return _error("tool_error", text or "the tool reported an error")
     payload: dict[str, Any] = {"status": "ok", "text": text}
     structured = result.structured_content

@@ -299,3 +299,64 @@ def test_import_runner_loads_no_mcp_sdk() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+
+
+def _write_pinned(tools: dict[str, Any], **server: Any) -> PinnedTool:
+    config = McpConfig.of(
+        {"servers": {"srv": {"command": "x", "scope": "s.write", "tools": tools, **server}}},
+        base_dir=Path("."),
+    )
+    (pinned,) = pin_server("srv", config.servers["srv"], [_listed()])
+    return pinned
+
+
+def _is_error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+@pytest.mark.parametrize(
+    ("server", "overlay", "pinned"),
+    [
+        ({}, {}, "unknown"),
+        ({"errors": "not_applied"}, {}, "not_applied"),
+        ({}, {"errors": "not_applied"}, "not_applied"),
+        ({"errors": "not_applied"}, {"errors": "unknown"}, "unknown"),
+    ],
+)
+def test_what_a_writes_tool_error_means_is_pinned_tool_over_server(
+    server: dict[str, Any], overlay: dict[str, Any], pinned: str
+) -> None:
+    tool = _write_pinned({"t": overlay}, **server)
+    assert tool.errors == pinned
+    assert Pin.from_json(Pin(servers={}, tools=(tool,)).to_json()).tools[0].errors == pinned
+    code = payload_of(_is_error("Error: no such order"), tool)["error_code"]  # type: ignore[index]
+    assert code == ("tool_error" if pinned == "not_applied" else "outcome_unknown")
+
+
+def test_a_pin_recorded_before_errors_existed_reads_unknown() -> None:
+    recorded = _write_pinned({"t": {}}).to_json()
+    del recorded["errors"]
+    assert PinnedTool(**recorded).errors == "unknown"
+
+
+def test_a_typed_error_a_write_states_wins_over_errors() -> None:
+    tool = _write_pinned({"t": {"errors": "not_applied"}})
+    stated = '{"status": "error", "error_code": "service_unavailable", "retryable": true}'
+    payload = payload_of(_is_error(stated), tool)
+    assert payload == {
+        "status": "error",
+        "error_code": "service_unavailable",
+        "message": "service_unavailable",
+        "retryable": True,
+    }
+
+
+def test_a_read_only_tool_takes_no_errors() -> None:
+    with pytest.raises(ConfigError, match="read_only tool has no errors"):
+        _config({"t": {"read_only": True, "errors": "not_applied"}})
+    with pytest.raises(ConfigError, match="errors"):
+        _config({"t": {"errors": "maybe"}})
+    (read,) = pin_server(
+        "srv", _config({"t": {"read_only": True}}, errors="not_applied").servers["srv"], [_listed()]
+    )
+    assert read.errors == "unknown"  # a read's isError is a failure whatever the server says
