@@ -22,9 +22,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Running needs only the package and its dependencies.
+# Running needs the package and its dependencies, and BM25 for the bundled tool-retrieval fixture.
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[retrieval]'
 	touch $(RUN_STAMP)
 
 # Testing adds the dev tools (pytest, mypy, ruff, hypothesis, the provider SDKs, ...).
